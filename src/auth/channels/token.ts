@@ -1,0 +1,30 @@
+// Bearer tokens: any Authorization header makes this channel answer, with a Principal or a 401.
+import type { Db } from '../../db/open.ts';
+import { checkToken } from '../../store/tokens.ts';
+import type { Channel, Rejection } from '../core.ts';
+
+const BEARER = /^Bearer ([^\s,]+)$/i;
+
+function invalid(reason: string, message: string, code: Rejection['code'] = 'invalid_token'): Rejection {
+  return { status: 401, code, message, reason };
+}
+
+export function tokenChannel(db: Db, enabled: boolean): Channel {
+  return {
+    name: 'token',
+    async authenticate(request) {
+      const header = request.headers.get('authorization');
+      if (header === null) return null;
+      // Two Authorization headers arrive joined by a comma, which no token contains.
+      const m = BEARER.exec(header.trim());
+      if (!m) return invalid('malformed authorization header', 'send exactly one "Authorization: Bearer <token>" header', 'unauthorized');
+      if (!enabled) return invalid('token channel disabled', 'personal access tokens are disabled on this server');
+      const check = await checkToken(db, m[1]!);
+      if (!check.ok) {
+        const message = check.reason === 'expired' ? 'the token has expired' : check.reason === 'revoked' ? 'the token has been revoked' : 'the token is not valid';
+        return invalid(`token ${check.reason}`, message);
+      }
+      return { user: check.user, via: 'token', tokenId: check.tokenId };
+    },
+  };
+}

@@ -1,0 +1,62 @@
+// The one place that decides who is calling. Each channel looks at a request and answers "not mine" (null),
+// a Principal, or a Rejection; channels are tried in a fixed order and the first that answers decides, so
+// a request carrying a bad token is refused, never treated as anonymous or as its cookie's user.
+import type { User } from '../store/users.ts';
+
+export type Via = 'token' | 'session' | 'header';
+
+export interface AuthRequest {
+  readonly method: string;
+  readonly headers: Headers;
+  /** TCP peer address of the connection (never a forwarded-for header) */
+  readonly peer: string;
+  cookie(name: string): string | undefined;
+}
+
+export interface Principal {
+  readonly user: User;
+  readonly via: Via;
+  readonly sessionId?: string;
+  readonly tokenId?: string;
+}
+
+export interface Rejection {
+  readonly status: 401 | 403;
+  /** invalid_token marks a presented bearer token that is bad, expired or revoked */
+  readonly code: 'unauthorized' | 'invalid_token' | 'forbidden';
+  readonly message: string;
+  /** for the log and audit trail; never contains a secret */
+  readonly reason: string;
+}
+
+export interface Channel {
+  readonly name: Via;
+  authenticate(request: AuthRequest): Promise<Principal | Rejection | null>;
+}
+
+export type Resolution =
+  | { readonly kind: 'principal'; readonly principal: Principal }
+  | { readonly kind: 'rejected'; readonly rejection: Rejection }
+  | { readonly kind: 'anonymous' };
+
+export function isRejection(answer: Principal | Rejection): answer is Rejection {
+  return 'status' in answer;
+}
+
+export interface Authenticator {
+  resolve(request: AuthRequest): Promise<Resolution>;
+}
+
+/** Channels in the order they are tried: bearer token, then header, then session cookie. */
+export function createAuthenticator(channels: readonly Channel[]): Authenticator {
+  return {
+    async resolve(request) {
+      for (const channel of channels) {
+        const answer = await channel.authenticate(request);
+        if (answer === null) continue;
+        return isRejection(answer) ? { kind: 'rejected', rejection: answer } : { kind: 'principal', principal: answer };
+      }
+      return { kind: 'anonymous' };
+    },
+  };
+}

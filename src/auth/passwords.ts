@@ -1,0 +1,39 @@
+// Password hashing: argon2id with OWASP's parameters, PHC strings, run on libuv's thread pool so the event
+// loop stays free. Only login and password changes call this.
+import { hash, verify, Algorithm } from '@node-rs/argon2';
+
+const PARAMS = { algorithm: Algorithm.Argon2id, memoryCost: 19456, timeCost: 2, parallelism: 1 } as const;
+const PHC_PARAMS = `$argon2id$v=19$m=${PARAMS.memoryCost},t=${PARAMS.timeCost},p=${PARAMS.parallelism}$`;
+
+export const PASSWORD_MIN = 8;
+export const PASSWORD_MAX = 1024;
+
+export function passwordProblem(password: string): string | null {
+  if (password.length < PASSWORD_MIN) return `a password has at least ${PASSWORD_MIN} characters`;
+  if (password.length > PASSWORD_MAX) return `a password has at most ${PASSWORD_MAX} characters`;
+  return null;
+}
+
+export function hashPassword(password: string): Promise<string> {
+  return hash(password, PARAMS);
+}
+
+export async function verifyPassword(phc: string, password: string): Promise<boolean> {
+  try {
+    return await verify(phc, password);
+  } catch {
+    return false;
+  }
+}
+
+/** True when the stored hash was made with other parameters; login then stores a fresh one. */
+export function needsRehash(phc: string): boolean {
+  return !phc.startsWith(PHC_PARAMS);
+}
+
+// Compared against when the account does not exist or has no password, so both cost one verification.
+let dummy: Promise<string> | null = null;
+export function dummyHash(): Promise<string> {
+  dummy ??= hashPassword('svc dummy password for constant-time login');
+  return dummy;
+}

@@ -1,0 +1,73 @@
+// Every CLI command, in the order --help lists them.
+import { type Command, withDatabase } from './command.ts';
+import { userCommands } from './users.ts';
+import { itemCommands } from './items.ts';
+import { tokenCommands } from './tokens.ts';
+import { startServer } from '../server.ts';
+import { createLogger } from '../log.ts';
+import { openDatabase } from '../db/open.ts';
+import { sql } from 'drizzle-orm';
+
+const serverCommands: Command[] = [
+  {
+    name: ['serve'],
+    usage: 'serve',
+    summary: 'apply pending migrations and serve HTTP',
+    help: 'Applies pending migrations, then serves HTTP until SIGINT or SIGTERM (graceful: in-flight requests finish).',
+    positionals: [],
+    options: {},
+    configMode: 'serve',
+    async run(ctx) {
+      const config = ctx.config();
+      const log = createLogger();
+      const running = await startServer(config, log);
+      await new Promise<void>((resolve) => {
+        const stop = (signal: string) => {
+          log.info('shutting_down', { signal });
+          void running.stop().then(resolve);
+        };
+        process.once('SIGINT', () => stop('SIGINT'));
+        process.once('SIGTERM', () => stop('SIGTERM'));
+      });
+      return 0;
+    },
+  },
+  {
+    name: ['check'],
+    usage: 'check',
+    summary: 'validate the configuration and what it names',
+    help: 'Validates svc.ini and the environment variables it names, then opens the database; prints every problem.',
+    positionals: [],
+    options: {},
+    configMode: 'serve',
+    async run(ctx) {
+      const config = ctx.config();
+      try {
+        const database = await openDatabase(config.server.database, config.server.databaseToken);
+        await database.db.run(sql`SELECT 1`);
+        database.close();
+      } catch (e) {
+        ctx.io.err(`svc: check: server.database: cannot open ${config.server.database}: ${(e as Error).message}`);
+        return 1;
+      }
+      ctx.io.out(`svc: ${ctx.configPath} is valid; database reachable`);
+      return 0;
+    },
+  },
+  {
+    name: ['migrate'],
+    usage: 'migrate',
+    summary: 'apply pending migrations',
+    help: 'Applies pending database migrations; running it again does nothing.',
+    positionals: [],
+    options: {},
+    configMode: 'data',
+    async run(ctx) {
+      await withDatabase(ctx.config(), async () => undefined);
+      ctx.io.out('svc: migrations applied');
+      return 0;
+    },
+  },
+];
+
+export const COMMANDS: readonly Command[] = [...serverCommands, ...userCommands, ...tokenCommands, ...itemCommands];

@@ -1,0 +1,100 @@
+// `svc <command>`: parses arguments, loads the configuration once, runs one command, maps failures to exit
+// codes (0 ok, 78 configuration, 1 anything else) and one-line messages.
+import { readFileSync } from 'node:fs';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { loadConfig, ConfigError, type Config, type LoadOptions } from '../config/load.ts';
+import { AppError } from '../domain/errors.ts';
+import { COMMANDS } from './commands.ts';
+import type { Command, Io } from './command.ts';
+import { UsageError } from './errors.ts';
+
+export const EXIT_OK = 0;
+export const EXIT_FAILURE = 1;
+export const EXIT_CONFIG = 78;
+
+
+const GLOBAL_HELP = `Usage: svc <command> [options]
+
+An MCP endpoint over access-labelled documents, with built-in authentication.
+
+Commands:
+${COMMANDS.map((c) => `  ${c.usage.padEnd(44)} ${c.summary}`).join('\n')}
+
+Options for every command:
+  --config PATH   configuration file (default: $SVC_CONFIG, else ./svc.ini)
+  --help          show help for svc or a command
+  --version       print the version
+
+Exit status: 0 success, 78 configuration error, 1 any other failure.`;
+
+export async function runCli(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: Io): Promise<number> {
+  const args = [...argv];
+  if (args.length === 0 || args[0] === '--help' || args[0] === '-h' || args[0] === 'help') {
+    io.out(GLOBAL_HELP);
+    return args.length === 0 ? EXIT_FAILURE : EXIT_OK;
+  }
+  if (args[0] === '--version') {
+    io.out(`svc ${io.version}`);
+    return EXIT_OK;
+  }
+  const command = findCommand(args);
+  if (!command) {
+    io.err(`svc: unknown command "${args.slice(0, 2).join(' ')}"; run svc --help`);
+    return EXIT_FAILURE;
+  }
+  const rest = args.slice(command.name.length);
+  try {
+    const options = { config: { type: 'string' }, help: { type: 'boolean', short: 'h' }, ...command.options } as NonNullable<ParseArgsConfig['options']>;
+    let parsed;
+    try {
+      parsed = parseArgs({ args: rest, options, allowPositionals: true, allowNegative: true, strict: true } as ParseArgsConfig);
+    } catch (e) {
+      throw new UsageError((e as Error).message.replace(/\. To specify a positional argument.*$/s, ''));
+    }
+    if (parsed.values.help) {
+      io.out(`Usage: svc ${command.usage}\n\n${command.help}`);
+      return EXIT_OK;
+    }
+    if (parsed.positionals.length !== command.positionals.length) {
+      throw new UsageError(`expected ${command.positionals.length === 0 ? 'no arguments' : command.positionals.join(' ')}`);
+    }
+    const configPath = (parsed.values.config as string | undefined) ?? env.SVC_CONFIG ?? 'svc.ini';
+    const config = () => readConfig(configPath, env, { mode: command.configMode });
+    return await command.run({ values: parsed.values, positionals: parsed.positionals, config, configPath, env, io });
+  } catch (e) {
+    return report(e, command, io);
+  }
+}
+
+function findCommand(args: readonly string[]): Command | undefined {
+  return COMMANDS.find((c) => c.name.every((word, i) => args[i] === word));
+}
+
+export function readConfig(path: string, env: Readonly<Record<string, string | undefined>>, options: LoadOptions): Config {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file (give --config PATH, or set SVC_CONFIG)' : `cannot be read (${code})`;
+    throw new ConfigError([`svc: config: ${path}: ${why}`]);
+  }
+  return loadConfig(text, env, options);
+}
+
+function report(e: unknown, command: Command, io: Io): number {
+  if (e instanceof ConfigError) {
+    for (const p of e.problems) io.err(p);
+    return EXIT_CONFIG;
+  }
+  if (e instanceof UsageError) {
+    io.err(`svc ${command.name.join(' ')}: ${e.message}\nUsage: svc ${command.usage}`);
+    return EXIT_FAILURE;
+  }
+  if (e instanceof AppError) {
+    io.err(`svc ${command.name.join(' ')}: ${e.message}`);
+    return EXIT_FAILURE;
+  }
+  io.err(`svc ${command.name.join(' ')}: ${e instanceof Error ? e.message : String(e)}`);
+  return EXIT_FAILURE;
+}

@@ -1,0 +1,26 @@
+import { type Command, withDatabase, str } from './command.ts';
+import { getUser } from '../store/users.ts';
+import { createToken } from '../store/tokens.ts';
+import { UsageError } from './errors.ts';
+
+export const tokenCommands: Command[] = [
+  {
+    name: ['token', 'create'],
+    usage: 'token create UID --name N [--ttl D]',
+    summary: 'mint a personal access token and print it once',
+    help: 'Mints a token for UID and prints it once on standard output (for bootstrap and automation).\nOptions:\n  --name N   what the token is for (required)\n  --ttl D    lifetime such as 90d; omitted, the token never expires',
+    positionals: ['UID'],
+    options: { name: { type: 'string' }, ttl: { type: 'string' } },
+    configMode: 'data',
+    async run(ctx) {
+      const name = str(ctx, 'name');
+      if (name === undefined) throw new UsageError('--name is required');
+      const created = await withDatabase(ctx.config(), async ({ db }) => {
+        const user = await getUser(db, ctx.positionals[0]!);
+        return createToken(db, user.id, name, str(ctx, 'ttl'));
+      });
+      ctx.io.out(created.token);
+      return 0;
+    },
+  },
+];

@@ -1,0 +1,109 @@
+import { type Command, type CommandContext, withDatabase, str, flag, passwordFromStdin } from './command.ts';
+import { createUser, updateUser, removeUser, listUsers, type UserChange } from '../store/users.ts';
+import { hashPassword, passwordProblem } from '../auth/passwords.ts';
+import { badRequest } from '../domain/errors.ts';
+import { UsageError } from './errors.ts';
+
+async function readPassword(ctx: CommandContext): Promise<string> {
+  const password = await passwordFromStdin(ctx.io);
+  const problem = passwordProblem(password);
+  if (problem) throw badRequest(`password: ${problem}`);
+  return password;
+}
+
+export const userCommands: Command[] = [
+  {
+    name: ['user', 'add'],
+    usage: 'user add UID --email E [--name N] [--labels L] [--admin] [--password-stdin]',
+    summary: 'create a user',
+    help: `Creates a user. Without --password-stdin the user has no password and signs in only through single sign-on.
+Options:
+  --email E           email address (required)
+  --name N            display name
+  --labels L          ACL labels, separated by commas or spaces ("eng, finance")
+  --admin             may use /admin
+  --password-stdin    read the password from standard input (never from the command line)`,
+    positionals: ['UID'],
+    options: { email: { type: 'string' }, name: { type: 'string' }, labels: { type: 'string' }, admin: { type: 'boolean' }, 'password-stdin': { type: 'boolean' } },
+    configMode: 'data',
+    async run(ctx) {
+      const email = str(ctx, 'email');
+      if (email === undefined) throw new UsageError('--email is required');
+      const config = ctx.config();
+      const passwordHash = flag(ctx, 'password-stdin') ? await hashPassword(await readPassword(ctx)) : null;
+      const user = await withDatabase(config, ({ db }) =>
+        createUser(db, { uid: ctx.positionals[0]!, email, name: str(ctx, 'name') ?? '', labels: str(ctx, 'labels') ?? '', admin: flag(ctx, 'admin') ?? false, passwordHash }),
+      );
+      ctx.io.out(`created user ${user.uid}${user.admin ? ' (admin)' : ''}${user.labels.length ? ` with labels ${user.labels.join(',')}` : ''}`);
+      return 0;
+    },
+  },
+  {
+    name: ['user', 'set'],
+    usage: 'user set UID [--email E] [--name N] [--labels L] [--admin|--no-admin] [--password-stdin|--no-password]',
+    summary: 'change a user',
+    help: `Changes the given fields of a user; others stay as they are.
+Options:
+  --email E, --name N, --labels L    new values (--labels replaces all labels; --labels "" removes them)
+  --admin / --no-admin               grant or take the admin flag
+  --password-stdin                   set the password from standard input
+  --no-password                      remove the password (single sign-on only from then on)`,
+    positionals: ['UID'],
+    options: { email: { type: 'string' }, name: { type: 'string' }, labels: { type: 'string' }, admin: { type: 'boolean' }, 'password-stdin': { type: 'boolean' }, password: { type: 'boolean' } },
+    configMode: 'data',
+    async run(ctx) {
+      if (flag(ctx, 'password-stdin') && flag(ctx, 'password') === false) throw new UsageError('give --password-stdin or --no-password, not both');
+      if (flag(ctx, 'password') === true) throw new UsageError('passwords are read with --password-stdin, never from the command line');
+      const change: UserChange = {};
+      if (str(ctx, 'email') !== undefined) change.email = str(ctx, 'email')!;
+      if (str(ctx, 'name') !== undefined) change.name = str(ctx, 'name')!;
+      if (str(ctx, 'labels') !== undefined) change.labels = str(ctx, 'labels')!;
+      if (flag(ctx, 'admin') !== undefined) change.admin = flag(ctx, 'admin')!;
+      if (flag(ctx, 'password') === false) change.passwordHash = null;
+      const config = ctx.config();
+      if (flag(ctx, 'password-stdin')) change.passwordHash = await hashPassword(await readPassword(ctx));
+      if (Object.keys(change).length === 0) throw new UsageError('nothing to change; see svc user set --help');
+      const user = await withDatabase(config, ({ db }) => updateUser(db, ctx.positionals[0]!, change));
+      ctx.io.out(`changed user ${user.uid}`);
+      return 0;
+    },
+  },
+  {
+    name: ['user', 'remove'],
+    usage: 'user remove UID',
+    summary: 'remove a user, its sessions and tokens',
+    help: 'Removes a user with its sessions and tokens at once. The uid stays reserved forever.',
+    positionals: ['UID'],
+    options: {},
+    configMode: 'data',
+    async run(ctx) {
+      await withDatabase(ctx.config(), ({ db }) => removeUser(db, ctx.positionals[0]!));
+      ctx.io.out(`removed user ${ctx.positionals[0]} (the uid stays reserved)`);
+      return 0;
+    },
+  },
+  {
+    name: ['user', 'list'],
+    usage: 'user list [--json]',
+    summary: 'list users',
+    help: 'Lists users. --json prints an array of {uid, email, name, labels, admin, has_password, created_at}.',
+    positionals: [],
+    options: { json: { type: 'boolean' } },
+    configMode: 'data',
+    async run(ctx) {
+      const users = await withDatabase(ctx.config(), ({ db }) => listUsers(db));
+      if (flag(ctx, 'json')) {
+        ctx.io.out(JSON.stringify(users.map((u) => ({
+          uid: u.uid, email: u.email, name: u.name, labels: [...u.labels], admin: u.admin, has_password: u.hasPassword,
+          created_at: new Date(u.createdAt).toISOString(),
+        })), null, 2));
+        return 0;
+      }
+      if (users.length === 0) ctx.io.out('no users');
+      for (const u of users) {
+        ctx.io.out(`${u.uid}\t${u.email}\t${u.admin ? 'admin' : '-'}\t${u.hasPassword ? 'password' : 'no password'}\t${u.labels.join(',') || '(no labels)'}`);
+      }
+      return 0;
+    },
+  },
+];

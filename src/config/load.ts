@@ -1,0 +1,450 @@
+// Reads svc.ini once, validates all of it, and returns one frozen Config. Every problem is collected, so an
+// operator fixes the file in one pass; nothing in svc reads the environment after this.
+import { isIP } from 'node:net';
+import ini from 'ini';
+import { parseLabels, LabelError, type LabelSet } from '../domain/labels.ts';
+import { parseDuration, DURATION_HINT } from './duration.ts';
+import { parseTree, type TreeNode } from './tree.ts';
+
+export interface SessionConfig {
+  readonly cookieName: string;
+  readonly ttlSeconds: number;
+  readonly secret: Buffer;
+}
+export interface OidcConfig {
+  readonly issuer: string;
+  readonly clientId: string;
+  readonly clientSecret: string;
+  readonly redirectUrl: string;
+  readonly jit: boolean;
+  readonly defaultAcl: LabelSet;
+  readonly uidClaim: string;
+  readonly subjectClaim: string;
+}
+export interface HeaderConfig {
+  readonly userHeader: string;
+  readonly emailHeader: string;
+  readonly nameHeader: string | null;
+  readonly groupsHeader: string | null;
+  readonly secretHeader: string;
+  readonly sharedSecret: Buffer;
+  readonly trustedProxies: readonly string[];
+  readonly jit: boolean;
+  readonly defaultAcl: LabelSet;
+}
+export interface GroupsConfig {
+  readonly claim: string;
+  readonly map: ReadonlyMap<string, LabelSet>;
+}
+export interface Config {
+  readonly server: {
+    readonly host: string;
+    readonly port: number;
+    readonly baseUrl: string; // origin only, no trailing slash
+    readonly secure: boolean;
+    readonly database: string;
+    readonly databaseToken: string | null;
+  };
+  readonly auth: {
+    readonly session: SessionConfig | null;
+    readonly local: boolean;
+    readonly oidc: OidcConfig | null;
+    readonly header: HeaderConfig | null;
+    readonly token: boolean;
+    readonly groups: GroupsConfig | null;
+  };
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: readonly string[]) {
+    super(problems.join('\n'));
+  }
+}
+
+export interface LoadOptions {
+  /**
+   * 'serve' resolves every `_env` secret. 'data' (the user, item and token commands) checks the whole file but
+   * reads only the database token, so an operator can manage data without holding the session or SSO secrets.
+   */
+  readonly mode: 'serve' | 'data';
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+const SERVER_KEYS = ['listen', 'base_url', 'database', 'database_token_env'] as const;
+
+type Kind = 'bool' | 'text' | 'duration' | 'env' | 'labels' | 'header' | 'map';
+const AUTH_SPEC: Record<string, Record<string, Kind>> = {
+  session: { cookie_name: 'text', ttl: 'duration', secret_env: 'env' },
+  local: { enabled: 'bool' },
+  oidc: {
+    enabled: 'bool', issuer: 'text', client_id: 'text', client_secret_env: 'env', redirect_url: 'text', jit: 'bool',
+    default_acl: 'labels', uid_claim: 'text', subject_claim: 'text',
+  },
+  header: {
+    enabled: 'bool', user_header: 'header', email_header: 'header', name_header: 'header', groups_header: 'header',
+    secret_header: 'header', shared_secret_env: 'env', trusted_proxy: 'text', jit: 'bool', default_acl: 'labels',
+  },
+  token: { enabled: 'bool' },
+  groups: { enabled: 'bool', claim: 'text', map: 'map' },
+};
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const HEADER_NAME = /^[A-Za-z0-9-]+$/;
+const MIN_SECRET_BYTES = 32;
+
+export function loadConfig(text: string, env: Env, options: LoadOptions): Config {
+  const problems: string[] = [];
+  const sections = splitSections(text, problems);
+  const server = readServer(sections.get('server'), env, problems);
+  const auth = readAuth(sections.get('auth') ?? [], env, options, problems);
+  if (problems.length > 0) throw new ConfigError(problems.map((p) => `svc: config: ${p}`));
+  return deepFreeze({ server: server!, auth: auth! });
+}
+
+type Lines = { text: string; line: number }[];
+
+function splitSections(text: string, problems: string[]): Map<string, Lines> {
+  const sections = new Map<string, Lines>();
+  let current: Lines | null = null;
+  text.split(/\r?\n/).forEach((raw, i) => {
+    const line = i + 1;
+    const header = /^\s*\[([^\]]*)\]\s*$/.exec(raw);
+    if (header) {
+      const name = header[1]!.trim();
+      if (name !== 'server' && name !== 'auth') {
+        problems.push(`${name}: unknown section (line ${line}); svc.ini has [server] and [auth]`);
+        current = [];
+      } else if (sections.has(name)) {
+        problems.push(`${name}: section given twice (line ${line})`);
+        current = [];
+      } else {
+        current = [];
+        sections.set(name, current);
+      }
+      return;
+    }
+    const trimmed = raw.trim();
+    if (current === null) {
+      if (trimmed !== '' && !trimmed.startsWith('#') && !trimmed.startsWith(';')) {
+        problems.push(`line ${line}: outside any section; start the file with [server]`);
+      }
+      return;
+    }
+    current.push({ text: raw, line });
+  });
+  return sections;
+}
+
+function readServer(lines: Lines | undefined, env: Env, problems: string[]): Config['server'] | null {
+  const raw: Record<string, unknown> = lines ? { ...ini.parse(lines.map((l) => l.text).join('\n')) } : {};
+  const seen = new Map<string, number>();
+  for (const { text, line } of lines ?? []) {
+    const m = /^\s*([^=;#\s[][^=]*?)\s*(=|$)/.exec(text);
+    if (!m || text.trim().startsWith(';') || text.trim().startsWith('#')) continue;
+    const key = m[1]!;
+    if (seen.has(key)) problems.push(`server.${key}: given twice (lines ${seen.get(key)} and ${line})`);
+    seen.set(key, line);
+  }
+  for (const key of Object.keys(raw)) {
+    if (!(SERVER_KEYS as readonly string[]).includes(key)) {
+      problems.push(`server.${key}: unknown key; [server] takes ${SERVER_KEYS.join(', ')}`);
+    }
+  }
+  const str = (key: string, fallback: string): string => {
+    const v = raw[key];
+    if (v === undefined) return fallback;
+    if (typeof v !== 'string') {
+      problems.push(`server.${key}: expected a single value`);
+      return fallback;
+    }
+    return v.trim();
+  };
+
+  const listen = str('listen', '127.0.0.1:8080');
+  const hostPort = parseHostPort(listen);
+  if (!hostPort) problems.push(`server.listen: "${listen}" is not host:port (such as 127.0.0.1:8080 or [::1]:8080)`);
+
+  const defaultBase = hostPort ? `http://${hostPort.host.includes(':') ? `[${hostPort.host}]` : hostPort.host}:${hostPort.port}` : '';
+  const baseText = str('base_url', defaultBase);
+  let baseUrl = '';
+  let secure = false;
+  try {
+    const u = new URL(baseText);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
+    if (u.pathname !== '/' || u.search !== '' || u.hash !== '' || u.username !== '' || u.password !== '') {
+      problems.push(`server.base_url: must be an origin such as https://svc.example.com, without a path`);
+    }
+    baseUrl = u.origin;
+    secure = u.protocol === 'https:';
+  } catch {
+    problems.push(`server.base_url: "${baseText}" is not an http:// or https:// URL`);
+  }
+
+  const database = str('database', 'file:svc.db');
+  if (!/^(file:.+|libsql:\/\/.+|https?:\/\/.+|wss?:\/\/.+)$/.test(database)) {
+    problems.push(`server.database: "${database}" is not a libSQL URL (file:PATH, libsql://, http:// or https://)`);
+  }
+  const tokenEnv = str('database_token_env', '');
+  let databaseToken: string | null = null;
+  if (tokenEnv !== '') databaseToken = readEnv('server.database_token_env', tokenEnv, env, problems);
+
+  if (!hostPort) return null;
+  return { host: hostPort.host, port: hostPort.port, baseUrl, secure, database, databaseToken };
+}
+
+export function parseHostPort(text: string): { host: string; port: number } | null {
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(text);
+  if (!m) return null;
+  const port = Number(m[3]);
+  if (port > 65535) return null;
+  const host = m[1] ?? m[2]!;
+  if (m[1] !== undefined && isIP(host) !== 6) return null;
+  return { host, port };
+}
+
+function readEnv(path: string, name: string, env: Env, problems: string[]): string | null {
+  if (!ENV_NAME.test(name)) {
+    problems.push(`${path}: "${name}" is not an environment variable name`);
+    return null;
+  }
+  const value = env[name];
+  if (value === undefined || value === '') {
+    problems.push(`${path}: environment variable ${name} is not set`);
+    return null;
+  }
+  return value;
+}
+
+/** One subtree of [auth], its keys checked against the spec and its values by kind. */
+class Section {
+  readonly values = new Map<string, TreeNode>();
+  constructor(
+    readonly name: string,
+    readonly node: TreeNode | undefined,
+    private readonly problems: string[],
+  ) {}
+  get present(): boolean {
+    return this.node !== undefined;
+  }
+  raw(key: string): string {
+    return this.values.get(key)?.value ?? '';
+  }
+  path(key: string): string {
+    return `auth.${this.name}.${key}`;
+  }
+  bool(key: string): boolean {
+    const node = this.values.get(key);
+    if (!node) return false;
+    if (node.value === 'true') return true;
+    if (node.value !== 'false') this.problems.push(`${this.path(key)}: "${node.value}" is not true or false`);
+    return false;
+  }
+  labels(key: string): LabelSet {
+    try {
+      return parseLabels(this.raw(key));
+    } catch (e) {
+      if (!(e instanceof LabelError)) throw e;
+      this.problems.push(`${this.path(key)}: ${e.message}`);
+      return [];
+    }
+  }
+  /** A value that must be present when `why` applies; returns '' when missing (a problem is recorded). */
+  required(key: string, why: string): string {
+    const value = this.raw(key);
+    if (value === '') this.problems.push(`${this.path(key)}: required when ${why}`);
+    return value;
+  }
+}
+
+function readAuth(lines: Lines, env: Env, options: LoadOptions, problems: string[]): Config['auth'] | null {
+  const tree = parseTree(lines);
+  for (const p of tree.problems) problems.push(`auth: line ${p.line}: ${p.message}`);
+
+  const sections = new Map<string, Section>();
+  for (const node of tree.roots) {
+    const spec = AUTH_SPEC[node.key];
+    if (!spec) {
+      problems.push(`auth.${node.key}: unknown key (line ${node.line}); [auth] takes ${Object.keys(AUTH_SPEC).join(', ')}`);
+      continue;
+    }
+    if (sections.has(node.key)) {
+      problems.push(`auth.${node.key}: given twice (lines ${sections.get(node.key)!.node!.line} and ${node.line})`);
+      continue;
+    }
+    if (node.value !== '') {
+      problems.push(`auth.${node.key}: takes no value (line ${node.line}); put its settings on indented lines below it`);
+    }
+    const section = new Section(node.key, node, problems);
+    sections.set(node.key, section);
+    for (const child of node.children) {
+      const kind = spec[child.key];
+      const path = `auth.${node.key}.${child.key}`;
+      if (!kind) {
+        problems.push(`${path}: unknown key (line ${child.line}); ${node.key} takes ${Object.keys(spec).join(', ')}`);
+      } else if (section.values.has(child.key)) {
+        problems.push(`${path}: given twice (lines ${section.values.get(child.key)!.line} and ${child.line})`);
+      } else if (kind === 'map') {
+        if (child.value !== '') problems.push(`${path}: takes no value (line ${child.line}); put one mapping a line below it`);
+        section.values.set(child.key, child);
+      } else if (child.children.length > 0) {
+        problems.push(`${path}: takes a value, not indented lines below it (line ${child.line})`);
+      } else {
+        section.values.set(child.key, child);
+      }
+    }
+  }
+  const get = (name: string) => sections.get(name) ?? new Section(name, undefined, problems);
+
+  const local = get('local').bool('enabled');
+  const token = get('token').bool('enabled');
+  const oidcSection = get('oidc');
+  const headerSection = get('header');
+  const groupsSection = get('groups');
+  const oidcOn = oidcSection.bool('enabled');
+  const headerOn = headerSection.bool('enabled');
+  const groupsOn = groupsSection.bool('enabled');
+  if (!local && !token && !oidcOn && !headerOn) {
+    problems.push('auth: no channel is enabled; enable at least one of local, oidc, header, token with "enabled true"');
+  }
+
+  const secretFrom = (section: Section, key: string, why: string): string | null => {
+    const name = section.required(key, why);
+    if (name === '') return null;
+    if (options.mode === 'data') {
+      if (!ENV_NAME.test(name)) problems.push(`${section.path(key)}: "${name}" is not an environment variable name`);
+      return '';
+    }
+    return readEnv(section.path(key), name, env, problems);
+  };
+
+  // Session settings are checked whenever a channel that logs people in by cookie is on.
+  let session: SessionConfig | null = null;
+  const sessionSection = get('session');
+  if (local || oidcOn) {
+    const why = 'local or oidc is enabled';
+    const cookieName = sessionSection.required('cookie_name', why);
+    if (cookieName !== '' && !/^[A-Za-z0-9_-]{1,64}$/.test(cookieName)) {
+      problems.push(`${sessionSection.path('cookie_name')}: "${cookieName}" is not a cookie name (letters, digits, _ and -)`);
+    }
+    const ttlText = sessionSection.required('ttl', why);
+    const ttlSeconds = ttlText === '' ? null : parseDuration(ttlText);
+    if (ttlText !== '' && ttlSeconds === null) problems.push(`${sessionSection.path('ttl')}: "${ttlText}" is not a duration; ${DURATION_HINT}`);
+    const secret = secretFrom(sessionSection, 'secret_env', why);
+    if (secret !== null && options.mode === 'serve' && Buffer.byteLength(secret) < MIN_SECRET_BYTES) {
+      problems.push(
+        `${sessionSection.path('secret_env')}: the secret in ${sessionSection.raw('secret_env')} is ${Buffer.byteLength(secret)} bytes; it must be at least ${MIN_SECRET_BYTES} (try: openssl rand -base64 48)`,
+      );
+    }
+    session = { cookieName, ttlSeconds: ttlSeconds ?? 0, secret: Buffer.from(secret ?? '') };
+  } else {
+    checkOptionalDuration(sessionSection, 'ttl', problems);
+  }
+
+  let oidc: OidcConfig | null = null;
+  if (oidcOn) {
+    const why = 'oidc is enabled';
+    const issuer = oidcSection.required('issuer', why);
+    if (issuer !== '' && !isHttpUrl(issuer)) problems.push(`${oidcSection.path('issuer')}: "${issuer}" is not an http(s) URL`);
+    const clientId = oidcSection.required('client_id', why);
+    const clientSecret = secretFrom(oidcSection, 'client_secret_env', why) ?? '';
+    const redirectUrl = oidcSection.required('redirect_url', why);
+    if (redirectUrl !== '') {
+      if (!isHttpUrl(redirectUrl) || new URL(redirectUrl).pathname !== '/oidc/callback') {
+        problems.push(`${oidcSection.path('redirect_url')}: "${redirectUrl}" must be an http(s) URL whose path is /oidc/callback`);
+      }
+    }
+    oidc = {
+      issuer, clientId, clientSecret, redirectUrl,
+      jit: oidcSection.bool('jit'),
+      defaultAcl: oidcSection.labels('default_acl'),
+      uidClaim: oidcSection.raw('uid_claim') || 'preferred_username',
+      subjectClaim: oidcSection.raw('subject_claim') || 'sub',
+    };
+  }
+
+  let header: HeaderConfig | null = null;
+  if (headerOn) {
+    const why = 'header is enabled';
+    const headerName = (key: string, required: boolean): string | null => {
+      const value = required ? headerSection.required(key, why) : headerSection.raw(key);
+      if (value !== '' && !HEADER_NAME.test(value)) {
+        problems.push(`${headerSection.path(key)}: "${value}" is not a header name (letters, digits and -)`);
+      }
+      return value === '' ? null : value.toLowerCase();
+    };
+    const userHeader = headerName('user_header', true) ?? '';
+    const emailHeader = headerName('email_header', true) ?? '';
+    const nameHeader = headerName('name_header', false);
+    const groupsHeader = headerName('groups_header', false);
+    const secretHeader = headerName('secret_header', true) ?? '';
+    const sharedSecret = secretFrom(headerSection, 'shared_secret_env', why);
+    if (sharedSecret !== null && options.mode === 'serve' && Buffer.byteLength(sharedSecret) < 16) {
+      problems.push(`${headerSection.path('shared_secret_env')}: the secret in ${headerSection.raw('shared_secret_env')} is too short; use at least 16 bytes (better 32)`);
+    }
+    const proxyText = headerSection.required('trusted_proxy', why);
+    const trustedProxies = proxyText.split(/[\s,]+/).filter((p) => p !== '');
+    for (const p of trustedProxies) {
+      if (isIP(p) === 0) problems.push(`${headerSection.path('trusted_proxy')}: "${p}" is not an IP address`);
+    }
+    header = {
+      userHeader, emailHeader, nameHeader, groupsHeader, secretHeader,
+      sharedSecret: Buffer.from(sharedSecret ?? ''),
+      trustedProxies: trustedProxies.map(normalizeIp),
+      jit: headerSection.bool('jit'),
+      defaultAcl: headerSection.labels('default_acl'),
+    };
+  }
+
+  let groups: GroupsConfig | null = null;
+  if (groupsOn) {
+    const map = new Map<string, LabelSet>();
+    const mapNode = groupsSection.values.get('map');
+    for (const entry of mapNode?.children ?? []) {
+      const path = `auth.groups.map.${entry.key}`;
+      if (entry.children.length > 0) problems.push(`${path}: takes labels, not indented lines below it (line ${entry.line})`);
+      if (map.has(entry.key)) problems.push(`${path}: given twice (line ${entry.line})`);
+      try {
+        const labels = parseLabels(entry.value);
+        if (labels.length === 0) problems.push(`${path}: names no labels (line ${entry.line})`);
+        map.set(entry.key, labels);
+      } catch (e) {
+        if (!(e instanceof LabelError)) throw e;
+        problems.push(`${path}: ${e.message}`);
+      }
+    }
+    if (map.size === 0) problems.push('auth.groups.map: required when groups is enabled: at least one "idp-group labels" line');
+    groups = { claim: groupsSection.raw('claim') || 'groups', map };
+  }
+
+  return { session, local, oidc, header, token, groups };
+}
+
+function checkOptionalDuration(section: Section, key: string, problems: string[]): void {
+  const text = section.raw(key);
+  if (text !== '' && parseDuration(text) === null) problems.push(`${section.path(key)}: "${text}" is not a duration; ${DURATION_HINT}`);
+}
+
+function isHttpUrl(text: string): boolean {
+  try {
+    const u = new URL(text);
+    return u.protocol === 'http:' || u.protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
+/** Peer addresses arrive as IPv4-mapped IPv6 (::ffff:127.0.0.1) on dual-stack sockets; compare them as IPv4. */
+export function normalizeIp(address: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return mapped[1]!;
+  return address.toLowerCase();
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value) && !Buffer.isBuffer(value)) {
+    Object.freeze(value);
+    for (const v of value instanceof Map ? value.values() : Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}

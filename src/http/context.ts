@@ -1,0 +1,54 @@
+// What every route may rely on: the resolved caller, and helpers for answers in the contract's shapes.
+import type { Context } from 'hono';
+import type { Config } from '../config/load.ts';
+import type { Db } from '../db/open.ts';
+import type { Authenticator, Principal, Resolution } from '../auth/core.ts';
+import type { ErrorCode } from '../domain/errors.ts';
+import type { Logger } from '../log.ts';
+
+export interface Services {
+  readonly config: Config;
+  readonly db: Db;
+  readonly auth: Authenticator;
+  readonly log: Logger;
+}
+
+export interface Env {
+  Variables: {
+    resolution: Resolution;
+    /** random per response, for the Content-Security-Policy of pages */
+    nonce: string;
+    peer: string;
+  };
+}
+
+export type Ctx = Context<Env>;
+
+export const STATUS: Record<ErrorCode, 400 | 401 | 403 | 404 | 409 | 413 | 429> = {
+  bad_request: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  payload_too_large: 413,
+  too_many_requests: 429,
+};
+
+export function apiError(c: Ctx, code: ErrorCode, message: string, headers: Record<string, string> = {}): Response {
+  return c.json({ error: code, message }, STATUS[code], headers);
+}
+
+export function principalOf(c: Ctx): Principal | null {
+  const r = c.get('resolution');
+  return r?.kind === 'principal' ? r.principal : null;
+}
+
+/** Browser navigations ask for HTML first; API clients and fetch() ask for JSON or anything. */
+export function wantsHtml(c: Ctx): boolean {
+  const accept = c.req.header('accept') ?? '';
+  return /text\/html/.test(accept) && !/^application\/json/.test(accept);
+}
+
+export function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}

@@ -1,0 +1,47 @@
+// Request bodies and redirects shared by the routes.
+import { badRequest } from '../domain/errors.ts';
+import type { Ctx } from './context.ts';
+
+/** A form (urlencoded or multipart) or JSON object body, as plain string/unknown fields. */
+export async function readBody(c: Ctx): Promise<Record<string, unknown>> {
+  const type = (c.req.header('content-type') ?? '').toLowerCase();
+  if (type.startsWith('application/x-www-form-urlencoded') || type.startsWith('multipart/form-data')) {
+    const body = await c.req.parseBody();
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(body)) out[k] = typeof v === 'string' ? v : undefined;
+    return out;
+  }
+  if (type.startsWith('application/json')) {
+    let body: unknown;
+    try {
+      body = await c.req.json();
+    } catch {
+      throw badRequest('the body is not valid JSON');
+    }
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) throw badRequest('the body must be a JSON object');
+    return body as Record<string, unknown>;
+  }
+  throw badRequest('send a form (application/x-www-form-urlencoded) or a JSON object (application/json)');
+}
+
+/**
+ * Where to send a browser after login: only a path on this site. The candidate is resolved against base_url
+ * and kept only if it stays on base_url's origin; the answer is absolute, so no browser can read it as
+ * another host.
+ */
+export function safeNext(next: unknown, baseUrl: string): string {
+  const home = `${baseUrl}/`;
+  if (typeof next !== 'string' || !next.startsWith('/') || next.length > 2000) return home;
+  try {
+    const url = new URL(next, home);
+    if (url.origin !== baseUrl || url.pathname.startsWith('//')) return home;
+    return `${baseUrl}${url.pathname}${url.search}`;
+  } catch {
+    return home;
+  }
+}
+
+/** The path form of safeNext, for hidden form fields. */
+export function safeNextPath(next: unknown, baseUrl: string): string {
+  return safeNext(next, baseUrl).slice(baseUrl.length);
+}

@@ -1,0 +1,117 @@
+// The request pipeline shared by every route: security headers, body limits, the request log, caller
+// resolution and the same-origin rule for ambient credentials.
+import { randomBytes } from 'node:crypto';
+import type { MiddlewareHandler } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { getCookie } from 'hono/cookie';
+import { apiError, principalOf, wantsHtml, type Env, type Services } from './context.ts';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+export const LIMITS = { form: 16 * KiB, json: 1 * MiB, mcp: 4 * MiB } as const;
+
+export function securityHeaders(): MiddlewareHandler<Env> {
+  return async (c, next) => {
+    const nonce = randomBytes(16).toString('base64');
+    c.set('nonce', nonce);
+    await next();
+    c.header('X-Content-Type-Options', 'nosniff');
+    c.header('Referrer-Policy', 'same-origin');
+    c.header('X-Frame-Options', 'DENY');
+    c.header('Cache-Control', 'no-store');
+    if ((c.res.headers.get('content-type') ?? '').startsWith('text/html')) {
+      c.header(
+        'Content-Security-Policy',
+        `default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
+      );
+    }
+  };
+}
+
+/** Forms 16 KiB, JSON 1 MiB, /mcp 4 MiB; larger is 413 before the body is read. */
+export function bodyLimits(): MiddlewareHandler<Env> {
+  const limiter = (maxSize: number) =>
+    bodyLimit({
+      maxSize,
+      onError: (c) => apiError(c as never, 'payload_too_large', `the request body is larger than ${maxSize / KiB} KiB`),
+    });
+  const mcp = limiter(LIMITS.mcp);
+  const json = limiter(LIMITS.json);
+  const form = limiter(LIMITS.form);
+  return async (c, next) => {
+    if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
+    if (c.req.path === '/mcp') return mcp(c, next);
+    const type = c.req.header('content-type') ?? '';
+    return (/^application\/json\b/i.test(type) ? json : form)(c, next);
+  };
+}
+
+export function requestLog(services: Services): MiddlewareHandler<Env> {
+  return async (c, next) => {
+    const start = performance.now();
+    await next();
+    const r = c.get('resolution');
+    services.log.info('request', {
+      method: c.req.method,
+      path: c.req.path,
+      status: c.res.status,
+      ms: Math.round((performance.now() - start) * 10) / 10,
+      peer: c.get('peer'),
+      via: r?.kind === 'principal' ? r.principal.via : undefined,
+      uid: r?.kind === 'principal' ? r.principal.user.uid : undefined,
+      rejected: r?.kind === 'rejected' ? r.rejection.reason : undefined,
+    });
+  };
+}
+
+/** Resolves the caller once per request; routes read it with principalOf(). */
+export function resolveCaller(services: Services, peerOf: (c: Parameters<MiddlewareHandler<Env>>[0]) => string): MiddlewareHandler<Env> {
+  return async (c, next) => {
+    const peer = peerOf(c);
+    c.set('peer', peer);
+    const resolution = await services.auth.resolve({
+      method: c.req.method,
+      headers: c.req.raw.headers,
+      peer,
+      cookie: (name) => getCookie(c, name),
+    });
+    c.set('resolution', resolution);
+    await next();
+  };
+}
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** True when Origin (or, without it, Referer) names base_url's origin. */
+export function sameOrigin(headers: Headers, baseUrl: string): boolean {
+  const origin = headers.get('origin');
+  if (origin !== null) return origin === baseUrl;
+  const referer = headers.get('referer');
+  if (referer === null) return false;
+  try {
+    return new URL(referer).origin === baseUrl;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * State changes whose identity the browser adds by itself (session cookie, or a proxy's identity headers)
+ * must come from our own origin. Bearer requests are exempt; /mcp accepts only JSON bodies, which a
+ * cross-site form cannot send. POST /login is checked in its route, where no identity exists yet.
+ */
+export function sameOriginForAmbient(services: Services): MiddlewareHandler<Env> {
+  return async (c, next) => {
+    if (SAFE_METHODS.has(c.req.method) || c.req.path === '/mcp') return next();
+    const principal = principalOf(c);
+    if (principal !== null && principal.via !== 'token' && !sameOrigin(c.req.raw.headers, services.config.server.baseUrl)) {
+      return crossSite(c);
+    }
+    return next();
+  };
+}
+
+export function crossSite(c: Parameters<MiddlewareHandler<Env>>[0]): Response {
+  const message = 'cross-site request refused: this form must be sent from the svc site itself';
+  return wantsHtml(c) ? c.text(message, 403) : apiError(c, 'forbidden', message);
+}

@@ -1,0 +1,74 @@
+// The frame of every page: no external assets, styles and scripts carry the response's CSP nonce.
+import type { Child } from 'hono/jsx';
+
+const STYLE = `
+:root { color-scheme: light dark; --fg: #1b1f24; --muted: #5b636e; --bg: #fff; --line: #d7dce2; --accent: #0b5cad; --bad: #b42318; --ok: #067647; --card: #f6f8fa; }
+@media (prefers-color-scheme: dark) { :root { --fg: #e6e9ed; --muted: #9aa4af; --bg: #111418; --line: #2f3640; --accent: #6cb2ff; --bad: #ff8a80; --ok: #6fdc9b; --card: #1a1f25; } }
+* { box-sizing: border-box; }
+body { margin: 0; font: 16px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: var(--bg); }
+header { display: flex; gap: 1rem; align-items: center; justify-content: space-between; padding: .75rem 1rem; border-bottom: 1px solid var(--line); }
+header .brand { font-weight: 700; text-decoration: none; color: var(--fg); }
+header nav { display: flex; gap: .75rem; align-items: center; flex-wrap: wrap; }
+main { max-width: 60rem; margin: 0 auto; padding: 1rem; }
+h1 { font-size: 1.4rem; margin: .5rem 0 1rem; } h2 { font-size: 1.1rem; margin: 1.5rem 0 .5rem; }
+a { color: var(--accent); }
+form.stack { display: grid; gap: .75rem; max-width: 24rem; }
+label { display: grid; gap: .25rem; font-weight: 600; }
+input, select, button { font: inherit; padding: .5rem .6rem; border: 1px solid var(--line); border-radius: 6px; background: var(--bg); color: var(--fg); }
+button { cursor: pointer; background: var(--accent); color: #fff; border-color: var(--accent); font-weight: 600; }
+button.secondary { background: transparent; color: var(--accent); }
+button.danger { background: transparent; color: var(--bad); border-color: var(--bad); }
+.inline { display: inline; }
+.row { display: flex; gap: .75rem; flex-wrap: wrap; align-items: end; }
+.notice { padding: .75rem 1rem; border-radius: 6px; border: 1px solid var(--line); background: var(--card); margin: 1rem 0; }
+.notice.error { border-color: var(--bad); color: var(--bad); }
+.notice.ok { border-color: var(--ok); }
+.table-wrap { overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: .45rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
+th { font-size: .85rem; color: var(--muted); font-weight: 600; }
+code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: .9rem; }
+pre { background: var(--card); padding: .75rem; border-radius: 6px; overflow-x: auto; border: 1px solid var(--line); }
+.secret { display: flex; gap: .5rem; align-items: center; flex-wrap: wrap; }
+.secret code { word-break: break-all; background: var(--card); padding: .4rem .5rem; border-radius: 6px; border: 1px solid var(--line); }
+.state-active { color: var(--ok); } .state-expired, .state-revoked { color: var(--muted); }
+.muted { color: var(--muted); }
+.sso { display: inline-block; padding: .5rem .9rem; border: 1px solid var(--accent); border-radius: 6px; text-decoration: none; font-weight: 600; }
+`;
+
+export interface LayoutProps {
+  title: string;
+  nonce: string;
+  signedIn?: { uid: string; admin: boolean; canLogout: boolean } | undefined;
+  children?: Child;
+}
+
+export function Layout(props: LayoutProps) {
+  return (
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <title>{props.title} · svc</title>
+        <style nonce={props.nonce}>{STYLE}</style>
+      </head>
+      <body>
+        <header>
+          <a class="brand" href="/">svc</a>
+          {props.signedIn && (
+            <nav aria-label="account">
+              {props.signedIn.admin && <a href="/admin/users">Users</a>}
+              <span class="muted">{props.signedIn.uid}</span>
+              {props.signedIn.canLogout && (
+                <form method="post" action="/logout" class="inline">
+                  <button class="secondary" type="submit">Sign out</button>
+                </form>
+              )}
+            </nav>
+          )}
+        </header>
+        <main>{props.children}</main>
+      </body>
+    </html>
+  );
+}

@@ -1,0 +1,107 @@
+import { raw } from 'hono/html';
+import { Layout } from './layout.tsx';
+import type { TokenInfo } from '../../store/tokens.ts';
+import { mcpClientConfig } from '../../mcp/client-config.ts';
+
+export interface TokensProps {
+  nonce: string;
+  uid: string;
+  admin: boolean;
+  canLogout: boolean;
+  baseUrl: string;
+  tokens: readonly TokenInfo[];
+  created?: { token: string; name: string; expiresAt: number | null } | undefined;
+  error?: string | undefined;
+}
+
+const LIFETIMES = [
+  ['7d', '7 days'],
+  ['30d', '30 days'],
+  ['90d', '90 days'],
+  ['365d', '1 year'],
+  ['', 'No expiry'],
+] as const;
+
+function when(ms: number | null, never = 'never'): string {
+  return ms === null ? never : new Date(ms).toISOString().replace('T', ' ').slice(0, 16) + ' UTC';
+}
+
+// Progressive enhancement only: the token is selectable text without it.
+const COPY_SCRIPT = `
+document.querySelectorAll('[data-copy]').forEach(function (b) {
+  b.hidden = false;
+  b.addEventListener('click', function () {
+    var el = document.getElementById(b.getAttribute('data-copy'));
+    navigator.clipboard.writeText(el.textContent).then(function () { b.textContent = 'Copied'; });
+  });
+});`;
+
+export function TokensPage(p: TokensProps) {
+  return (
+    <Layout title="Access tokens" nonce={p.nonce} signedIn={{ uid: p.uid, admin: p.admin, canLogout: p.canLogout }}>
+      <h1>Personal access tokens</h1>
+      <p class="muted">A token lets an AI agent or MCP client act as you, with exactly your access, at <code>{p.baseUrl}/mcp</code>.</p>
+      {p.error && <p class="notice error" role="alert">{p.error}</p>}
+      {p.created && (
+        <section class="notice ok" aria-live="polite">
+          <h2>New token “{p.created.name}”</h2>
+          <p>Copy it now: it is shown only once. Expires: {when(p.created.expiresAt)}.</p>
+          <div class="secret">
+            <code id="new-token">{p.created.token}</code>
+            <button type="button" class="secondary" data-copy="new-token" hidden>Copy</button>
+          </div>
+          <p>MCP client configuration (Claude Code, VS Code, Cursor and others):</p>
+          <pre id="new-config">{mcpClientConfig(p.baseUrl, p.created.token)}</pre>
+          <button type="button" class="secondary" data-copy="new-config" hidden>Copy configuration</button>
+        </section>
+      )}
+      <h2>Create a token</h2>
+      <form method="post" action="/auth/tokens" class="row">
+        <label>
+          Name
+          <input name="name" required maxlength={100} placeholder="laptop agent" />
+        </label>
+        <label>
+          Lifetime
+          <select name="ttl">
+            {LIFETIMES.map(([value, label]) => (
+              <option value={value} selected={value === '90d'}>{label}</option>
+            ))}
+          </select>
+        </label>
+        <button type="submit">Create token</button>
+      </form>
+      <h2>Your tokens</h2>
+      {p.tokens.length === 0 ? (
+        <p class="muted">No tokens yet.</p>
+      ) : (
+        <div class="table-wrap">
+          <table>
+            <thead>
+              <tr><th>Name</th><th>Created</th><th>Expires</th><th>Last used</th><th>State</th><th><span class="muted">Action</span></th></tr>
+            </thead>
+            <tbody>
+              {p.tokens.map((t) => (
+                <tr data-token-id={t.id}>
+                  <td>{t.name}</td>
+                  <td>{when(t.createdAt)}</td>
+                  <td>{when(t.expiresAt)}</td>
+                  <td>{when(t.lastUsedAt, '—')}</td>
+                  <td class={`state-${t.state}`}>{t.state}</td>
+                  <td>
+                    {t.state === 'active' && (
+                      <form method="post" action={`/auth/tokens/${t.id}/revoke`} class="inline">
+                        <button type="submit" class="danger" aria-label={`Revoke ${t.name}`}>Revoke</button>
+                      </form>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      <script nonce={p.nonce}>{raw(COPY_SCRIPT)}</script>
+    </Layout>
+  );
+}

@@ -1,0 +1,58 @@
+// /mcp: the SDK's web-standard Streamable HTTP transport in stateless JSON mode, behind the auth core.
+import { Hono } from 'hono';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import type { Env, Services } from '../context.ts';
+import { requireCaller, caller } from '../guards.ts';
+import { buildMcpServer } from '../../mcp/server.ts';
+import { newSessionId, checkSessionId } from '../../mcp/session-id.ts';
+
+function rpcError(status: number, code: number, message: string): Response {
+  return new Response(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }), {
+    status,
+    headers: { 'content-type': 'application/json' },
+  });
+}
+
+function isInitialize(body: unknown): boolean {
+  const messages = Array.isArray(body) ? body : [body];
+  return messages.some((m) => m !== null && typeof m === 'object' && (m as { method?: unknown }).method === 'initialize');
+}
+
+export function mcpRoutes(services: Services): Hono<Env> {
+  const app = new Hono<Env>();
+  app.on(['GET', 'POST', 'DELETE'], '/mcp', requireCaller(), async (c) => {
+    const principal = caller(c);
+    // No server-initiated stream in stateless mode: the spec's answer to GET is 405.
+    if (c.req.method === 'GET') return c.body(null, 405, { Allow: 'POST, DELETE' });
+
+    const sessionId = c.req.header('mcp-session-id');
+    if (sessionId !== undefined) {
+      const check = checkSessionId(sessionId, principal.user.id);
+      if (check === 'malformed') return rpcError(404, -32001, 'Session not found');
+      if (check === 'other_user') return rpcError(403, -32000, 'this MCP session belongs to another user');
+    }
+    if (c.req.method === 'DELETE') return c.body(null, 200);
+
+    // Read the body here once: to see whether it opens a session, and to hand it on parsed.
+    let parsedBody: unknown;
+    const raw = await c.req.text();
+    try {
+      parsedBody = JSON.parse(raw);
+    } catch {
+      parsedBody = undefined;
+    }
+    if (parsedBody === undefined) return rpcError(400, -32700, 'Parse error: the body is not JSON');
+
+    const server = buildMcpServer(services.db, principal);
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    await server.connect(transport);
+    try {
+      const response = await transport.handleRequest(c.req.raw, { parsedBody });
+      if (response.ok && isInitialize(parsedBody)) response.headers.set('mcp-session-id', newSessionId(principal.user.id));
+      return response;
+    } finally {
+      void server.close();
+    }
+  });
+  return app;
+}

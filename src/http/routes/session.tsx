@@ -1,0 +1,87 @@
+// Password login and logout (CONTRACT §5). Unknown user, missing password and wrong password cost the same
+// and read the same, and failures are throttled per account and per client address.
+import { Hono } from 'hono';
+import { setCookie, deleteCookie } from 'hono/cookie';
+import type { Env, Services, Ctx } from '../context.ts';
+import { principalOf } from '../context.ts';
+import { LoginPage } from '../pages/login.tsx';
+import { readBody, safeNext, safeNextPath } from '../forms.ts';
+import { sameOrigin, crossSite } from '../middleware.ts';
+import { passwordHashOf, updateUser } from '../../store/users.ts';
+import { createSession, endSession } from '../../store/sessions.ts';
+import { retryAfter, recordFailure, clearFailures, ACCOUNT_LIMIT, ADDRESS_LIMIT } from '../../store/throttle.ts';
+import { verifyPassword, dummyHash, needsRehash, hashPassword, PASSWORD_MAX } from '../../auth/passwords.ts';
+import { signSessionId } from '../../auth/secrets.ts';
+import type { SessionConfig } from '../../config/load.ts';
+
+const GENERIC_FAILURE = 'Wrong username or password.';
+
+export function startSession(c: Ctx, services: Services, session: SessionConfig, userId: number): Promise<void> {
+  return createSession(services.db, userId, session.ttlSeconds).then((id) => {
+    setCookie(c, session.cookieName, signSessionId(id, session.secret), {
+      httpOnly: true,
+      sameSite: 'Lax',
+      path: '/',
+      secure: services.config.server.secure,
+      maxAge: session.ttlSeconds,
+    });
+  });
+}
+
+export function sessionRoutes(services: Services): Hono<Env> {
+  const { config, db } = services;
+  const app = new Hono<Env>();
+  const page = (c: Ctx, status: 200 | 401 | 429 | 400, props: { next: string; error?: string; username?: string }) =>
+    c.html(
+      <LoginPage nonce={c.get('nonce')} local={config.auth.local} oidc={config.auth.oidc !== null} {...props} />,
+      status,
+    );
+
+  app.get('/login', (c) => page(c, 200, { next: safeNextPath(c.req.query('next'), config.server.baseUrl) }));
+
+  app.post('/login', async (c) => {
+    if (!sameOrigin(c.req.raw.headers, config.server.baseUrl)) return crossSite(c);
+    const session = config.auth.session;
+    if (!config.auth.local || session === null) return c.text('password sign-in is disabled on this server', 404);
+    const body = await readBody(c);
+    const username = typeof body.username === 'string' ? body.username.trim() : '';
+    const password = typeof body.password === 'string' ? body.password : '';
+    const next = safeNextPath(body.next, config.server.baseUrl);
+    if (username === '' || password === '') return page(c, 400, { next, username, error: 'Enter a username and a password.' });
+
+    const accountKey = `account:${username.toLowerCase()}`;
+    const addressKey = `address:${c.get('peer')}`;
+    const wait = Math.max(
+      await retryAfter(db, accountKey, ACCOUNT_LIMIT),
+      await retryAfter(db, addressKey, ADDRESS_LIMIT),
+    );
+    if (wait > 0) {
+      c.header('Retry-After', String(wait));
+      return page(c, 429, { next, username, error: `Too many failed sign-ins. Try again in ${Math.ceil(wait / 60)} minute(s).` });
+    }
+
+    const found = password.length <= PASSWORD_MAX ? await passwordHashOf(db, username) : null;
+    const hash = found?.hash ?? null;
+    // Without a stored hash, verify against a dummy so the answer takes as long as a wrong password.
+    const ok = (await verifyPassword(hash ?? (await dummyHash()), password)) && hash !== null;
+    if (!ok || !found) {
+      await recordFailure(db, [accountKey, addressKey]);
+      services.log.warn('login_failed', { peer: c.get('peer') });
+      return page(c, 401, { next, username, error: GENERIC_FAILURE });
+    }
+    await clearFailures(db, accountKey);
+    if (needsRehash(hash!)) await updateUser(db, found.user.uid, { passwordHash: await hashPassword(password) });
+    await startSession(c, services, session, found.user.id);
+    services.log.info('login', { uid: found.user.uid, via: 'local' });
+    return c.redirect(safeNext(next, config.server.baseUrl), 303);
+  });
+
+  app.post('/logout', async (c) => {
+    const principal = principalOf(c);
+    if (principal?.via === 'session' && principal.sessionId) await endSession(db, principal.sessionId);
+    if (config.auth.session) deleteCookie(c, config.auth.session.cookieName, { path: '/', secure: config.server.secure });
+    return c.redirect('/login', 303);
+  });
+
+  return app;
+}

@@ -1,0 +1,72 @@
+// The token page (GET /) and the token API (CONTRACT §5 "Tokens"). The page's forms post to the same API
+// routes; a browser form gets HTML back, any other client JSON.
+import { Hono } from 'hono';
+import type { Env, Services, Ctx } from '../context.ts';
+import { iso, wantsHtml } from '../context.ts';
+import { requireCaller, caller } from '../guards.ts';
+import { readBody } from '../forms.ts';
+import { TokensPage } from '../pages/tokens.tsx';
+import { createToken, listTokens, revokeToken } from '../../store/tokens.ts';
+import { AppError } from '../../domain/errors.ts';
+
+export function tokenRoutes(services: Services): Hono<Env> {
+  const { db, config } = services;
+  const app = new Hono<Env>();
+  const browserOnly = requireCaller({ via: ['session', 'header'] });
+
+  const renderPage = async (c: Ctx, status: 200 | 201 | 400, extra: { created?: { token: string; name: string; expiresAt: number | null }; error?: string } = {}) => {
+    const principal = caller(c);
+    return c.html(
+      <TokensPage
+        nonce={c.get('nonce')}
+        uid={principal.user.uid}
+        admin={principal.user.admin}
+        canLogout={principal.via === 'session'}
+        baseUrl={config.server.baseUrl}
+        tokens={await listTokens(db, principal.user.id)}
+        {...extra}
+      />,
+      status,
+    );
+  };
+
+  app.get('/', requireCaller({ page: true, via: ['session', 'header'] }), (c) => renderPage(c, 200));
+
+  app.post('/auth/tokens', browserOnly, async (c) => {
+    const html = wantsHtml(c);
+    try {
+      const body = await readBody(c);
+      const created = await createToken(db, caller(c).user.id, body.name, body.ttl);
+      services.log.info('token_created', { uid: caller(c).user.uid, token_id: created.id });
+      if (html) return renderPage(c, 201, { created });
+      return c.json({ id: created.id, token: created.token, name: created.name, expires_at: iso(created.expiresAt) }, 201);
+    } catch (e) {
+      if (html && e instanceof AppError && e.code === 'bad_request') return renderPage(c, 400, { error: e.message });
+      throw e;
+    }
+  });
+
+  app.get('/auth/tokens', requireCaller(), async (c) => {
+    const list = await listTokens(db, caller(c).user.id);
+    return c.json(
+      list.map((t) => ({
+        id: t.id,
+        name: t.name,
+        created_at: iso(t.createdAt),
+        expires_at: iso(t.expiresAt),
+        last_used_at: iso(t.lastUsedAt),
+        state: t.state,
+      })),
+    );
+  });
+
+  app.post('/auth/tokens/:id/revoke', requireCaller(), async (c) => {
+    const id = c.req.param('id');
+    await revokeToken(db, caller(c).user.id, id);
+    services.log.info('token_revoked', { uid: caller(c).user.uid, token_id: id });
+    if (wantsHtml(c)) return c.redirect('/', 303);
+    return c.json({ id, state: 'revoked' });
+  });
+
+  return app;
+}

@@ -1,0 +1,22 @@
+// One JSON line per event on stderr. Callers pass only what is safe to keep: never a secret, token, cookie
+// or password, and never a query string (OIDC callbacks carry codes there).
+
+export type Fields = Record<string, string | number | boolean | null | undefined>;
+
+export interface Logger {
+  info(event: string, fields?: Fields): void;
+  warn(event: string, fields?: Fields): void;
+  error(event: string, fields?: Fields): void;
+}
+
+export function createLogger(write: (line: string) => void = (line) => process.stderr.write(line + '\n')): Logger {
+  const emit = (level: string, event: string, fields: Fields = {}) =>
+    write(JSON.stringify({ time: new Date().toISOString(), level, event, ...fields }));
+  return {
+    info: (event, fields) => emit('info', event, fields),
+    warn: (event, fields) => emit('warn', event, fields),
+    error: (event, fields) => emit('error', event, fields),
+  };
+}
+
+export const silentLogger: Logger = { info() {}, warn() {}, error() {} };

@@ -1,0 +1,18 @@
+#!/usr/bin/env node
+// Entry point: the environment is read here, once, and handed to the CLI.
+import { runCli } from './cli/main.ts';
+import { VERSION } from './version.ts';
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+const code = await runCli(process.argv.slice(2), { ...process.env }, {
+  out: (line) => process.stdout.write(line + '\n'),
+  err: (line) => process.stderr.write(line + '\n'),
+  readStdin,
+  version: VERSION,
+});
+process.exitCode = code;

@@ -1,0 +1,137 @@
+// The MCP server one authenticated caller talks to: tools whoami/search/fetch and items as resources, every
+// read filtered by the caller's labels inside the query. A fresh McpServer per request (stateless); the JSON
+// schema validator is built once and shared, since building one costs more than the rest of a request.
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+import {
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ReadResourceRequestSchema,
+  McpError,
+} from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import type { Db } from '../db/open.ts';
+import type { Principal } from '../auth/core.ts';
+import { fetchVisible, listVisible, searchVisible, ITEM_ID_MAX } from '../store/items.ts';
+
+const validator = new AjvJsonSchemaValidator();
+export const SERVER_INFO = { name: 'svc', version: '0.1.0' } as const;
+const RESOURCE_PREFIX = 'svc://items/';
+const RESOURCE_PAGE = 100;
+const RESOURCE_NOT_FOUND = -32002;
+export const QUERY_MAX = 1000;
+
+const whoamiOutput = {
+  uid: z.string(),
+  name: z.string(),
+  email: z.string(),
+  labels: z.array(z.string()),
+  admin: z.boolean(),
+  via: z.enum(['token', 'session', 'header']),
+};
+const hit = z.object({ id: z.string(), title: z.string(), snippet: z.string() });
+const itemOutput = { id: z.string(), title: z.string(), text: z.string(), labels: z.array(z.string()) };
+
+function json(value: unknown) {
+  return [{ type: 'text' as const, text: JSON.stringify(value) }];
+}
+
+export function buildMcpServer(db: Db, principal: Principal): McpServer {
+  // Labels come from the user record read for this very request, so a label change applies on the next call.
+  const labels = principal.user.labels;
+  const server = new McpServer(SERVER_INFO, {
+    jsonSchemaValidator: validator,
+    capabilities: { resources: {} },
+    instructions:
+      'svc holds documents you may be allowed to read. Use `search` to find documents by words, then `fetch` to read one in full by its id. `whoami` tells whose access you are using.',
+  });
+
+  server.registerTool(
+    'whoami',
+    {
+      title: 'Who am I',
+      description: 'Tells which svc user this connection acts as: uid, name, email, ACL labels, admin flag and how it signed in (token, session or header).',
+      outputSchema: whoamiOutput,
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async () => {
+      const u = principal.user;
+      const result = { uid: u.uid, name: u.name, email: u.email, labels: [...u.labels], admin: u.admin, via: principal.via };
+      return { content: json(result), structuredContent: result };
+    },
+  );
+
+  server.registerTool(
+    'search',
+    {
+      title: 'Search documents',
+      description:
+        'Full-text search over the documents this user may read; best matches first. Give plain words (punctuation and search operators are ignored). Returns id, title and a snippet for each hit; call `fetch` with an id to read the whole document.',
+      inputSchema: {
+        query: z.string().min(1).max(QUERY_MAX).describe('words to look for'),
+        limit: z.number().int().min(1).max(50).default(10).describe('how many results, 1 to 50 (default 10)'),
+      },
+      outputSchema: { results: z.array(hit) },
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async ({ query, limit }) => {
+      const results = await searchVisible(db, query, labels, limit);
+      return { content: json(results), structuredContent: { results } };
+    },
+  );
+
+  server.registerTool(
+    'fetch',
+    {
+      title: 'Fetch a document',
+      description: 'Reads one document in full by its id (as returned by `search`): id, title, text and ACL labels.',
+      inputSchema: { id: z.string().min(1).max(ITEM_ID_MAX).describe('the document id') },
+      outputSchema: itemOutput,
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async ({ id }) => {
+      const item = await fetchVisible(db, id, labels);
+      // Missing and not visible are the same answer, from the same single query.
+      if (!item) return { content: [{ type: 'text', text: `not found: no document "${id}"` }], isError: true };
+      const result = { id: item.id, title: item.title, text: item.text, labels: [...item.labels] };
+      return { content: json(result), structuredContent: result };
+    },
+  );
+
+  // Resources are served by hand: McpServer's template listing cannot page with a cursor.
+  const low = server.server;
+  low.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
+    resourceTemplates: [
+      { uriTemplate: `${RESOURCE_PREFIX}{id}`, name: 'item', title: 'Document', description: 'A document by id', mimeType: 'text/markdown' },
+    ],
+  }));
+  low.setRequestHandler(ListResourcesRequestSchema, async (request) => {
+    const cursor = request.params?.cursor;
+    let page;
+    try {
+      page = await listVisible(db, labels, cursor, RESOURCE_PAGE);
+    } catch {
+      throw new McpError(-32602, 'invalid cursor');
+    }
+    return {
+      resources: page.items.map((i) => ({ uri: RESOURCE_PREFIX + i.id, name: i.id, title: i.title, mimeType: 'text/markdown' })),
+      ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}),
+    };
+  });
+  low.setRequestHandler(ReadResourceRequestSchema, async (request) => {
+    const uri = request.params.uri;
+    const id = uri.startsWith(RESOURCE_PREFIX) ? decodeId(uri.slice(RESOURCE_PREFIX.length)) : null;
+    const item = id === null ? null : await fetchVisible(db, id, labels);
+    if (!item) throw new McpError(RESOURCE_NOT_FOUND, `Resource not found: ${uri}`);
+    return { contents: [{ uri, mimeType: 'text/markdown', text: item.text }] };
+  });
+  return server;
+}
+
+function decodeId(text: string): string | null {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,46 @@
+// `svc serve`: open and migrate the database, listen, and shut down gracefully on SIGINT/SIGTERM.
+import { serve, type ServerType } from '@hono/node-server';
+import { getConnInfo } from '@hono/node-server/conninfo';
+import type { Config } from './config/load.ts';
+import { openDatabase } from './db/open.ts';
+import { createAuthenticator } from './auth/core.ts';
+import { channelsFor } from './auth/channels.ts';
+import { createApp } from './http/app.ts';
+import type { Logger } from './log.ts';
+
+export interface Running {
+  readonly port: number;
+  stop(): Promise<void>;
+}
+
+export async function startServer(config: Config, log: Logger): Promise<Running> {
+  const database = await openDatabase(config.server.database, config.server.databaseToken);
+  await database.migrate();
+  const services = { config, db: database.db, log, auth: createAuthenticator(channelsFor(config, database.db)) };
+  const app = createApp(services, (c) => getConnInfo(c).remote.address ?? '');
+
+  const server: ServerType = await new Promise((resolve, reject) => {
+    const s = serve({ fetch: app.fetch, hostname: config.server.host, port: config.server.port }, () => resolve(s));
+    s.once('error', reject);
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.server.port;
+  log.info('listening', { url: config.server.baseUrl, listen: `${config.server.host}:${port}`, database: database.driver });
+
+  let stopping: Promise<void> | null = null;
+  return {
+    port,
+    stop() {
+      stopping ??= new Promise<void>((resolve) => {
+        // Stop accepting; idle keep-alive connections close now, in-flight requests finish first.
+        server.close(() => {
+          database.close();
+          log.info('stopped');
+          resolve();
+        });
+        (server as { closeIdleConnections?: () => void }).closeIdleConnections?.();
+      });
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,159 @@
+// Items. Every read on behalf of a user goes through `visibleSql`, inside the query.
+import { eq, asc, gt, and, sql } from 'drizzle-orm';
+import type { Db } from '../db/open.ts';
+import { items } from '../db/schema.ts';
+import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
+import { visibleSql } from '../domain/visibility.ts';
+import { badRequest, notFound } from '../domain/errors.ts';
+import { checkLabels } from './users.ts';
+
+export interface Item {
+  readonly id: string;
+  readonly title: string;
+  readonly text: string;
+  readonly labels: LabelSet;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+}
+
+export interface ItemSummary {
+  readonly id: string;
+  readonly title: string;
+  readonly labels: LabelSet;
+}
+
+export interface SearchHit {
+  readonly id: string;
+  readonly title: string;
+  readonly snippet: string;
+}
+
+// Ids are relative paths: segments of letters, digits, . _ - separated by /, no empty, "." or ".." segment.
+const ITEM_ID = /^(?!.*(?:^|\/)\.{1,2}(?:\/|$))[A-Za-z0-9._-]+(?:\/[A-Za-z0-9._-]+)*$/;
+export const ITEM_ID_MAX = 256;
+export const TITLE_MAX = 500;
+export const TEXT_MAX = 1024 * 1024;
+
+export function checkItemId(id: unknown): string {
+  if (typeof id !== 'string' || id.length > ITEM_ID_MAX || !ITEM_ID.test(id)) {
+    throw badRequest(`id: an item id is a relative path of letters, digits, . _ - and / (at most ${ITEM_ID_MAX} characters)`, 'id');
+  }
+  return id;
+}
+
+export interface ItemInput {
+  title: unknown;
+  text: unknown;
+  labels?: string | readonly unknown[];
+}
+
+export function checkItemInput(input: ItemInput): { title: string; text: string; labels: string } {
+  if (typeof input.title !== 'string' || input.title.trim() === '' || input.title.length > TITLE_MAX) {
+    throw badRequest(`title: required, at most ${TITLE_MAX} characters`, 'title');
+  }
+  if (typeof input.text !== 'string' || input.text.length > TEXT_MAX) {
+    throw badRequest(`text: required, at most ${TEXT_MAX} characters`, 'text');
+  }
+  return { title: input.title.trim(), text: input.text, labels: formatLabels(checkLabels(input.labels)) };
+}
+
+/** Creates or replaces an item. Triggers keep the full-text index and item_labels in step. */
+export async function putItem(db: Db, id: string, input: ItemInput, now = Date.now()): Promise<{ item: Item; created: boolean }> {
+  checkItemId(id);
+  const { title, text, labels } = checkItemInput(input);
+  const existed = await db.select({ seq: items.seq }).from(items).where(eq(items.id, id)).get();
+  const rows = await db
+    .insert(items)
+    .values({ id, title, text, labels, createdAt: now, updatedAt: now })
+    .onConflictDoUpdate({ target: items.id, set: { title, text, labels, updatedAt: now } })
+    .returning();
+  return { item: toItem(rows[0]!), created: existed === undefined };
+}
+
+export async function removeItem(db: Db, id: string): Promise<void> {
+  const rows = await db.delete(items).where(eq(items.id, id)).returning({ seq: items.seq });
+  if (rows.length === 0) throw notFound(`no item "${id}"`);
+}
+
+/** Every item, for administrators and the CLI. */
+export async function listAllItems(db: Db): Promise<ItemSummary[]> {
+  const rows = await db.select({ id: items.id, title: items.title, labels: items.labels }).from(items).orderBy(asc(items.id)).all();
+  return rows.map((r) => ({ id: r.id, title: r.title, labels: storedLabels(r.labels) }));
+}
+
+export async function getAnyItem(db: Db, id: string): Promise<Item> {
+  const row = await db.select().from(items).where(eq(items.id, id)).get();
+  if (!row) throw notFound(`no item "${id}"`);
+  return toItem(row);
+}
+
+/** The item if it exists and the user may see it; invisible and missing are the same answer. */
+export async function fetchVisible(db: Db, id: string, userLabels: LabelSet): Promise<Item | null> {
+  const row = await db
+    .select()
+    .from(items)
+    .where(and(eq(items.id, id), visibleSql(items.seq, userLabels)))
+    .get();
+  return row ? toItem(row) : null;
+}
+
+/** One page of visible items in a stable order; the cursor is opaque to callers. */
+export async function listVisible(
+  db: Db,
+  userLabels: LabelSet,
+  cursor: string | undefined,
+  limit: number,
+): Promise<{ items: ItemSummary[]; nextCursor?: string }> {
+  const after = cursor === undefined ? 0 : Number.parseInt(cursor, 36);
+  if (!Number.isSafeInteger(after) || after < 0) throw badRequest('cursor: not one this server gave out', 'cursor');
+  const rows = await db
+    .select({ seq: items.seq, id: items.id, title: items.title, labels: items.labels })
+    .from(items)
+    .where(and(gt(items.seq, after), visibleSql(items.seq, userLabels)))
+    .orderBy(asc(items.seq))
+    .limit(limit + 1)
+    .all();
+  const page = rows.slice(0, limit);
+  const last = page[page.length - 1];
+  return {
+    items: page.map((r) => ({ id: r.id, title: r.title, labels: storedLabels(r.labels) })),
+    ...(rows.length > limit && last ? { nextCursor: last.seq.toString(36) } : {}),
+  };
+}
+
+/**
+ * Full-text search, best first. The query is reduced to words, each quoted, so no user input is ever FTS5
+ * syntax. Ordering by the FTS table's own rank lets SQLite stop after `limit` visible hits.
+ */
+export async function searchVisible(db: Db, query: string, userLabels: LabelSet, limit: number): Promise<SearchHit[]> {
+  const match = ftsQuery(query);
+  if (match === null) return [];
+  return db.all<SearchHit>(sql`
+    SELECT i.id AS id, i.title AS title, snippet(items_fts, 1, '', '', '…', 24) AS snippet
+    FROM items_fts JOIN items i ON i.seq = items_fts.rowid
+    WHERE items_fts MATCH ${match} AND ${visibleSql(sql`i.seq`, userLabels)}
+    ORDER BY items_fts.rank
+    LIMIT ${limit}`);
+}
+
+const MAX_TERMS = 32;
+
+export function ftsQuery(query: string): string | null {
+  const words = query.match(/[\p{L}\p{N}]+/gu);
+  if (!words) return null;
+  return words
+    .slice(0, MAX_TERMS)
+    .map((w) => `"${w}"`)
+    .join(' ');
+}
+
+function toItem(row: typeof items.$inferSelect): Item {
+  return {
+    id: row.id,
+    title: row.title,
+    text: row.text,
+    labels: storedLabels(row.labels),
+    createdAt: row.createdAt,
+    updatedAt: row.updatedAt,
+  };
+}

@@ -1,0 +1,37 @@
+// Items from a folder of Markdown files (svc item import, and the quickstart's examples). Every file is read
+// and checked before anything is written, so one bad file leaves the database untouched.
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative, sep, basename } from 'node:path';
+import type { Db } from '../db/open.ts';
+import { parseMarkdown } from '../domain/front-matter.ts';
+import { AppError } from '../domain/errors.ts';
+import { checkItemId, checkItemInput, putItem } from './items.ts';
+
+function markdownFiles(dir: string): string[] {
+  const out: string[] = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) out.push(...markdownFiles(path));
+    else if (entry.isFile() && entry.name.endsWith('.md')) out.push(path);
+  }
+  return out.sort();
+}
+
+/** Imports every *.md under dir; the id is the relative path without .md. Returns [id, created] pairs. */
+export async function importMarkdownDir(db: Db, dir: string): Promise<{ id: string; created: boolean }[]> {
+  const docs = markdownFiles(dir).map((file) => {
+    const id = relative(dir, file).slice(0, -'.md'.length).split(sep).join('/');
+    const doc = parseMarkdown(readFileSync(file, 'utf8'));
+    const input = { title: doc.title ?? basename(id), text: doc.body, labels: doc.labels ?? '' };
+    try {
+      checkItemId(id);
+      checkItemInput(input);
+    } catch (e) {
+      throw e instanceof AppError ? new AppError(e.code, `${file}: ${e.message}`) : e;
+    }
+    return { id, input };
+  });
+  const results = [];
+  for (const d of docs) results.push({ id: d.id, created: (await putItem(db, d.id, d.input)).created });
+  return results;
+}

@@ -1,0 +1,138 @@
+// Personal access tokens: minted, listed, revoked, and looked up on every bearer request.
+import { eq, and, desc, sql, isNull, lt, or } from 'drizzle-orm';
+import type { Db } from '../db/open.ts';
+import { tokens, users } from '../db/schema.ts';
+import { mintToken, randomId, sha256, tokenWellFormed } from '../auth/secrets.ts';
+import { parseDuration, DURATION_HINT } from '../config/duration.ts';
+import { badRequest, notFound } from '../domain/errors.ts';
+import { toUser, type User } from './users.ts';
+
+export type TokenState = 'active' | 'expired' | 'revoked';
+
+export interface TokenInfo {
+  readonly id: string;
+  readonly name: string;
+  readonly createdAt: number;
+  readonly expiresAt: number | null;
+  readonly lastUsedAt: number | null;
+  readonly state: TokenState;
+}
+
+export const TOKEN_NAME_MAX = 100;
+export const TOKEN_TTL_MAX_DAYS = 3650;
+/** last_used_at is written at most this often per token, off the request's critical path. */
+const LAST_USED_GRANULARITY_MS = 60_000;
+
+export function checkTokenName(name: unknown): string {
+  const trimmed = typeof name === 'string' ? name.trim() : '';
+  if (trimmed === '' || trimmed.length > TOKEN_NAME_MAX || /[\x00-\x1f\x7f]/.test(trimmed)) {
+    throw badRequest(`name: required, 1 to ${TOKEN_NAME_MAX} characters, no control characters`, 'name');
+  }
+  return trimmed;
+}
+
+/** Seconds of lifetime, or null for a token that never expires (ttl omitted or empty). */
+export function checkTokenTtl(ttl: unknown): number | null {
+  if (ttl === undefined || ttl === null || ttl === '') return null;
+  const seconds = typeof ttl === 'string' ? parseDuration(ttl) : null;
+  if (seconds === null) throw badRequest(`ttl: ${DURATION_HINT}, or empty for a token that never expires`, 'ttl');
+  if (seconds > TOKEN_TTL_MAX_DAYS * 86400) throw badRequest(`ttl: at most ${TOKEN_TTL_MAX_DAYS}d`, 'ttl');
+  return seconds;
+}
+
+function stateOf(row: { expiresAt: number | null; revokedAt: number | null }, now: number): TokenState {
+  if (row.revokedAt !== null) return 'revoked';
+  if (row.expiresAt !== null && row.expiresAt <= now) return 'expired';
+  return 'active';
+}
+
+export async function createToken(
+  db: Db,
+  userId: number,
+  name: unknown,
+  ttl: unknown,
+  now = Date.now(),
+): Promise<{ id: string; token: string; name: string; expiresAt: number | null }> {
+  const checkedName = checkTokenName(name);
+  const seconds = checkTokenTtl(ttl);
+  const token = mintToken();
+  const id = `tok_${randomId(10)}`;
+  const expiresAt = seconds === null ? null : now + seconds * 1000;
+  await db.insert(tokens).values({ id, hash: sha256(token), userId, name: checkedName, createdAt: now, expiresAt });
+  return { id, token, name: checkedName, expiresAt };
+}
+
+export async function listTokens(db: Db, userId: number, now = Date.now()): Promise<TokenInfo[]> {
+  const rows = await db.select().from(tokens).where(eq(tokens.userId, userId)).orderBy(desc(tokens.createdAt)).all();
+  return rows.map((r) => ({
+    id: r.id,
+    name: r.name,
+    createdAt: r.createdAt,
+    expiresAt: r.expiresAt,
+    lastUsedAt: r.lastUsedAt,
+    state: stateOf(r, now),
+  }));
+}
+
+/** Revokes one of the user's own tokens; someone else's id is indistinguishable from an unknown one. */
+export async function revokeToken(db: Db, userId: number, id: string, now = Date.now()): Promise<void> {
+  const found = await db.select({ revokedAt: tokens.revokedAt }).from(tokens)
+    .where(and(eq(tokens.id, id), eq(tokens.userId, userId))).get();
+  if (!found) throw notFound('no such token');
+  if (found.revokedAt === null) {
+    await db.update(tokens).set({ revokedAt: now }).where(and(eq(tokens.id, id), isNull(tokens.revokedAt)));
+  }
+}
+
+export async function revokeAllTokens(db: Db, userId: number, now = Date.now()): Promise<number> {
+  const rows = await db.update(tokens).set({ revokedAt: now })
+    .where(and(eq(tokens.userId, userId), isNull(tokens.revokedAt))).returning({ id: tokens.id });
+  return rows.length;
+}
+
+export type TokenCheck =
+  | { ok: true; user: User; tokenId: string }
+  | { ok: false; reason: 'malformed' | 'unknown' | 'expired' | 'revoked' };
+
+function prepareLookup(db: Db) {
+  return db
+    .select({
+      t: { id: tokens.id, expiresAt: tokens.expiresAt, revokedAt: tokens.revokedAt, lastUsedAt: tokens.lastUsedAt },
+      u: users,
+    })
+    .from(tokens)
+    .innerJoin(users, eq(users.id, tokens.userId))
+    .where(eq(tokens.hash, sql.placeholder('hash')))
+    .prepare();
+}
+const lookups = new WeakMap<Db, ReturnType<typeof prepareLookup>>();
+
+/** The bearer hot path: a format check, one SHA-256 and one indexed lookup. No cache: revocation is immediate. */
+export async function checkToken(db: Db, token: string, now = Date.now()): Promise<TokenCheck> {
+  if (!tokenWellFormed(token)) return { ok: false, reason: 'malformed' };
+  let lookup = lookups.get(db);
+  if (!lookup) lookups.set(db, (lookup = prepareLookup(db)));
+  const row = await lookup.get({ hash: sha256(token) });
+  if (!row) return { ok: false, reason: 'unknown' };
+  const state = stateOf(row.t, now);
+  if (state !== 'active') return { ok: false, reason: state };
+  if (row.t.lastUsedAt === null || row.t.lastUsedAt < now - LAST_USED_GRANULARITY_MS) touchToken(db, row.t.id, now);
+  return { ok: true, user: toUser(row.u), tokenId: row.t.id };
+}
+
+function touchToken(db: Db, id: string, now: number): void {
+  setImmediate(() => {
+    Promise.resolve(
+      db.update(tokens).set({ lastUsedAt: now })
+        .where(and(eq(tokens.id, id), or(isNull(tokens.lastUsedAt), lt(tokens.lastUsedAt, now - LAST_USED_GRANULARITY_MS))))
+        .run(),
+    ).catch(() => {
+      // A missed last-used stamp is harmless; the next use writes it.
+    });
+  });
+}
+
+export async function countTokens(db: Db, userId: number): Promise<number> {
+  const row = await db.select({ n: sql<number>`count(*)` }).from(tokens).where(eq(tokens.userId, userId)).get();
+  return row?.n ?? 0;
+}

@@ -1,0 +1,181 @@
+// User records. Input is validated here, once, for every caller (CLI, admin API, single sign-on).
+import { eq, sql, asc } from 'drizzle-orm';
+import type { Db } from '../db/open.ts';
+import { users, uids } from '../db/schema.ts';
+import { parseLabels, formatLabels, storedLabels, LabelError, type LabelSet } from '../domain/labels.ts';
+import { uidProblem, emailProblem } from '../domain/uid.ts';
+import { AppError, badRequest, conflict, notFound } from '../domain/errors.ts';
+
+export interface User {
+  readonly id: number;
+  readonly uid: string;
+  readonly email: string;
+  readonly name: string;
+  readonly labels: LabelSet;
+  readonly admin: boolean;
+  readonly hasPassword: boolean;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+}
+
+export interface NewUser {
+  uid: string;
+  email: string;
+  name?: string;
+  labels?: string | readonly unknown[];
+  admin?: boolean;
+  passwordHash?: string | null;
+}
+
+export interface UserChange {
+  email?: string;
+  name?: string;
+  labels?: string | readonly unknown[];
+  admin?: boolean;
+  /** a PHC string, or null to remove the password */
+  passwordHash?: string | null;
+}
+
+export const NAME_MAX = 200;
+
+type Row = typeof users.$inferSelect;
+
+export function toUser(row: Row): User {
+  return {
+    id: row.id,
+    uid: row.uid,
+    email: row.email,
+    name: row.name,
+    labels: storedLabels(row.labels),
+    admin: row.admin,
+    hasPassword: row.passwordHash !== null,
+    createdAt: row.createdAt,
+    updatedAt: row.updatedAt,
+  };
+}
+
+export function checkLabels(input: string | readonly unknown[] | undefined, field = 'labels'): LabelSet {
+  if (input !== undefined && typeof input !== 'string' && !Array.isArray(input)) {
+    throw badRequest('labels: give an ACL label string or an array of labels', field);
+  }
+  try {
+    return parseLabels(input);
+  } catch (e) {
+    if (e instanceof LabelError) throw badRequest(`${field}: ${e.message}`, field);
+    throw e;
+  }
+}
+
+function checkEmail(email: unknown): string {
+  if (typeof email !== 'string') throw badRequest('email: required', 'email');
+  const trimmed = email.trim();
+  const problem = emailProblem(trimmed);
+  if (problem) throw badRequest(`email: ${problem}`, 'email');
+  return trimmed;
+}
+
+function checkName(name: unknown): string {
+  if (typeof name !== 'string') throw badRequest('name: must be text', 'name');
+  const trimmed = name.trim();
+  if (trimmed.length > NAME_MAX || /[\x00-\x1f\x7f]/.test(trimmed)) {
+    throw badRequest(`name: at most ${NAME_MAX} characters, no control characters`, 'name');
+  }
+  return trimmed;
+}
+
+export function checkUid(uid: unknown): string {
+  if (typeof uid !== 'string') throw badRequest('uid: required', 'uid');
+  const problem = uidProblem(uid);
+  if (problem) throw badRequest(`uid: ${problem}`, 'uid');
+  return uid;
+}
+
+/** Creates a user; a uid that exists or existed once is a conflict. */
+export async function createUser(db: Db, input: NewUser, now = Date.now()): Promise<User> {
+  const uid = checkUid(input.uid);
+  const values = {
+    uid,
+    email: checkEmail(input.email),
+    name: checkName(input.name ?? ''),
+    labels: formatLabels(checkLabels(input.labels)),
+    admin: input.admin ?? false,
+    passwordHash: input.passwordHash ?? null,
+    createdAt: now,
+    updatedAt: now,
+  };
+  try {
+    const rows = await db.insert(users).values(values).returning();
+    return toUser(rows[0]!);
+  } catch (e) {
+    if (isUidTaken(e)) throw conflict(`uid: "${uid}" is taken or was used before (uids are never reused)`, 'uid');
+    throw e;
+  }
+}
+
+/** Creates a user under the first free uid of `candidates` (single sign-on: base, base-2, …). */
+export async function createUserWithFreeUid(
+  db: Db,
+  candidates: Iterable<string>,
+  input: Omit<NewUser, 'uid'>,
+): Promise<User> {
+  let tries = 0;
+  for (const uid of candidates) {
+    if (++tries > 1000) break;
+    try {
+      return await createUser(db, { ...input, uid });
+    } catch (e) {
+      if (!(e instanceof AppError && e.code === 'conflict')) throw e;
+    }
+  }
+  throw conflict('no free uid could be derived for this user');
+}
+
+function isUidTaken(e: unknown): boolean {
+  const text = String((e as { message?: unknown })?.message ?? '') + String((e as { cause?: { message?: unknown } })?.cause?.message ?? '');
+  return /svc: uid reserved|UNIQUE constraint failed: (users\.uid|uids\.uid)/.test(text);
+}
+
+export async function findUser(db: Db, uid: string): Promise<User | null> {
+  const row = await db.select().from(users).where(eq(users.uid, uid)).get();
+  return row ? toUser(row) : null;
+}
+
+export async function getUser(db: Db, uid: string): Promise<User> {
+  const user = await findUser(db, uid);
+  if (!user) throw notFound(`no user "${uid}"`);
+  return user;
+}
+
+export async function passwordHashOf(db: Db, uid: string): Promise<{ user: User; hash: string | null } | null> {
+  const row = await db.select().from(users).where(eq(users.uid, uid)).get();
+  return row ? { user: toUser(row), hash: row.passwordHash } : null;
+}
+
+export async function listUsers(db: Db): Promise<User[]> {
+  const rows = await db.select().from(users).orderBy(asc(users.uid)).all();
+  return rows.map(toUser);
+}
+
+/** Applies a change in one UPDATE, so concurrent changes of different fields both land. */
+export async function updateUser(db: Db, uid: string, change: UserChange, now = Date.now()): Promise<User> {
+  const set: Partial<typeof users.$inferInsert> = { updatedAt: now };
+  if (change.email !== undefined) set.email = checkEmail(change.email);
+  if (change.name !== undefined) set.name = checkName(change.name);
+  if (change.labels !== undefined) set.labels = formatLabels(checkLabels(change.labels));
+  if (change.admin !== undefined) set.admin = change.admin;
+  if (change.passwordHash !== undefined) set.passwordHash = change.passwordHash;
+  const rows = await db.update(users).set(set).where(eq(users.uid, uid)).returning();
+  if (rows.length === 0) throw notFound(`no user "${uid}"`);
+  return toUser(rows[0]!);
+}
+
+/** Removes a user; triggers end their sessions and tokens, and the uid stays reserved. */
+export async function removeUser(db: Db, uid: string): Promise<void> {
+  const rows = await db.delete(users).where(eq(users.uid, uid)).returning({ id: users.id });
+  if (rows.length === 0) throw notFound(`no user "${uid}"`);
+}
+
+export async function isUidReserved(db: Db, uid: string): Promise<boolean> {
+  const row = await db.select({ one: sql<number>`1` }).from(uids).where(eq(uids.uid, uid)).get();
+  return row !== undefined;
+}
