@@ -34,7 +34,7 @@ CREATE TABLE `login_failures` (
 --> statement-breakpoint
 CREATE INDEX `login_failures_key_at` ON `login_failures` (`key`,`at`);--> statement-breakpoint
 CREATE TABLE `sessions` (
-	`id` blob PRIMARY KEY NOT NULL,
+	`id` text PRIMARY KEY NOT NULL,
 	`user_id` integer NOT NULL,
 	`created_at` integer NOT NULL,
 	`expires_at` integer NOT NULL,
@@ -45,7 +45,7 @@ CREATE INDEX `sessions_user` ON `sessions` (`user_id`);--> statement-breakpoint
 CREATE INDEX `sessions_expiry` ON `sessions` (`expires_at`);--> statement-breakpoint
 CREATE TABLE `tokens` (
 	`id` text PRIMARY KEY NOT NULL,
-	`hash` blob NOT NULL,
+	`hash` text NOT NULL,
 	`user_id` integer NOT NULL,
 	`name` text NOT NULL,
 	`created_at` integer NOT NULL,

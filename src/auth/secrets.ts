@@ -8,6 +8,11 @@ export function sha256(text: string): Buffer {
   return nodeHash('sha256', text, 'buffer');
 }
 
+/** The stored form of a token or session id. */
+export function storedHash(secret: string): string {
+  return nodeHash('sha256', secret, 'hex');
+}
+
 export function randomId(bytes: number): string {
   return encodeBase32LowerCaseNoPadding(randomBytes(bytes));
 }

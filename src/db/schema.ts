@@ -1,7 +1,7 @@
 // Tables. Times are integer milliseconds since the epoch. Label columns hold the canonical string of
 // domain/labels.ts. Invariants that must hold for every writer (uid reservation, cascades, FTS sync) are
 // triggers in the custom migration next to the generated one, so no code path can forget them.
-import { sqliteTable, text, integer, blob, index, uniqueIndex, primaryKey } from 'drizzle-orm/sqlite-core';
+import { sqliteTable, text, integer, index, uniqueIndex, primaryKey } from 'drizzle-orm/sqlite-core';
 
 export const users = sqliteTable('users', {
   id: integer('id').primaryKey({ autoIncrement: true }),
@@ -33,11 +33,14 @@ export const identities = sqliteTable(
   (t) => [primaryKey({ columns: [t.provider, t.subject] }), index('identities_user').on(t.userId)],
 );
 
-/** Login sessions. id is the SHA-256 of the secret session id carried in the cookie. */
+// Hashes are stored as hex text, not blobs: the libsql binding takes a lone Buffer parameter for a map of
+// named parameters and aborts the process (see README "Database").
+
+/** Login sessions. id is the SHA-256 (hex) of the secret session id carried in the cookie. */
 export const sessions = sqliteTable(
   'sessions',
   {
-    id: blob('id', { mode: 'buffer' }).primaryKey(),
+    id: text('id').primaryKey(),
     userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
     createdAt: integer('created_at').notNull(),
     expiresAt: integer('expires_at').notNull(),
@@ -45,12 +48,12 @@ export const sessions = sqliteTable(
   (t) => [index('sessions_user').on(t.userId), index('sessions_expiry').on(t.expiresAt)],
 );
 
-/** Personal access tokens. Only the SHA-256 of the plaintext is kept. */
+/** Personal access tokens. Only the SHA-256 (hex) of the plaintext is kept. */
 export const tokens = sqliteTable(
   'tokens',
   {
     id: text('id').primaryKey(),
-    hash: blob('hash', { mode: 'buffer' }).notNull(),
+    hash: text('hash').notNull(),
     userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
     name: text('name').notNull(),
     createdAt: integer('created_at').notNull(),

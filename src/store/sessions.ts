@@ -2,13 +2,13 @@
 import { eq, and, gt, lt, sql } from 'drizzle-orm';
 import type { Db } from '../db/open.ts';
 import { sessions, users } from '../db/schema.ts';
-import { randomId, sha256 } from '../auth/secrets.ts';
+import { randomId, storedHash } from '../auth/secrets.ts';
 import { toUser, type User } from './users.ts';
 
 /** Starts a session and returns its secret id (the cookie carries it, signed). */
 export async function createSession(db: Db, userId: number, ttlSeconds: number, now = Date.now()): Promise<string> {
   const id = randomId(20);
-  await db.insert(sessions).values({ id: sha256(id), userId, createdAt: now, expiresAt: now + ttlSeconds * 1000 });
+  await db.insert(sessions).values({ id: storedHash(id), userId, createdAt: now, expiresAt: now + ttlSeconds * 1000 });
   // Expired rows are useless; clearing them here keeps the table small without a timer.
   await db.delete(sessions).where(lt(sessions.expiresAt, now));
   return id;
@@ -27,12 +27,12 @@ const lookups = new WeakMap<Db, ReturnType<typeof prepareLookup>>();
 export async function sessionUser(db: Db, id: string, now = Date.now()): Promise<User | null> {
   let lookup = lookups.get(db);
   if (!lookup) lookups.set(db, (lookup = prepareLookup(db)));
-  const row = await lookup.get({ id: sha256(id), now });
+  const row = await lookup.get({ id: storedHash(id), now });
   return row ? toUser(row.u) : null;
 }
 
 export async function endSession(db: Db, id: string): Promise<void> {
-  await db.delete(sessions).where(eq(sessions.id, sha256(id)));
+  await db.delete(sessions).where(eq(sessions.id, storedHash(id)));
 }
 
 export async function endAllSessions(db: Db, userId: number): Promise<number> {

@@ -2,7 +2,7 @@
 import { eq, and, desc, sql, isNull, lt, or } from 'drizzle-orm';
 import type { Db } from '../db/open.ts';
 import { tokens, users } from '../db/schema.ts';
-import { mintToken, randomId, sha256, tokenWellFormed } from '../auth/secrets.ts';
+import { mintToken, randomId, storedHash, tokenWellFormed } from '../auth/secrets.ts';
 import { parseDuration, DURATION_HINT } from '../config/duration.ts';
 import { badRequest, notFound } from '../domain/errors.ts';
 import { toUser, type User } from './users.ts';
@@ -58,7 +58,7 @@ export async function createToken(
   const token = mintToken();
   const id = `tok_${randomId(10)}`;
   const expiresAt = seconds === null ? null : now + seconds * 1000;
-  await db.insert(tokens).values({ id, hash: sha256(token), userId, name: checkedName, createdAt: now, expiresAt });
+  await db.insert(tokens).values({ id, hash: storedHash(token), userId, name: checkedName, createdAt: now, expiresAt });
   return { id, token, name: checkedName, expiresAt };
 }
 
@@ -112,7 +112,7 @@ export async function checkToken(db: Db, token: string, now = Date.now()): Promi
   if (!tokenWellFormed(token)) return { ok: false, reason: 'malformed' };
   let lookup = lookups.get(db);
   if (!lookup) lookups.set(db, (lookup = prepareLookup(db)));
-  const row = await lookup.get({ hash: sha256(token) });
+  const row = await lookup.get({ hash: storedHash(token) });
   if (!row) return { ok: false, reason: 'unknown' };
   const state = stateOf(row.t, now);
   if (state !== 'active') return { ok: false, reason: state };

@@ -1,5 +1,6 @@
 // The frame of every page: no external assets, styles and scripts carry the response's CSP nonce.
 import type { Child } from 'hono/jsx';
+import { raw } from 'hono/html';
 
 const STYLE = `
 :root { color-scheme: light dark; --fg: #1b1f24; --muted: #5b636e; --bg: #fff; --line: #d7dce2; --accent: #0b5cad; --bad: #b42318; --ok: #067647; --card: #f6f8fa; }
@@ -50,7 +51,7 @@ export function Layout(props: LayoutProps) {
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>{props.title} · svc</title>
-        <style nonce={props.nonce}>{STYLE}</style>
+        <style nonce={props.nonce}>{raw(STYLE)}</style>
       </head>
       <body>
         <header>

@@ -1,0 +1,165 @@
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { connect } from 'node:net';
+import { createWorkspace, type Workspace } from './helpers/workspace.ts';
+
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => (socket.destroy(), resolve(true)));
+    socket.once('error', () => resolve(false));
+  });
+}
+
+describe('svc CLI', () => {
+  let ws: Workspace;
+  before(async () => {
+    ws = await createWorkspace();
+  });
+  after(() => ws.remove());
+
+  test('--help and unknown commands', async () => {
+    const help = await ws.svc(['--help']);
+    assert.equal(help.code, 0);
+    assert.match(help.stdout, /user add UID --email E/);
+    const sub = await ws.svc(['user', 'add', '--help']);
+    assert.equal(sub.code, 0);
+    assert.match(sub.stdout, /--password-stdin/);
+    const unknown = await ws.svc(['frobnicate']);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /unknown command/);
+  });
+
+  test('check and serve with oidc and header enabled but empty: every field listed, exit 78, nothing listening', async () => {
+    const bad = await createWorkspace({
+      auth: 'token\n    enabled true\noidc\n    enabled true\n    issuer\n    client_id\n    client_secret_env\n    redirect_url\nheader\n    enabled true\n    user_header\n    email_header\n    secret_header\n    shared_secret_env\n    trusted_proxy\n',
+    });
+    try {
+      for (const command of ['check', 'serve']) {
+        const r = await bad.svc([command]);
+        assert.equal(r.code, 78, `${command}: ${r.stderr}`);
+        const lines = r.stderr.trim().split('\n');
+        for (const key of ['issuer', 'client_id', 'client_secret_env', 'redirect_url']) {
+          assert.ok(lines.includes(`svc: config: auth.oidc.${key}: required when oidc is enabled`), `${command} ${key}`);
+        }
+        for (const key of ['user_header', 'email_header', 'secret_header', 'shared_secret_env', 'trusted_proxy']) {
+          assert.ok(lines.includes(`svc: config: auth.header.${key}: required when header is enabled`), `${command} ${key}`);
+        }
+        assert.equal(await listening(bad.port), false);
+      }
+    } finally {
+      bad.remove();
+    }
+  });
+
+  test('a missing config file and a missing session secret are configuration errors', async () => {
+    const missing = await ws.svc(['check', '--config', join(ws.dir, 'nope.ini')]);
+    assert.equal(missing.code, 78);
+    assert.match(missing.stderr, /nope\.ini: no such file/);
+    const noSecret = await ws.svc(['check'], { env: { SVC_SESSION_SECRET: '' } });
+    assert.equal(noSecret.code, 78);
+    assert.match(noSecret.stderr, /^svc: config: auth.session.secret_env: environment variable SVC_SESSION_SECRET is not set$/m);
+    const ok = await ws.svc(['check']);
+    assert.equal(ok.code, 0, ok.stderr);
+  });
+
+  test('migrate on an empty database, then again (idempotent)', async () => {
+    const first = await ws.svc(['migrate']);
+    assert.equal(first.code, 0, first.stderr);
+    const second = await ws.svc(['migrate']);
+    assert.equal(second.code, 0, second.stderr);
+  });
+
+  test('user add, list, set, remove; uid reserved after removal; bad input changes nothing', async () => {
+    const add = await ws.svc(['user', 'add', 'alice', '--email', 'alice@example.com', '--name', 'Alice A', '--labels', 'finance, eng eng', '--admin', '--password-stdin'], { stdin: 'correct horse battery\n' });
+    assert.equal(add.code, 0, add.stderr);
+    assert.equal((await ws.svc(['user', 'add', 'bob', '--email', 'bob@example.com'])).code, 0);
+
+    const rejected = [
+      [['user', 'add', 'carol x', '--email', 'c@example.com'], /uid: a uid is 1 to 64 characters/],
+      [['user', 'add', 'carol', '--email', 'not-an-email'], /email: an email address looks like/],
+      [['user', 'add', 'carol', '--email', 'c@example.com', '--labels', 'Bad!'], /labels: invalid label "Bad!"/],
+      [['user', 'add', 'carol'], /--email is required/],
+      [['user', 'add', 'carol', '--email', 'c@example.com', '--password', 'x'], /Unknown option '--password'/],
+      [['user', 'add', 'alice', '--email', 'a2@example.com'], /"alice" is taken or was used before/],
+      [['user', 'set', 'nobody', '--name', 'x'], /no user "nobody"/],
+      [['user', 'set', 'bob', '--labels', 'UPPER'], /invalid label/],
+    ] as const;
+    for (const [args, message] of rejected) {
+      const r = await ws.svc([...args]);
+      assert.equal(r.code, 1, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, message);
+    }
+    const short = await ws.svc(['user', 'add', 'carol', '--email', 'c@example.com', '--password-stdin'], { stdin: 'short\n' });
+    assert.equal(short.code, 1);
+    assert.match(short.stderr, /at least 8 characters/);
+
+    const list = JSON.parse((await ws.svc(['user', 'list', '--json'])).stdout);
+    assert.deepEqual(list.map((u: { uid: string }) => u.uid), ['alice', 'bob'], 'nothing was created by the rejected commands');
+    const alice = list[0];
+    assert.deepEqual(alice.labels, ['eng', 'finance']);
+    assert.equal(alice.admin, true);
+    assert.equal(alice.has_password, true);
+    assert.equal(alice.name, 'Alice A');
+    assert.match(alice.created_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    assert.ok(!JSON.stringify(list).includes('argon2'), 'no password hash in the listing');
+    assert.equal(list[1].has_password, false);
+
+    const set = await ws.svc(['user', 'set', 'alice', '--labels', 'ops', '--no-admin', '--no-password']);
+    assert.equal(set.code, 0, set.stderr);
+    const changed = JSON.parse((await ws.svc(['user', 'list', '--json'])).stdout)[0];
+    assert.deepEqual([changed.labels, changed.admin, changed.has_password], [['ops'], false, false]);
+
+    assert.equal((await ws.svc(['user', 'remove', 'bob'])).code, 0);
+    const again = await ws.svc(['user', 'add', 'bob', '--email', 'bob@example.com']);
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /"bob" is taken or was used before \(uids are never reused\)/);
+    const removeUnknown = await ws.svc(['user', 'remove', 'bob']);
+    assert.equal(removeUnknown.code, 1);
+  });
+
+  test('token create prints a token once; unknown users and bad ttls are refused', async () => {
+    const ok = await ws.svc(['token', 'create', 'alice', '--name', 'automation', '--ttl', '30d']);
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.match(ok.stdout.trim(), /^svc_[a-z2-7]{48}$/);
+    const badTtl = await ws.svc(['token', 'create', 'alice', '--name', 'x', '--ttl', '0h']);
+    assert.equal(badTtl.code, 1);
+    assert.match(badTtl.stderr, /ttl: a duration is/);
+    assert.equal((await ws.svc(['token', 'create', 'ghost', '--name', 'x'])).code, 1);
+  });
+
+  test('item put, import with front matter, list, remove', async () => {
+    const put = await ws.svc(['item', 'put', 'notes/a', '--title', 'Note A', '--labels', 'eng'], { stdin: 'alpha text' });
+    assert.equal(put.code, 0, put.stderr);
+    const dir = join(ws.dir, 'docs');
+    mkdirSync(join(dir, 'sub'), { recursive: true });
+    writeFileSync(join(dir, 'plain.md'), '# Plain heading\nbody');
+    writeFileSync(join(dir, 'sub', 'secret.md'), '---\ntitle: "Secret plan"\nlabels: [eng, finance]\n---\ntext');
+    writeFileSync(join(dir, 'ignored.txt'), 'not markdown');
+    const imported = await ws.svc(['item', 'import', dir]);
+    assert.equal(imported.code, 0, imported.stderr);
+    assert.match(imported.stdout, /imported 2 item/);
+    const items = JSON.parse((await ws.svc(['item', 'list', '--json'])).stdout);
+    assert.deepEqual(items, [
+      { id: 'notes/a', title: 'Note A', labels: ['eng'] },
+      { id: 'plain', title: 'Plain heading', labels: [] },
+      { id: 'sub/secret', title: 'Secret plan', labels: ['eng', 'finance'] },
+    ]);
+
+    // One bad file: the whole import is refused and nothing is written.
+    writeFileSync(join(dir, 'zz-bad.md'), '---\nlabels: NOT OK\n---\n');
+    writeFileSync(join(dir, 'aa-new.md'), '# would be new');
+    const bad = await ws.svc(['item', 'import', dir]);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /zz-bad\.md: labels: invalid label "NOT"/);
+    assert.equal(JSON.parse((await ws.svc(['item', 'list', '--json'])).stdout).length, 3);
+
+    const badId = await ws.svc(['item', 'put', '../escape', '--title', 't'], { stdin: 'x' });
+    assert.equal(badId.code, 1);
+    assert.match(badId.stderr, /id: an item id is a relative path/);
+    assert.equal((await ws.svc(['item', 'remove', 'plain'])).code, 0);
+    assert.equal((await ws.svc(['item', 'remove', 'plain'])).code, 1);
+  });
+});

@@ -1,0 +1,43 @@
+// A small HTTP client for tests: keeps cookies like a browser, never follows redirects, and sends the
+// same-origin headers a browser would unless told otherwise.
+
+export class Browser {
+  readonly cookies = new Map<string, string>();
+  constructor(readonly base: string) {}
+
+  async request(path: string, init: RequestInit & { form?: Record<string, string>; json?: unknown; origin?: string | null } = {}): Promise<Response> {
+    const headers = new Headers(init.headers);
+    if (this.cookies.size > 0 && !headers.has('cookie')) {
+      headers.set('cookie', [...this.cookies].map(([k, v]) => `${k}=${v}`).join('; '));
+    }
+    let body = init.body;
+    if (init.form) {
+      headers.set('content-type', 'application/x-www-form-urlencoded');
+      body = new URLSearchParams(init.form).toString();
+    } else if (init.json !== undefined) {
+      headers.set('content-type', 'application/json');
+      body = JSON.stringify(init.json);
+    }
+    const method = init.method ?? (body === undefined ? 'GET' : 'POST');
+    if (method !== 'GET' && init.origin !== null && !headers.has('origin')) headers.set('origin', init.origin ?? this.base);
+    const res = await fetch(this.base + path, { ...init, method, headers, body: body ?? null, redirect: 'manual' });
+    for (const line of res.headers.getSetCookie()) {
+      const [pair, ...attrs] = line.split(';');
+      const eq = pair!.indexOf('=');
+      const name = pair!.slice(0, eq).trim();
+      const value = pair!.slice(eq + 1).trim();
+      const expired = attrs.some((a) => /^\s*max-age=0\s*$/i.test(a)) || value === '';
+      if (expired) this.cookies.delete(name);
+      else this.cookies.set(name, value);
+    }
+    return res;
+  }
+
+  async login(username: string, password: string, next?: string): Promise<Response> {
+    return this.request('/login', { form: { username, password, ...(next === undefined ? {} : { next }) } });
+  }
+}
+
+export function bearer(token: string): Record<string, string> {
+  return { authorization: `Bearer ${token}` };
+}

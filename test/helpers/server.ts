@@ -1,0 +1,56 @@
+// An svc server in this test process on a free loopback port, with a second database connection for setup
+// and for asserting what was (not) written.
+import { readFileSync } from 'node:fs';
+import { loadConfig, type Config } from '../../src/config/load.ts';
+import { openDatabase, type Database } from '../../src/db/open.ts';
+import { startServer, type Running } from '../../src/server.ts';
+import { silentLogger, type Logger } from '../../src/log.ts';
+import { createUser, type NewUser, type User } from '../../src/store/users.ts';
+import { createToken } from '../../src/store/tokens.ts';
+import { hashPassword } from '../../src/auth/passwords.ts';
+import { createWorkspace, type Workspace } from './workspace.ts';
+
+export interface TestServer {
+  readonly ws: Workspace;
+  readonly url: string;
+  readonly config: Config;
+  readonly database: Database;
+  restart(env?: Record<string, string>): Promise<void>;
+  addUser(user: NewUser & { password?: string }): Promise<User>;
+  tokenFor(user: User, ttl?: string): Promise<string>;
+  stop(): Promise<void>;
+}
+
+export async function startTestServer(options: { auth?: string; env?: Record<string, string>; log?: Logger } = {}): Promise<TestServer> {
+  const ws = await createWorkspace(options.auth === undefined ? {} : { auth: options.auth });
+  Object.assign(ws.env, options.env);
+  const load = () => loadConfig(readFileSync(ws.configPath, 'utf8'), ws.env, { mode: 'serve' });
+  let config = load();
+  let running: Running = await startServer(config, options.log ?? silentLogger);
+  const database = await openDatabase(ws.dbUrl, null);
+  return {
+    ws,
+    url: ws.baseUrl,
+    get config() {
+      return config;
+    },
+    database,
+    async restart(env) {
+      await running.stop();
+      if (env) Object.assign(ws.env, env);
+      config = load();
+      running = await startServer(config, options.log ?? silentLogger);
+    },
+    async addUser({ password, ...user }) {
+      return createUser(database.db, { ...user, passwordHash: password ? await hashPassword(password) : null });
+    },
+    async tokenFor(user, ttl) {
+      return (await createToken(database.db, user.id, 'test', ttl)).token;
+    },
+    async stop() {
+      await running.stop();
+      database.close();
+      ws.remove();
+    },
+  };
+}
