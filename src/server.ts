@@ -13,6 +13,9 @@ export interface Running {
   stop(): Promise<void>;
 }
 
+/** How long in-flight requests may take to finish after a stop signal before their connections are cut. */
+const SHUTDOWN_GRACE_MS = 10_000;
+
 export async function startServer(config: Config, log: Logger): Promise<Running> {
   const database = await openDatabase(config.server.database, config.server.databaseToken);
   await database.migrate();
@@ -32,13 +35,20 @@ export async function startServer(config: Config, log: Logger): Promise<Running>
     port,
     stop() {
       stopping ??= new Promise<void>((resolve) => {
-        // Stop accepting; idle keep-alive connections close now, in-flight requests finish first.
+        // Stop accepting; idle keep-alive connections close now, in-flight requests get a grace period.
+        const http = server as ServerType & { closeIdleConnections?: () => void; closeAllConnections?: () => void };
+        const cut = setTimeout(() => {
+          log.warn('shutdown_grace_over', { grace_ms: SHUTDOWN_GRACE_MS });
+          http.closeAllConnections?.();
+        }, SHUTDOWN_GRACE_MS);
+        cut.unref();
         server.close(() => {
+          clearTimeout(cut);
           database.close();
           log.info('stopped');
           resolve();
         });
-        (server as { closeIdleConnections?: () => void }).closeIdleConnections?.();
+        http.closeIdleConnections?.();
       });
       return stopping;
     },

@@ -33,7 +33,8 @@ export function bodyLimits(): MiddlewareHandler<Env> {
   const limiter = (maxSize: number) =>
     bodyLimit({
       maxSize,
-      onError: (c) => apiError(c as never, 'payload_too_large', `the request body is larger than ${maxSize / KiB} KiB`),
+      // Connection: close, so the server does not go on reading a body it has already refused.
+      onError: (c) => apiError(c as never, 'payload_too_large', `the request body is larger than ${maxSize / KiB} KiB`, { Connection: 'close' }),
     });
   const mcp = limiter(LIMITS.mcp);
   const json = limiter(LIMITS.json);

@@ -20,7 +20,12 @@ export class Browser {
     }
     const method = init.method ?? (body === undefined ? 'GET' : 'POST');
     if (method !== 'GET' && init.origin !== null && !headers.has('origin')) headers.set('origin', init.origin ?? this.base);
-    const res = await fetch(this.base + path, { ...init, method, headers, body: body ?? null, redirect: 'manual' });
+    const send = () => fetch(this.base + path, { ...init, method, headers, body: body ?? null, redirect: 'manual' });
+    // Like a browser: a GET on a pooled connection the server has closed (say, across a restart) is retried once.
+    const res = await send().catch((e: { cause?: { code?: string } }) => {
+      if (method === 'GET' && e.cause?.code === 'UND_ERR_SOCKET') return send();
+      throw e;
+    });
     for (const line of res.headers.getSetCookie()) {
       const [pair, ...attrs] = line.split(';');
       const eq = pair!.indexOf('=');

@@ -1,0 +1,239 @@
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { startTestServer, type TestServer } from './helpers/server.ts';
+import { Browser, bearer } from './helpers/http.ts';
+import { putItem } from '../src/store/items.ts';
+import { updateUser, type User } from '../src/store/users.ts';
+import { visible } from '../src/domain/visibility.ts';
+
+async function connectAs(url: string, headers: Record<string, string>): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+  const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers } });
+  const client = new Client({ name: 'svc-test', version: '1.0.0' });
+  await client.connect(transport);
+  return { client, transport };
+}
+
+type ToolResult = { isError?: boolean; structuredContent?: Record<string, unknown>; content: { type: string; text: string }[] };
+
+async function call(client: Client, name: string, args: Record<string, unknown> = {}): Promise<ToolResult> {
+  return (await client.callTool({ name, arguments: args })) as ToolResult;
+}
+
+const ITEMS: Record<string, string[]> = {
+  open: [],
+  eng: ['eng'],
+  finance: ['finance'],
+  both: ['eng', 'finance'],
+  board: ['board', 'eng', 'finance'],
+};
+const USERS: Record<string, string[]> = {
+  nolabels: [],
+  enguser: ['eng'],
+  finuser: ['finance'],
+  bothuser: ['eng', 'finance'],
+  alllabels: ['board', 'eng', 'finance', 'other'],
+};
+
+function post(url: string, headers: Record<string, string>, body: string): Promise<Response> {
+  return fetch(`${url}/mcp`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    body,
+  });
+}
+
+describe('/mcp', () => {
+  let s: TestServer;
+  const users: Record<string, User> = {};
+  const tokens: Record<string, string> = {};
+  before(async () => {
+    s = await startTestServer();
+    for (const [id, labels] of Object.entries(ITEMS)) {
+      await putItem(s.database.db, id, { title: `Quarterly report ${id}`, text: `The quarterly report for ${id}. Revenue grew; see ${id} appendix.`, labels });
+    }
+    for (const [uid, labels] of Object.entries(USERS)) {
+      users[uid] = await s.addUser({ uid, email: `${uid}@example.com`, name: `User ${uid}`, labels, password: 'password for ' + uid });
+      tokens[uid] = await s.tokenFor(users[uid]!);
+    }
+  });
+  after(() => s.stop());
+
+  test('anonymous: 401 with a Bearer challenge; a bad token: invalid_token; never served', async () => {
+    const anon = await post(s.url, {}, '{"jsonrpc":"2.0","id":1,"method":"tools/list"}');
+    assert.equal(anon.status, 401);
+    assert.equal(anon.headers.get('www-authenticate'), 'Bearer realm="svc"');
+    const bad = await post(s.url, bearer('svc_' + 'a'.repeat(48)), '{"jsonrpc":"2.0","id":1,"method":"tools/list"}');
+    assert.equal(bad.status, 401);
+    assert.match(bad.headers.get('www-authenticate')!, /^Bearer realm="svc", error="invalid_token"/);
+    for (const method of ['GET', 'DELETE']) {
+      assert.equal((await fetch(`${s.url}/mcp`, { method })).status, 401, method);
+    }
+  });
+
+  test('no OAuth protected-resource metadata is advertised', async () => {
+    for (const path of ['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-authorization-server']) {
+      assert.equal((await fetch(s.url + path)).status, 404, path);
+    }
+    const anon = await post(s.url, {}, '{}');
+    assert.doesNotMatch(anon.headers.get('www-authenticate')!, /resource_metadata/);
+  });
+
+  test('initialize, list tools with schemas, whoami', async () => {
+    const { client } = await connectAs(s.url, bearer(tokens.bothuser!));
+    const { tools } = await client.listTools();
+    assert.deepEqual(tools.map((t) => t.name).sort(), ['fetch', 'search', 'whoami']);
+    for (const t of tools) {
+      assert.ok(t.description && t.description.length > 30, `${t.name} has a useful description`);
+      assert.ok(t.outputSchema, `${t.name} has an output schema`);
+    }
+    const who = await call(client, 'whoami');
+    assert.deepEqual(who.structuredContent, { uid: 'bothuser', name: 'User bothuser', email: 'bothuser@example.com', labels: ['eng', 'finance'], admin: false, via: 'token' });
+    assert.deepEqual(JSON.parse(who.content[0]!.text), who.structuredContent);
+    await client.close();
+  });
+
+  test('every user/item pair, both ways: search, fetch and resources agree with the rule', async () => {
+    for (const [uid, labels] of Object.entries(USERS)) {
+      const { client } = await connectAs(s.url, bearer(tokens[uid]!));
+      const expected = Object.keys(ITEMS).filter((id) => visible(ITEMS[id]!, labels)).sort();
+      const search = await call(client, 'search', { query: 'quarterly report', limit: 50 });
+      const results = (search.structuredContent as { results: { id: string; title: string; snippet: string }[] }).results;
+      assert.deepEqual(results.map((r) => r.id).sort(), expected, `search as ${uid}`);
+      assert.deepEqual(JSON.parse(search.content[0]!.text), results);
+      for (const r of results) assert.match(r.snippet, /quarterly/i);
+      for (const id of Object.keys(ITEMS)) {
+        const fetched = await call(client, 'fetch', { id });
+        if (expected.includes(id)) {
+          assert.equal(fetched.isError, undefined, `${uid} fetches ${id}`);
+          assert.deepEqual(fetched.structuredContent, { id, title: `Quarterly report ${id}`, text: `The quarterly report for ${id}. Revenue grew; see ${id} appendix.`, labels: ITEMS[id] });
+        } else {
+          assert.equal(fetched.isError, true, `${uid} must not fetch ${id}`);
+          assert.equal(fetched.content[0]!.text, `not found: no document "${id}"`);
+          assert.equal(fetched.structuredContent, undefined);
+        }
+      }
+      const missing = await call(client, 'fetch', { id: 'does-not-exist' });
+      assert.equal(missing.content[0]!.text, 'not found: no document "does-not-exist"', 'missing reads like invisible');
+      const listed = await client.listResources();
+      assert.deepEqual(listed.resources.map((r) => r.uri).sort(), expected.map((id) => `svc://items/${id}`), `resources as ${uid}`);
+      for (const id of Object.keys(ITEMS)) {
+        const read = client.readResource({ uri: `svc://items/${id}` });
+        if (expected.includes(id)) assert.match(((await read).contents[0] as { text: string }).text, new RegExp(`report for ${id}`));
+        else await assert.rejects(read, /Resource not found/, `${uid} reads ${id}`);
+      }
+      await client.close();
+    }
+  });
+
+  test('a label granted is visible on the next call; a label removed is gone', async () => {
+    const { client } = await connectAs(s.url, bearer(tokens.nolabels!));
+    assert.equal((await call(client, 'fetch', { id: 'eng' })).isError, true);
+    await updateUser(s.database.db, 'nolabels', { labels: 'eng' });
+    assert.equal((await call(client, 'fetch', { id: 'eng' })).isError, undefined);
+    assert.deepEqual((await call(client, 'whoami')).structuredContent!.labels, ['eng']);
+    await updateUser(s.database.db, 'nolabels', { labels: '' });
+    assert.equal((await call(client, 'fetch', { id: 'eng' })).isError, true);
+    await client.close();
+  });
+
+  test('a token revoked mid-session: the next call is 401', async () => {
+    const b = new Browser(s.url);
+    await b.login('finuser', 'password for finuser');
+    const { id, token } = await (await b.request('/auth/tokens', { form: { name: 'agent' } })).json();
+    const { client } = await connectAs(s.url, bearer(token));
+    assert.equal((await call(client, 'whoami')).structuredContent!.uid, 'finuser');
+    assert.equal((await b.request(`/auth/tokens/${id}/revoke`, { method: 'POST' })).status, 200);
+    await assert.rejects(call(client, 'whoami'), /401|Unauthorized|invalid_token/i);
+  });
+
+  test('an MCP session id is bound to its user: another user\'s credentials with it are refused', async () => {
+    const { client, transport } = await connectAs(s.url, bearer(tokens.enguser!));
+    const sessionId = transport.sessionId;
+    assert.match(sessionId ?? '', /^[a-z2-7]{24}\.[a-z2-7]{16}$/);
+    const mine = await post(s.url, { ...bearer(tokens.enguser!), 'mcp-session-id': sessionId! }, '{"jsonrpc":"2.0","id":2,"method":"tools/list"}');
+    assert.equal(mine.status, 200);
+    const theirs = await post(s.url, { ...bearer(tokens.finuser!), 'mcp-session-id': sessionId! }, '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fetch","arguments":{"id":"eng"}}}');
+    assert.equal(theirs.status, 403);
+    const text = await theirs.text();
+    assert.doesNotMatch(text, /quarterly report/i);
+    const forged = await post(s.url, { ...bearer(tokens.finuser!), 'mcp-session-id': 'not-a-session' }, '{"jsonrpc":"2.0","id":2,"method":"tools/list"}');
+    assert.equal(forged.status, 404);
+    await client.close();
+  });
+
+  test('a browser session can use /mcp too (via session)', async () => {
+    const b = new Browser(s.url);
+    await b.login('enguser', 'password for enguser');
+    const { client } = await connectAs(s.url, { cookie: `svc_session=${b.cookies.get('svc_session')}` });
+    assert.equal((await call(client, 'whoami')).structuredContent!.via, 'session');
+    await client.close();
+  });
+
+  test('bad input: proper JSON-RPC or tool errors, never a crash or a stack trace', async () => {
+    const h = bearer(tokens.alllabels!);
+    const rpc = (body: string, extra: Record<string, string> = {}) => post(s.url, { ...h, ...extra }, body);
+    const parse = await rpc('{not json');
+    assert.equal(parse.status, 400);
+    assert.equal((await parse.json()).error.code, -32700);
+    const wrongType = await fetch(`${s.url}/mcp`, { method: 'POST', headers: { ...h, 'content-type': 'text/plain', accept: 'application/json, text/event-stream' }, body: '{}' });
+    assert.equal(wrongType.status, 415);
+    const noAccept = await fetch(`${s.url}/mcp`, { method: 'POST', headers: { ...h, 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+    assert.equal(noAccept.status, 406);
+    const huge = await rpc(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { pad: 'x'.repeat(5 * 1024 * 1024) } }));
+    assert.equal(huge.status, 413);
+    const get = await fetch(`${s.url}/mcp`, { headers: { ...h, accept: 'text/event-stream' } });
+    assert.equal(get.status, 405);
+
+    const { client } = await connectAs(s.url, h);
+    const unknown = await client.callTool({ name: 'nope', arguments: {} }).then(
+      (r) => JSON.stringify((r as ToolResult).isError ? r : { unexpected: r }),
+      (e: Error) => e.message,
+    );
+    assert.match(unknown, /nope/, 'an unknown tool is a tool or protocol error naming it');
+    assert.doesNotMatch(unknown, /unexpected/);
+    const badArgs: Record<string, unknown>[] = [
+      { query: 'x', limit: 0 },
+      { query: 'x', limit: 10000 },
+      { query: '' },
+      { query: 'x'.repeat(100 * 1024) },
+      { query: 42 },
+      {},
+    ];
+    for (const args of badArgs) {
+      const r = await client.callTool({ name: 'search', arguments: args }).catch((e: Error) => ({ isError: true, content: [{ type: 'text', text: e.message }] }));
+      assert.equal((r as ToolResult).isError, true, JSON.stringify(args).slice(0, 60));
+      assert.doesNotMatch(JSON.stringify(r), /at .*\.ts:\d+/, 'no stack trace');
+    }
+    for (const query of ['"', '*', 'NEAR(a b)', '(((', 'a OR', 'title:x', 'AND', '-', "'; DROP TABLE items; --", 'report"', 'quarterly*']) {
+      const r = await call(client, 'search', { query });
+      assert.equal(r.isError, undefined, query);
+      assert.ok(Array.isArray((r.structuredContent as { results: unknown[] }).results), query);
+    }
+    assert.ok(((await call(client, 'search', { query: 'report"' })).structuredContent as { results: unknown[] }).results.length > 0);
+    assert.equal((await call(client, 'search', { query: 'report', limit: 2 })).structuredContent!.results instanceof Array, true);
+    assert.equal(((await call(client, 'search', { query: 'report', limit: 2 })).structuredContent as { results: unknown[] }).results.length, 2);
+    await client.close();
+  });
+
+  test('resources/list pages with a cursor', async () => {
+    for (let i = 0; i < 230; i++) await putItem(s.database.db, `bulk/${String(i).padStart(3, '0')}`, { title: `bulk ${i}`, text: 'bulk', labels: i % 2 ? 'eng' : '' });
+    const { client } = await connectAs(s.url, bearer(tokens.finuser!));
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    do {
+      const page = await client.listResources(cursor ? { cursor } : {});
+      seen.push(...page.resources.map((r) => r.uri));
+      cursor = page.nextCursor;
+      pages++;
+    } while (cursor);
+    const bulk = seen.filter((u) => u.startsWith('svc://items/bulk/'));
+    assert.equal(bulk.length, 115, 'only the unlabelled half');
+    assert.equal(new Set(seen).size, seen.length, 'no duplicates across pages');
+    assert.ok(pages >= 2);
+    await assert.rejects(client.listResources({ cursor: '!!' }), /cursor/);
+    await client.close();
+  });
+});
