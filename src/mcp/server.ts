@@ -31,6 +31,12 @@ const whoamiOutput = {
 };
 const hit = z.object({ id: z.string(), title: z.string(), snippet: z.string() });
 const itemOutput = { id: z.string(), title: z.string(), text: z.string(), labels: z.array(z.string()) };
+const searchInput = {
+  query: z.string().min(1).max(QUERY_MAX).describe('words to look for'),
+  limit: z.number().int().min(1).max(50).default(10).describe('how many results, 1 to 50 (default 10)'),
+};
+const searchOutput = { results: z.array(hit) };
+const fetchInput = { id: z.string().min(1).max(ITEM_ID_MAX).describe('the document id') };
 
 function json(value: unknown) {
   return [{ type: 'text' as const, text: JSON.stringify(value) }];
@@ -67,11 +73,8 @@ export function buildMcpServer(db: Db, principal: Principal): McpServer {
       title: 'Search documents',
       description:
         'Full-text search over the documents this user may read; best matches first. Give plain words (punctuation and search operators are ignored). Returns id, title and a snippet for each hit; call `fetch` with an id to read the whole document.',
-      inputSchema: {
-        query: z.string().min(1).max(QUERY_MAX).describe('words to look for'),
-        limit: z.number().int().min(1).max(50).default(10).describe('how many results, 1 to 50 (default 10)'),
-      },
-      outputSchema: { results: z.array(hit) },
+      inputSchema: searchInput,
+      outputSchema: searchOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ query, limit }) => {
@@ -85,7 +88,7 @@ export function buildMcpServer(db: Db, principal: Principal): McpServer {
     {
       title: 'Fetch a document',
       description: 'Reads one document in full by its id (as returned by `search`): id, title, text and ACL labels.',
-      inputSchema: { id: z.string().min(1).max(ITEM_ID_MAX).describe('the document id') },
+      inputSchema: fetchInput,
       outputSchema: itemOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },

@@ -1,0 +1,214 @@
+// `npm run bench`: measures side by side in one run and prints ratios (never a bare time as a verdict).
+//   1. authenticated `tools/call whoami` on /mcp vs. the same handler without the auth core (throughput)
+//   2. `search` over 100,000 generated items with the ACL filter vs. the bare FTS5 query (p50/p99 latency)
+//   3. the bearer lookup with 1,000,000 tokens in the table vs. 1,000 (cost per lookup)
+// Options: --quick (smaller sizes and shorter runs, for a smoke check), --rounds N, --seconds S.
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import autocannon from 'autocannon';
+import Sqlite from 'better-sqlite3';
+import { sql } from 'drizzle-orm';
+import { openDatabase, type Db } from '../../src/db/open.ts';
+import { createUser } from '../../src/store/users.ts';
+import { createToken, checkToken } from '../../src/store/tokens.ts';
+import { searchVisible, ftsQuery } from '../../src/store/items.ts';
+import { storedHash } from '../../src/auth/secrets.ts';
+
+const { values: opts } = parseArgs({
+  options: { quick: { type: 'boolean' }, rounds: { type: 'string' }, seconds: { type: 'string' } },
+});
+const QUICK = opts.quick ?? false;
+const ROUNDS = Number(opts.rounds ?? (QUICK ? 1 : 3));
+const SECONDS = Number(opts.seconds ?? (QUICK ? 3 : 10));
+const ITEMS = QUICK ? 10_000 : 100_000;
+const BIG_TOKENS = QUICK ? 100_000 : 1_000_000;
+const pin = existsSync('/usr/bin/taskset');
+const work = mkdtempSync(join(tmpdir(), 'svc-bench-'));
+const say = (line = '') => process.stdout.write(line + '\n');
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]!;
+const fmt = (n: number, digits = 2) => n.toFixed(digits);
+
+async function prepareDb(name: string): Promise<{ url: string; path: string; db: Db; close(): void }> {
+  const path = join(work, `${name}.db`);
+  const url = `file:${path}`;
+  const database = await openDatabase(url, null);
+  await database.migrate();
+  return { url, path, db: database.db, close: () => database.close() };
+}
+
+// ---------- 1. /mcp throughput, authenticated vs. not ----------
+
+function startServer(mode: 'auth' | 'direct', url: string, port: number): Promise<ChildProcess> {
+  const args = [process.execPath, '--import', 'tsx', join(import.meta.dirname, 'server.ts'), mode, url, String(port)];
+  const child = pin ? spawn('taskset', ['-c', '0', ...args], { stdio: ['ignore', 'pipe', 'inherit'] }) : spawn(args[0]!, args.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    child.stdout!.on('data', (d: Buffer) => d.toString().includes('ready') && resolve(child));
+    child.once('exit', (code) => reject(new Error(`bench server exited with ${code}`)));
+  });
+}
+
+async function load(port: number, token: string, seconds: number): Promise<autocannon.Result> {
+  return autocannon({
+    url: `http://127.0.0.1:${port}/mcp`,
+    method: 'POST',
+    connections: 50,
+    duration: seconds,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } }),
+  });
+}
+
+async function benchMcp(): Promise<void> {
+  const { url, db, close } = await prepareDb('mcp');
+  const user = await createUser(db, { uid: 'bench', email: 'bench@example.com', labels: 'eng, finance' });
+  const { token } = await createToken(db, user.id, 'bench', undefined);
+  close();
+  const rates: Record<'auth' | 'direct', number[]> = { auth: [], direct: [] };
+  const p99: Record<'auth' | 'direct', number[]> = { auth: [], direct: [] };
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const mode of ['direct', 'auth'] as const) {
+      const port = 20000 + Math.floor(Math.random() * 20000);
+      const server = await startServer(mode, url, port);
+      try {
+        await load(port, token, QUICK ? 2 : 5); // warm-up: JIT, prepared statements, heap growth
+        const r = await load(port, token, SECONDS);
+        if (r.non2xx > 0 || r.errors > 0) throw new Error(`${mode}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
+        rates[mode].push(r.requests.average);
+        p99[mode].push(r.latency.p99);
+      } finally {
+        server.kill('SIGKILL');
+      }
+    }
+  }
+  const auth = median(rates.auth);
+  const direct = median(rates.direct);
+  say(`1. /mcp tools/call whoami, 50 connections, median of ${ROUNDS} × ${SECONDS}s${pin ? ' (server on core 0)' : ''}`);
+  say(`   authenticated:   ${fmt(auth, 0)} req/s, p99 ${median(p99.auth)} ms`);
+  say(`   without auth:    ${fmt(direct, 0)} req/s, p99 ${median(p99.direct)} ms`);
+  say(`   ratio authenticated / without auth: ${fmt(auth / direct)}   (target >= 0.90)`);
+}
+
+// ---------- 2. search with the ACL vs. bare FTS5 ----------
+
+/** A deterministic generator, so every run searches the same corpus. */
+function prng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const LABEL_SETS = [
+  ...Array(8).fill(''),
+  'eng', 'eng', 'finance', 'hr', 'legal', 'sales', 'sales',
+  'eng,oncall', 'eng,finance', 'finance,legal', 'hr,legal',
+  'eng,finance,leadership', 'board,finance,legal',
+];
+
+async function benchSearch(): Promise<void> {
+  const { path, db, close } = await prepareDb('search');
+  const rand = prng(42);
+  const vocabulary = Array.from({ length: 5000 }, (_, i) => `w${i.toString(36)}${'aeiou'[i % 5]}`);
+  const word = () => vocabulary[Math.floor(vocabulary.length * rand() ** 3)]!; // skewed: low ranks are common
+  const raw = new Sqlite(path);
+  const insert = raw.prepare('INSERT INTO items (id, title, text, labels, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
+  const started = performance.now();
+  raw.exec('BEGIN');
+  for (let i = 0; i < ITEMS; i++) {
+    const words = Array.from({ length: 150 }, word); // ~1 KB of text
+    const labels = LABEL_SETS[Math.floor(rand() * LABEL_SETS.length)]!;
+    insert.run(`doc/${i}`, `${word()} ${word()} ${word()}`, words.join(' '), labels, i, i);
+  }
+  raw.exec('COMMIT');
+  raw.close();
+  const built = (performance.now() - started) / 1000;
+
+  const user = ['eng', 'finance'];
+  const queries = Array.from({ length: 200 }, (_, i) => (i % 3 === 0 ? `${word()} ${word()}` : word()));
+  const bare = (q: string) =>
+    db.all(sql`SELECT i.id AS id, i.title AS title, snippet(items_fts, 1, '', '', '…', 24) AS snippet
+      FROM items_fts JOIN items i ON i.seq = items_fts.rowid
+      WHERE items_fts MATCH ${ftsQuery(q)} ORDER BY items_fts.rank LIMIT 10`);
+  const acl = (q: string) => searchVisible(db, q, user, 10);
+  for (const q of queries.slice(0, 20)) {
+    await bare(q);
+    await acl(q);
+  }
+  const times: Record<'acl' | 'bare', number[]> = { acl: [], bare: [] };
+  for (let pass = 0; pass < 3; pass++) {
+    for (const q of queries) {
+      // Interleaved, so both see the same cache state and machine load.
+      let t = performance.now();
+      await bare(q);
+      times.bare.push(performance.now() - t);
+      t = performance.now();
+      await acl(q);
+      times.acl.push(performance.now() - t);
+    }
+  }
+  close();
+  say(`2. search over ${ITEMS.toLocaleString('en')} items of ~1 KB (built in ${fmt(built, 1)} s), user with labels eng+finance, ${times.acl.length} queries`);
+  say(`   with ACL filter: p50 ${fmt(pct(times.acl, 50), 3)} ms, p99 ${fmt(pct(times.acl, 99), 3)} ms`);
+  say(`   bare FTS5:       p50 ${fmt(pct(times.bare, 50), 3)} ms, p99 ${fmt(pct(times.bare, 99), 3)} ms`);
+  say(`   ratio ACL / bare: p50 ${fmt(pct(times.acl, 50) / pct(times.bare, 50))}, p99 ${fmt(pct(times.acl, 99) / pct(times.bare, 99))}   (target <= 1.5)`);
+}
+
+// ---------- 3. bearer lookup, 1,000,000 tokens vs. 1,000 ----------
+
+async function lookupCost(count: number): Promise<number> {
+  const { path, db, close } = await prepareDb(`tokens-${count}`);
+  const user = await createUser(db, { uid: 'bench', email: 'bench@example.com', labels: 'eng' });
+  const raw = new Sqlite(path);
+  const insert = raw.prepare('INSERT INTO tokens (id, hash, user_id, name, created_at) VALUES (?, ?, ?, ?, ?)');
+  raw.exec('BEGIN');
+  for (let i = 0; i < count - 100; i++) insert.run(`tok_filler${i}`, storedHash(randomBytes(20).toString('hex')), user.id, 'filler', i);
+  raw.exec('COMMIT');
+  raw.close();
+  const real: string[] = [];
+  for (let i = 0; i < 100; i++) real.push((await createToken(db, user.id, `real${i}`, undefined)).token);
+  for (const t of real) await checkToken(db, t); // warm-up, and the once-a-minute last_used_at write
+  await new Promise((r) => setTimeout(r, 50));
+  const batchMeans: number[] = [];
+  for (let batch = 0; batch < 30; batch++) {
+    const t = performance.now();
+    for (let i = 0; i < 2000; i++) {
+      const r = await checkToken(db, real[i % 100]!);
+      if (!r.ok) throw new Error('a valid token was refused');
+    }
+    batchMeans.push(((performance.now() - t) * 1000) / 2000);
+  }
+  close();
+  return median(batchMeans);
+}
+
+async function benchLookup(): Promise<void> {
+  const small = await lookupCost(1_000);
+  const big = await lookupCost(BIG_TOKENS);
+  say(`3. bearer lookup (format check + SHA-256 + one indexed join), median of 30 batches of 2,000`);
+  say(`   1,000 tokens:     ${fmt(small)} µs per lookup`);
+  say(`   ${BIG_TOKENS.toLocaleString('en')} tokens: ${fmt(big)} µs per lookup`);
+  say(`   ratio ${BIG_TOKENS.toLocaleString('en')} / 1,000: ${fmt(big / small)}   (target <= 1.2)`);
+}
+
+try {
+  if (pin) execFileSync('taskset', ['-pc', '1', String(process.pid)], { stdio: 'ignore' });
+  say(`svc benchmark${QUICK ? ' (--quick: smaller sizes, not the reported figures)' : ''}, node ${process.version}`);
+  say();
+  await benchMcp();
+  say();
+  await benchSearch();
+  say();
+  await benchLookup();
+} finally {
+  rmSync(work, { recursive: true, force: true });
+}
