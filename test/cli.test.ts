@@ -107,6 +107,11 @@ describe('svc CLI', () => {
     assert.ok(!JSON.stringify(list).includes('argon2'), 'no password hash in the listing');
     assert.equal(list[1].has_password, false);
 
+    const lastAdmin = await ws.svc(['user', 'set', 'alice', '--no-admin']);
+    assert.equal(lastAdmin.code, 1);
+    assert.match(lastAdmin.stderr, /the last admin cannot be removed or lose the admin flag/);
+    assert.equal((await ws.svc(['user', 'remove', 'alice'])).code, 1);
+    assert.equal((await ws.svc(['user', 'add', 'dave', '--email', 'dave@example.com', '--admin'])).code, 0);
     const set = await ws.svc(['user', 'set', 'alice', '--labels', 'ops', '--no-admin', '--no-password']);
     assert.equal(set.code, 0, set.stderr);
     const changed = JSON.parse((await ws.svc(['user', 'list', '--json'])).stdout)[0];

@@ -33,9 +33,8 @@ export function mintToken(): string {
 
 export function tokenWellFormed(token: string): boolean {
   const m = TOKEN.exec(token);
-  if (!m) return false;
-  const expected = new TextEncoder().encode(checksum(m[1]!));
-  return constantTimeEqual(expected, new TextEncoder().encode(m[2]!));
+  // The checksum is a public function of the body, so comparing it in plain time reveals nothing secret.
+  return m !== null && checksum(m[1]!) === m[2];
 }
 
 // Session cookies: "<session id>.<HMAC-SHA-256 of the id>"; the database keeps only SHA-256(id).

@@ -3,6 +3,7 @@ import { type Command, withDatabase, str, flag } from './command.ts';
 import { putItem, removeItem, listAllItems, checkItemId } from '../store/items.ts';
 import { importMarkdownDir } from '../store/markdown-dir.ts';
 import { UsageError } from './errors.ts';
+import { itemSummaryJson } from '../domain/json.ts';
 
 export const itemCommands: Command[] = [
   {
@@ -66,7 +67,7 @@ export const itemCommands: Command[] = [
     async run(ctx) {
       const items = await withDatabase(ctx.config(), ({ db }) => listAllItems(db));
       if (flag(ctx, 'json')) {
-        ctx.io.out(JSON.stringify(items.map((i) => ({ id: i.id, title: i.title, labels: [...i.labels] })), null, 2));
+        ctx.io.out(JSON.stringify(items.map(itemSummaryJson), null, 2));
         return 0;
       }
       if (items.length === 0) ctx.io.out('no items');

@@ -3,6 +3,7 @@ import { createUser, updateUser, removeUser, listUsers, type UserChange } from '
 import { hashPassword, passwordProblem } from '../auth/passwords.ts';
 import { badRequest } from '../domain/errors.ts';
 import { UsageError } from './errors.ts';
+import { userJson } from '../domain/json.ts';
 
 async function readPassword(ctx: CommandContext): Promise<string> {
   const password = await passwordFromStdin(ctx.io);
@@ -93,10 +94,7 @@ Options:
     async run(ctx) {
       const users = await withDatabase(ctx.config(), ({ db }) => listUsers(db));
       if (flag(ctx, 'json')) {
-        ctx.io.out(JSON.stringify(users.map((u) => ({
-          uid: u.uid, email: u.email, name: u.name, labels: [...u.labels], admin: u.admin, has_password: u.hasPassword,
-          created_at: new Date(u.createdAt).toISOString(),
-        })), null, 2));
+        ctx.io.out(JSON.stringify(users.map((u) => userJson(u)), null, 2));
         return 0;
       }
       if (users.length === 0) ctx.io.out('no users');

@@ -95,3 +95,19 @@ export const loginFailures = sqliteTable(
   },
   (t) => [index('login_failures_key_at').on(t.key, t.at)],
 );
+
+/** Who did what, when, from where. `detail` is JSON and never holds a secret. */
+export const audit = sqliteTable(
+  'audit',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    at: integer('at').notNull(),
+    actor: text('actor'),
+    via: text('via').notNull(),
+    action: text('action').notNull(),
+    target: text('target'),
+    detail: text('detail'),
+    peer: text('peer'),
+  },
+  (t) => [index('audit_at').on(t.at)],
+);

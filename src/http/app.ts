@@ -6,6 +6,8 @@ import { securityHeaders, bodyLimits, requestLog, resolveCaller, sameOriginForAm
 import { sessionRoutes } from './routes/session.tsx';
 import { tokenRoutes } from './routes/tokens.tsx';
 import { mcpRoutes } from './routes/mcp.ts';
+import { adminApiRoutes } from './routes/admin-api.ts';
+import { adminPageRoutes } from './routes/admin-pages.tsx';
 import { AppError } from '../domain/errors.ts';
 
 export type PeerOf = (c: Ctx) => string;
@@ -21,6 +23,8 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
   app.route('/', sessionRoutes(services));
   app.route('/', tokenRoutes(services));
   app.route('/', mcpRoutes(services));
+  app.route('/', adminApiRoutes(services));
+  app.route('/', adminPageRoutes(services));
 
   app.notFound((c) => apiError(c, 'not_found', `no such path: ${c.req.method} ${c.req.path}`));
   app.onError((err, c) => {

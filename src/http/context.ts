@@ -49,6 +49,4 @@ export function wantsHtml(c: Ctx): boolean {
   return /text\/html/.test(accept) && !/^application\/json/.test(accept);
 }
 
-export function iso(ms: number | null): string | null {
-  return ms === null ? null : new Date(ms).toISOString();
-}
+export { iso } from '../domain/json.ts';

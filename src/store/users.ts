@@ -1,7 +1,7 @@
 // User records. Input is validated here, once, for every caller (CLI, admin API, single sign-on).
-import { eq, sql, asc } from 'drizzle-orm';
+import { eq, sql, asc, and, isNull, gt, or } from 'drizzle-orm';
 import type { Db } from '../db/open.ts';
-import { users, uids } from '../db/schema.ts';
+import { users, uids, identities, tokens } from '../db/schema.ts';
 import { parseLabels, formatLabels, storedLabels, LabelError, type LabelSet } from '../domain/labels.ts';
 import { uidProblem, emailProblem } from '../domain/uid.ts';
 import { AppError, badRequest, conflict, notFound } from '../domain/errors.ts';
@@ -156,6 +156,13 @@ export async function listUsers(db: Db): Promise<User[]> {
   return rows.map(toUser);
 }
 
+// Once svc has an admin it keeps one: a statement that would demote or remove the last admin changes nothing.
+// The condition sits inside the same statement, and SQLite runs writers one at a time, so two admins demoting
+// each other at once cannot both succeed.
+const anotherAdminExists = (uid: string) =>
+  sql`(SELECT count(*) FROM users AS other WHERE other.admin = 1 AND other.uid <> ${uid}) > 0`;
+const LAST_ADMIN = 'the last admin cannot be removed or lose the admin flag; make another user admin first';
+
 /** Applies a change in one UPDATE, so concurrent changes of different fields both land. */
 export async function updateUser(db: Db, uid: string, change: UserChange, now = Date.now()): Promise<User> {
   const set: Partial<typeof users.$inferInsert> = { updatedAt: now };
@@ -164,15 +171,47 @@ export async function updateUser(db: Db, uid: string, change: UserChange, now = 
   if (change.labels !== undefined) set.labels = formatLabels(checkLabels(change.labels));
   if (change.admin !== undefined) set.admin = change.admin;
   if (change.passwordHash !== undefined) set.passwordHash = change.passwordHash;
-  const rows = await db.update(users).set(set).where(eq(users.uid, uid)).returning();
-  if (rows.length === 0) throw notFound(`no user "${uid}"`);
+  const keepsAnAdmin = change.admin === false ? or(eq(users.admin, false), anotherAdminExists(uid)) : undefined;
+  const rows = await db.update(users).set(set).where(and(eq(users.uid, uid), keepsAnAdmin)).returning();
+  if (rows.length === 0) {
+    if (await findUser(db, uid)) throw conflict(LAST_ADMIN, 'admin');
+    throw notFound(`no user "${uid}"`);
+  }
   return toUser(rows[0]!);
 }
 
 /** Removes a user; triggers end their sessions and tokens, and the uid stays reserved. */
 export async function removeUser(db: Db, uid: string): Promise<void> {
-  const rows = await db.delete(users).where(eq(users.uid, uid)).returning({ id: users.id });
-  if (rows.length === 0) throw notFound(`no user "${uid}"`);
+  const rows = await db
+    .delete(users)
+    .where(and(eq(users.uid, uid), or(eq(users.admin, false), anotherAdminExists(uid))))
+    .returning({ id: users.id });
+  if (rows.length === 0) {
+    if (await findUser(db, uid)) throw conflict(LAST_ADMIN, 'uid');
+    throw notFound(`no user "${uid}"`);
+  }
+}
+
+export interface SignInSummary {
+  /** 'oidc:<issuer>' and/or 'header' for linked single sign-on identities */
+  readonly providers: readonly string[];
+  readonly activeTokens: number;
+}
+
+/** How each user signs in and how many active tokens they hold, for the admin pages. */
+export async function signInSummaries(db: Db, now = Date.now()): Promise<Map<number, SignInSummary>> {
+  const ids = await db.select({ userId: identities.userId, provider: identities.provider }).from(identities).all();
+  const counts = await db
+    .select({ userId: tokens.userId, n: sql<number>`count(*)` })
+    .from(tokens)
+    .where(and(isNull(tokens.revokedAt), or(isNull(tokens.expiresAt), gt(tokens.expiresAt, now))))
+    .groupBy(tokens.userId)
+    .all();
+  const out = new Map<number, { providers: string[]; activeTokens: number }>();
+  const entry = (id: number) => out.get(id) ?? (out.set(id, { providers: [], activeTokens: 0 }), out.get(id)!);
+  for (const i of ids) entry(i.userId).providers.push(i.provider);
+  for (const c of counts) entry(c.userId).activeTokens = c.n;
+  return out;
 }
 
 export async function isUidReserved(db: Db, uid: string): Promise<boolean> {

@@ -13,6 +13,7 @@ import { retryAfter, recordFailure, clearFailures, ACCOUNT_LIMIT, ADDRESS_LIMIT 
 import { verifyPassword, dummyHash, needsRehash, hashPassword, PASSWORD_MAX } from '../../auth/passwords.ts';
 import { signSessionId } from '../../auth/secrets.ts';
 import type { SessionConfig } from '../../config/load.ts';
+import { recordAudit } from '../../store/audit.ts';
 
 const GENERIC_FAILURE = 'Wrong username or password.';
 
@@ -66,12 +67,14 @@ export function sessionRoutes(services: Services): Hono<Env> {
     const ok = (await verifyPassword(hash ?? (await dummyHash()), password)) && hash !== null;
     if (!ok || !found) {
       await recordFailure(db, [accountKey, addressKey]);
+      await recordAudit(db, { actor: null, via: 'anonymous', action: 'login.failure', target: username.slice(0, 64), peer: c.get('peer') });
       services.log.warn('login_failed', { peer: c.get('peer') });
       return page(c, 401, { next, username, error: GENERIC_FAILURE });
     }
     await clearFailures(db, accountKey);
     if (needsRehash(hash!)) await updateUser(db, found.user.uid, { passwordHash: await hashPassword(password) });
     await startSession(c, services, session, found.user.id);
+    await recordAudit(db, { actor: found.user.uid, via: 'session', action: 'login.success', target: found.user.uid, detail: { method: 'password' }, peer: c.get('peer') });
     services.log.info('login', { uid: found.user.uid, via: 'local' });
     return c.redirect(safeNext(next, config.server.baseUrl), 303);
   });

@@ -8,6 +8,7 @@ import { readBody } from '../forms.ts';
 import { TokensPage } from '../pages/tokens.tsx';
 import { createToken, listTokens, revokeToken } from '../../store/tokens.ts';
 import { AppError } from '../../domain/errors.ts';
+import { recordAudit } from '../../store/audit.ts';
 
 export function tokenRoutes(services: Services): Hono<Env> {
   const { db, config } = services;
@@ -37,7 +38,8 @@ export function tokenRoutes(services: Services): Hono<Env> {
     try {
       const body = await readBody(c);
       const created = await createToken(db, caller(c).user.id, body.name, body.ttl);
-      services.log.info('token_created', { uid: caller(c).user.uid, token_id: created.id });
+      const principal = caller(c);
+      await recordAudit(db, { actor: principal.user.uid, via: principal.via, action: 'token.create', target: created.id, detail: { name: created.name, expires_at: iso(created.expiresAt) }, peer: c.get('peer') });
       if (html) return renderPage(c, 201, { created });
       return c.json({ id: created.id, token: created.token, name: created.name, expires_at: iso(created.expiresAt) }, 201);
     } catch (e) {
@@ -63,7 +65,8 @@ export function tokenRoutes(services: Services): Hono<Env> {
   app.post('/auth/tokens/:id/revoke', requireCaller(), async (c) => {
     const id = c.req.param('id');
     await revokeToken(db, caller(c).user.id, id);
-    services.log.info('token_revoked', { uid: caller(c).user.uid, token_id: id });
+    const principal = caller(c);
+    await recordAudit(db, { actor: principal.user.uid, via: principal.via, action: 'token.revoke', target: id, peer: c.get('peer') });
     if (wantsHtml(c)) return c.redirect('/', 303);
     return c.json({ id, state: 'revoked' });
   });

@@ -1,0 +1,129 @@
+// What administrators can do, once, for the JSON API and the pages alike: validation of the request shape,
+// password hashing, the store call, and the audit record. Routes only translate HTTP to these calls.
+import type { Db } from '../db/open.ts';
+import type { Principal } from '../auth/core.ts';
+import { createUser, updateUser, removeUser, getUser, checkUid, type User, type UserChange } from '../store/users.ts';
+import { revokeAllTokens } from '../store/tokens.ts';
+import { endAllSessions } from '../store/sessions.ts';
+import { putItem, removeItem, checkItemId, type Item } from '../store/items.ts';
+import { recordAudit } from '../store/audit.ts';
+import { hashPassword, passwordProblem } from '../auth/passwords.ts';
+import { badRequest } from '../domain/errors.ts';
+
+export interface Actor {
+  readonly principal: Principal;
+  readonly peer: string;
+}
+
+async function audit(db: Db, actor: Actor, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
+  await recordAudit(db, { actor: actor.principal.user.uid, via: actor.principal.via, action, target, detail: detail ?? null, peer: actor.peer });
+}
+
+function optionalString(body: Record<string, unknown>, key: string): string | undefined {
+  const v = body[key];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string') throw badRequest(`${key}: must be a string`, key);
+  return v;
+}
+
+function optionalBoolean(body: Record<string, unknown>, key: string): boolean | undefined {
+  const v = body[key];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'boolean') throw badRequest(`${key}: must be true or false`, key);
+  return v;
+}
+
+function optionalLabels(body: Record<string, unknown>): string | unknown[] | undefined {
+  const v = body.labels;
+  if (v === undefined || typeof v === 'string' || Array.isArray(v)) return v;
+  throw badRequest('labels: give an ACL label string or an array of labels', 'labels');
+}
+
+async function passwordHashFrom(value: unknown): Promise<string | null> {
+  if (value === null) return null;
+  if (typeof value !== 'string') throw badRequest('password: must be a string, or null to remove it', 'password');
+  const problem = passwordProblem(value);
+  if (problem) throw badRequest(`password: ${problem}`, 'password');
+  return hashPassword(value);
+}
+
+const KNOWN_USER_FIELDS = new Set(['uid', 'email', 'name', 'labels', 'admin', 'password']);
+
+function rejectUnknown(body: Record<string, unknown>, known: Set<string>): void {
+  for (const key of Object.keys(body)) if (!known.has(key)) throw badRequest(`${key}: unknown field`, key);
+}
+
+/** Body: {uid, email, name?, labels?, admin?, password?}; an empty or missing password means none (single sign-on). */
+export async function adminCreateUser(db: Db, actor: Actor, body: Record<string, unknown>): Promise<User> {
+  rejectUnknown(body, KNOWN_USER_FIELDS);
+  const uid = checkUid(body.uid);
+  const email = optionalString(body, 'email');
+  if (email === undefined) throw badRequest('email: required', 'email');
+  const password = body.password === '' || body.password === undefined ? null : body.password;
+  const user = await createUser(db, {
+    uid,
+    email,
+    name: optionalString(body, 'name') ?? '',
+    labels: optionalLabels(body) ?? '',
+    admin: optionalBoolean(body, 'admin') ?? false,
+    passwordHash: await passwordHashFrom(password),
+  });
+  await audit(db, actor, 'user.create', user.uid, { email: user.email, labels: user.labels, admin: user.admin, password: user.hasPassword ? 'set' : 'none' });
+  return user;
+}
+
+/** Body: any of {email, name, labels, admin, password}; password null removes it. */
+export async function adminUpdateUser(db: Db, actor: Actor, uid: string, body: Record<string, unknown>): Promise<User> {
+  rejectUnknown(body, new Set([...KNOWN_USER_FIELDS].filter((k) => k !== 'uid')));
+  const change: UserChange = {};
+  const email = optionalString(body, 'email');
+  const name = optionalString(body, 'name');
+  const labels = optionalLabels(body);
+  const admin = optionalBoolean(body, 'admin');
+  if (email !== undefined) change.email = email;
+  if (name !== undefined) change.name = name;
+  if (labels !== undefined) change.labels = labels;
+  if (admin !== undefined) change.admin = admin;
+  if (body.password !== undefined) change.passwordHash = await passwordHashFrom(body.password);
+  const user = Object.keys(change).length === 0 ? await getUser(db, uid) : await updateUser(db, uid, change);
+  const detail: Record<string, unknown> = {};
+  if (email !== undefined) detail.email = user.email;
+  if (name !== undefined) detail.name = user.name;
+  if (labels !== undefined) detail.labels = user.labels;
+  if (admin !== undefined) detail.admin = user.admin;
+  if (body.password !== undefined) detail.password = body.password === null ? 'removed' : 'set';
+  if (Object.keys(detail).length > 0) await audit(db, actor, 'user.update', user.uid, detail);
+  return user;
+}
+
+export async function adminRemoveUser(db: Db, actor: Actor, uid: string): Promise<void> {
+  await removeUser(db, uid);
+  await audit(db, actor, 'user.remove', uid);
+}
+
+export async function adminRevokeTokens(db: Db, actor: Actor, uid: string): Promise<number> {
+  const user = await getUser(db, uid);
+  const n = await revokeAllTokens(db, user.id);
+  await audit(db, actor, 'user.revoke_tokens', uid, { revoked: n });
+  return n;
+}
+
+export async function adminEndSessions(db: Db, actor: Actor, uid: string): Promise<number> {
+  const user = await getUser(db, uid);
+  const n = await endAllSessions(db, user.id);
+  await audit(db, actor, 'user.end_sessions', uid, { ended: n });
+  return n;
+}
+
+/** Body: {title, text, labels?}. */
+export async function adminPutItem(db: Db, actor: Actor, id: string, body: Record<string, unknown>): Promise<{ item: Item; created: boolean }> {
+  rejectUnknown(body, new Set(['title', 'text', 'labels']));
+  const result = await putItem(db, checkItemId(id), { title: body.title, text: body.text, labels: optionalLabels(body) ?? '' });
+  await audit(db, actor, result.created ? 'item.create' : 'item.replace', id, { labels: result.item.labels });
+  return result;
+}
+
+export async function adminRemoveItem(db: Db, actor: Actor, id: string): Promise<void> {
+  await removeItem(db, id);
+  await audit(db, actor, 'item.remove', id);
+}

@@ -1,0 +1,174 @@
+// Administration pages: the user list (search, paging, add form, recent activity), one user's page, and the
+// confirmation step before removal. Plain forms; no JavaScript needed.
+import { Layout } from './layout.tsx';
+import type { User, SignInSummary } from '../../store/users.ts';
+import type { AuditEntry } from '../../store/audit.ts';
+
+interface Frame {
+  nonce: string;
+  me: { uid: string; canLogout: boolean };
+  notice?: string | undefined;
+  error?: string | undefined;
+}
+
+function Notices(p: { notice?: string | undefined; error?: string | undefined }) {
+  return (
+    <>
+      {p.notice && <p class="notice ok" role="status">{p.notice}</p>}
+      {p.error && <p class="notice error" role="alert">{p.error}</p>}
+    </>
+  );
+}
+
+export function signInText(u: User, s: SignInSummary | undefined): string {
+  const ways = [...(u.hasPassword ? ['password'] : []), ...(s?.providers ?? []).map((p) => (p === 'header' ? 'proxy header' : p.replace(/^oidc:/, 'SSO ')))];
+  return ways.length === 0 ? 'not yet (pre-provisioned)' : ways.join(', ');
+}
+
+const when = (ms: number) => new Date(ms).toISOString().replace('T', ' ').slice(0, 16) + ' UTC';
+
+export interface UsersPageProps extends Frame {
+  users: readonly User[];
+  summaries: ReadonlyMap<number, SignInSummary>;
+  query: string;
+  page: number;
+  pages: number;
+  total: number;
+  audit: readonly AuditEntry[];
+  form?: Record<string, string> | undefined;
+}
+
+export function UsersPage(p: UsersPageProps) {
+  const link = (page: number) => `/admin/users?${new URLSearchParams({ ...(p.query ? { q: p.query } : {}), page: String(page) })}`;
+  return (
+    <Layout title="Users" nonce={p.nonce} signedIn={{ uid: p.me.uid, admin: true, canLogout: p.me.canLogout }}>
+      <h1>Users</h1>
+      <Notices notice={p.notice} error={p.error} />
+      <form method="get" action="/admin/users" class="row" role="search">
+        <label>
+          Search
+          <input name="q" value={p.query} placeholder="uid, email or name" />
+        </label>
+        <button type="submit" class="secondary">Search</button>
+      </form>
+      <p class="muted">{p.total} user(s){p.pages > 1 ? `, page ${p.page} of ${p.pages}` : ''}</p>
+      <div class="table-wrap">
+        <table>
+          <thead>
+            <tr><th>User</th><th>Email</th><th>Labels</th><th>Admin</th><th>Signs in with</th><th>Active tokens</th></tr>
+          </thead>
+          <tbody>
+            {p.users.map((u) => (
+              <tr data-uid={u.uid}>
+                <td><a href={`/admin/users/${encodeURIComponent(u.uid)}`}>{u.uid}</a>{u.name && <div class="muted">{u.name}</div>}</td>
+                <td>{u.email}</td>
+                <td>{u.labels.length ? u.labels.join(', ') : <span class="muted">none</span>}</td>
+                <td>{u.admin ? 'yes' : ''}</td>
+                <td>{signInText(u, p.summaries.get(u.id))}</td>
+                <td>{p.summaries.get(u.id)?.activeTokens ?? 0}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {p.pages > 1 && (
+        <nav class="row" aria-label="pages">
+          {p.page > 1 && <a href={link(p.page - 1)}>← Previous</a>}
+          {p.page < p.pages && <a href={link(p.page + 1)}>Next →</a>}
+        </nav>
+      )}
+
+      <h2>Add a user</h2>
+      <form method="post" action="/admin/users" class="stack">
+        <label>uid <input name="uid" required maxlength={64} value={p.form?.uid ?? ''} autocomplete="off" /></label>
+        <label>Email <input name="email" type="email" required value={p.form?.email ?? ''} /></label>
+        <label>Name <input name="name" value={p.form?.name ?? ''} /></label>
+        <label>Labels <input name="labels" value={p.form?.labels ?? ''} placeholder="eng, finance" /></label>
+        <label>Password <input name="password" type="password" autocomplete="new-password" placeholder="empty: single sign-on only" /></label>
+        <label class="inline"><input type="checkbox" name="admin" checked={p.form?.admin === 'on'} /> Administrator</label>
+        <button type="submit">Add user</button>
+      </form>
+
+      <h2>Recent activity</h2>
+      <AuditTable entries={p.audit} />
+    </Layout>
+  );
+}
+
+function AuditTable(p: { entries: readonly AuditEntry[] }) {
+  if (p.entries.length === 0) return <p class="muted">Nothing yet.</p>;
+  return (
+    <div class="table-wrap">
+      <table>
+        <thead>
+          <tr><th>When</th><th>Who</th><th>Action</th><th>Target</th><th>Details</th><th>From</th></tr>
+        </thead>
+        <tbody>
+          {p.entries.map((e) => (
+            <tr>
+              <td>{when(e.at)}</td>
+              <td>{e.actor ?? <span class="muted">anonymous</span>} <span class="muted">({e.via})</span></td>
+              <td>{e.action}</td>
+              <td>{e.target ?? ''}</td>
+              <td><code>{e.detail ? JSON.stringify(e.detail) : ''}</code></td>
+              <td>{e.peer ?? ''}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+export interface UserPageProps extends Frame {
+  user: User;
+  summary: SignInSummary | undefined;
+}
+
+export function UserPage(p: UserPageProps) {
+  const u = p.user;
+  const base = `/admin/users/${encodeURIComponent(u.uid)}`;
+  return (
+    <Layout title={u.uid} nonce={p.nonce} signedIn={{ uid: p.me.uid, admin: true, canLogout: p.me.canLogout }}>
+      <p><a href="/admin/users">← Users</a></p>
+      <h1>{u.uid}</h1>
+      <Notices notice={p.notice} error={p.error} />
+      <p class="muted">
+        Signs in with: {signInText(u, p.summary)} · active tokens: {p.summary?.activeTokens ?? 0} · created {when(u.createdAt)}
+      </p>
+      <form method="post" action={base} class="stack">
+        <label>Email <input name="email" type="email" required value={u.email} /></label>
+        <label>Name <input name="name" value={u.name} /></label>
+        <label>Labels <input name="labels" value={u.labels.join(', ')} placeholder="eng, finance" /></label>
+        <label class="inline"><input type="checkbox" name="admin" checked={u.admin} /> Administrator</label>
+        <label>New password <input name="password" type="password" autocomplete="new-password" placeholder="leave empty to keep" /></label>
+        {u.hasPassword && <label class="inline"><input type="checkbox" name="clear_password" /> Remove the password (single sign-on only)</label>}
+        <button type="submit">Save changes</button>
+      </form>
+      <h2>Access</h2>
+      <div class="row">
+        <form method="post" action={`${base}/revoke-tokens`} class="inline"><button type="submit" class="danger">Revoke all tokens</button></form>
+        <form method="post" action={`${base}/end-sessions`} class="inline"><button type="submit" class="danger">End all sessions</button></form>
+        <a href={`${base}/remove`}>Remove user…</a>
+      </div>
+    </Layout>
+  );
+}
+
+export function RemovePage(p: Frame & { user: User }) {
+  const base = `/admin/users/${encodeURIComponent(p.user.uid)}`;
+  return (
+    <Layout title={`Remove ${p.user.uid}`} nonce={p.nonce} signedIn={{ uid: p.me.uid, admin: true, canLogout: p.me.canLogout }}>
+      <h1>Remove {p.user.uid}?</h1>
+      <Notices error={p.error} />
+      <p>
+        This removes the user, ends their sessions and revokes their tokens at once. The uid <code>{p.user.uid}</code> stays
+        reserved and can never be used again.
+      </p>
+      <div class="row">
+        <form method="post" action={`${base}/remove`} class="inline"><button type="submit" class="danger">Remove {p.user.uid}</button></form>
+        <a href={base}>Cancel</a>
+      </div>
+    </Layout>
+  );
+}

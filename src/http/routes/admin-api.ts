@@ -1,0 +1,67 @@
+// /admin/api: JSON administration for admins on any channel (a bearer token suits automation).
+import { Hono } from 'hono';
+import type { Env, Services, Ctx } from '../context.ts';
+import { requireAdmin, caller } from '../guards.ts';
+import { readBody } from '../forms.ts';
+import { userJson, itemJson, itemSummaryJson, iso } from '../../domain/json.ts';
+import { listUsers, getUser, signInSummaries } from '../../store/users.ts';
+import { listAllItems, getAnyItem } from '../../store/items.ts';
+import { listAudit } from '../../store/audit.ts';
+import { badRequest } from '../../domain/errors.ts';
+import {
+  adminCreateUser, adminUpdateUser, adminRemoveUser, adminRevokeTokens, adminEndSessions, adminPutItem, adminRemoveItem,
+  type Actor,
+} from '../../admin/actions.ts';
+
+export function actorOf(c: Ctx): Actor {
+  return { principal: caller(c), peer: c.get('peer') };
+}
+
+async function jsonBody(c: Ctx): Promise<Record<string, unknown>> {
+  if (!/^application\/json\b/i.test(c.req.header('content-type') ?? '')) throw badRequest('send a JSON object with Content-Type: application/json');
+  return readBody(c);
+}
+
+export function adminApiRoutes(services: Services): Hono<Env> {
+  const { db } = services;
+  const app = new Hono<Env>();
+  app.use('/admin/api/*', requireAdmin());
+
+  app.get('/admin/api/users', async (c) => {
+    const summaries = await signInSummaries(db);
+    const empty = { providers: [], activeTokens: 0 };
+    return c.json((await listUsers(db)).map((u) => userJson(u, summaries.get(u.id) ?? empty)));
+  });
+  app.post('/admin/api/users', async (c) => c.json(userJson(await adminCreateUser(db, actorOf(c), await jsonBody(c))), 201));
+  app.get('/admin/api/users/:uid', async (c) => {
+    const user = await getUser(db, c.req.param('uid'));
+    return c.json(userJson(user, (await signInSummaries(db)).get(user.id) ?? { providers: [], activeTokens: 0 }));
+  });
+  app.patch('/admin/api/users/:uid', async (c) => c.json(userJson(await adminUpdateUser(db, actorOf(c), c.req.param('uid'), await jsonBody(c)))));
+  app.delete('/admin/api/users/:uid', async (c) => {
+    await adminRemoveUser(db, actorOf(c), c.req.param('uid'));
+    return c.body(null, 204);
+  });
+  app.post('/admin/api/users/:uid/tokens/revoke', async (c) => c.json({ revoked: await adminRevokeTokens(db, actorOf(c), c.req.param('uid')) }));
+  app.post('/admin/api/users/:uid/sessions/end', async (c) => c.json({ ended: await adminEndSessions(db, actorOf(c), c.req.param('uid')) }));
+
+  // Item ids are paths and may contain slashes.
+  app.get('/admin/api/items', async (c) => c.json((await listAllItems(db)).map(itemSummaryJson)));
+  app.get('/admin/api/items/:id{.+}', async (c) => c.json(itemJson(await getAnyItem(db, c.req.param('id')))));
+  app.put('/admin/api/items/:id{.+}', async (c) => {
+    const { item, created } = await adminPutItem(db, actorOf(c), c.req.param('id'), await jsonBody(c));
+    return c.json(itemJson(item), created ? 201 : 200);
+  });
+  app.delete('/admin/api/items/:id{.+}', async (c) => {
+    await adminRemoveItem(db, actorOf(c), c.req.param('id'));
+    return c.body(null, 204);
+  });
+
+  app.get('/admin/api/audit', async (c) => {
+    const limit = Math.min(Math.max(Number(c.req.query('limit') ?? 100) || 100, 1), 1000);
+    const before = c.req.query('before');
+    const entries = await listAudit(db, limit, before === undefined ? undefined : Number(before) || undefined);
+    return c.json(entries.map((e) => ({ id: e.id, at: iso(e.at), actor: e.actor, via: e.via, action: e.action, target: e.target, detail: e.detail, peer: e.peer })));
+  });
+  return app;
+}

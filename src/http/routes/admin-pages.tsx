@@ -1,0 +1,142 @@
+// /admin/users pages for admins signed in by session or through the proxy. Forms post here; the work is done by
+// admin/actions.ts, the same code the JSON API uses.
+import { Hono } from 'hono';
+import type { Env, Services, Ctx } from '../context.ts';
+import { requireAdmin, requireCaller, caller } from '../guards.ts';
+import { readBody } from '../forms.ts';
+import { UsersPage, UserPage, RemovePage } from '../pages/admin.tsx';
+import { listUsers, getUser, signInSummaries, type User } from '../../store/users.ts';
+import { listAudit } from '../../store/audit.ts';
+import { AppError } from '../../domain/errors.ts';
+import { adminCreateUser, adminUpdateUser, adminRemoveUser, adminRevokeTokens, adminEndSessions } from '../../admin/actions.ts';
+import { actorOf } from './admin-api.ts';
+
+const PAGE_SIZE = 50;
+
+// Fixed texts for ?done=…, so no request can put words on the page.
+const DONE: Record<string, string> = {
+  created: 'User created.',
+  saved: 'Changes saved.',
+  removed: 'User removed; the uid stays reserved.',
+  tokens: 'All of this user’s tokens were revoked.',
+  sessions: 'All of this user’s sessions were ended.',
+};
+
+function frame(c: Ctx, extra: { error?: string } = {}) {
+  const principal = caller(c);
+  return {
+    nonce: c.get('nonce'),
+    me: { uid: principal.user.uid, canLogout: principal.via === 'session' },
+    notice: DONE[c.req.query('done') ?? ''],
+    ...extra,
+  };
+}
+
+const strings = (body: Record<string, unknown>): Record<string, string> =>
+  Object.fromEntries(Object.entries(body).filter((e): e is [string, string] => typeof e[1] === 'string'));
+
+export function adminPageRoutes(services: Services): Hono<Env> {
+  const { db } = services;
+  const app = new Hono<Env>();
+  app.use('/admin/users', requireAdmin({ page: true }), requireCaller({ page: true, via: ['session', 'header'] }));
+  app.use('/admin/users/*', requireAdmin({ page: true }), requireCaller({ page: true, via: ['session', 'header'] }));
+
+  const listPage = async (c: Ctx, status: 200 | 400 | 404 | 409, extra: { error?: string; form?: Record<string, string> } = {}) => {
+    const query = (c.req.query('q') ?? '').trim().toLowerCase();
+    const all = (await listUsers(db)).filter((u) => query === '' || [u.uid, u.email, u.name].some((f) => f.toLowerCase().includes(query)));
+    const pages = Math.max(1, Math.ceil(all.length / PAGE_SIZE));
+    const page = Math.min(Math.max(1, Number.parseInt(c.req.query('page') ?? '1', 10) || 1), pages);
+    return c.html(
+      <UsersPage
+        {...frame(c, extra.error ? { error: extra.error } : {})}
+        users={all.slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE)}
+        summaries={await signInSummaries(db)}
+        query={c.req.query('q') ?? ''}
+        page={page}
+        pages={pages}
+        total={all.length}
+        audit={await listAudit(db, 50)}
+        form={extra.form}
+      />,
+      status,
+    );
+  };
+
+  const userPage = async (c: Ctx, user: User, status: 200 | 400 | 409 = 200, error?: string) =>
+    c.html(<UserPage {...frame(c, error ? { error } : {})} user={user} summary={(await signInSummaries(db)).get(user.id)} />, status);
+
+  const back = (uid: string, done: string) => `/admin/users/${encodeURIComponent(uid)}?done=${done}`;
+
+  app.get('/admin/users', (c) => listPage(c, 200));
+
+  app.post('/admin/users', async (c) => {
+    const form = strings(await readBody(c));
+    try {
+      const user = await adminCreateUser(db, actorOf(c), {
+        uid: form.uid ?? '',
+        email: form.email ?? '',
+        name: form.name ?? '',
+        labels: form.labels ?? '',
+        admin: form.admin === 'on',
+        password: form.password ?? '',
+      });
+      return c.redirect(back(user.uid, 'created'), 303);
+    } catch (e) {
+      if (e instanceof AppError && (e.code === 'bad_request' || e.code === 'conflict')) {
+        return listPage(c, e.code === 'conflict' ? 409 : 400, { error: e.message, form: { ...form, password: '' } });
+      }
+      throw e;
+    }
+  });
+
+  app.get('/admin/users/:uid', async (c) => userPage(c, await getUser(db, c.req.param('uid'))));
+
+  app.post('/admin/users/:uid', async (c) => {
+    const uid = c.req.param('uid');
+    const form = strings(await readBody(c));
+    const change: Record<string, unknown> = {
+      email: form.email ?? '',
+      name: form.name ?? '',
+      labels: form.labels ?? '',
+      admin: form.admin === 'on',
+    };
+    if (form.clear_password === 'on') change.password = null;
+    else if (form.password) change.password = form.password;
+    try {
+      await adminUpdateUser(db, actorOf(c), uid, change);
+      return c.redirect(back(uid, 'saved'), 303);
+    } catch (e) {
+      if (e instanceof AppError && (e.code === 'bad_request' || e.code === 'conflict')) {
+        return userPage(c, await getUser(db, uid), e.code === 'conflict' ? 409 : 400, e.message);
+      }
+      throw e;
+    }
+  });
+
+  app.get('/admin/users/:uid/remove', async (c) => c.html(<RemovePage {...frame(c)} user={await getUser(db, c.req.param('uid'))} />));
+
+  app.post('/admin/users/:uid/remove', async (c) => {
+    const uid = c.req.param('uid');
+    try {
+      await adminRemoveUser(db, actorOf(c), uid);
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'conflict') {
+        return c.html(<RemovePage {...frame(c, { error: e.message })} user={await getUser(db, uid)} />, 409);
+      }
+      throw e;
+    }
+    return c.redirect('/admin/users?done=removed', 303);
+  });
+
+  app.post('/admin/users/:uid/revoke-tokens', async (c) => {
+    await adminRevokeTokens(db, actorOf(c), c.req.param('uid'));
+    return c.redirect(back(c.req.param('uid'), 'tokens'), 303);
+  });
+
+  app.post('/admin/users/:uid/end-sessions', async (c) => {
+    await adminEndSessions(db, actorOf(c), c.req.param('uid'));
+    return c.redirect(back(c.req.param('uid'), 'sessions'), 303);
+  });
+
+  return app;
+}
