@@ -19,7 +19,7 @@ const SHUTDOWN_GRACE_MS = 10_000;
 export async function startServer(config: Config, log: Logger): Promise<Running> {
   const database = await openDatabase(config.server.database, config.server.databaseToken);
   await database.migrate();
-  const services = { config, db: database.db, log, auth: createAuthenticator(channelsFor(config, database.db)) };
+  const services = { config, db: database.db, log, auth: createAuthenticator(channelsFor(config, database.db, log)) };
   const app = createApp(services, (c) => getConnInfo(c).remote.address ?? '');
 
   const server: ServerType = await new Promise((resolve, reject) => {

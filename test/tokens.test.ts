@@ -2,24 +2,11 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { connect } from 'node:net';
 import { count, eq } from 'drizzle-orm';
 import { startTestServer, type TestServer } from './helpers/server.ts';
-import { Browser, bearer } from './helpers/http.ts';
+import { Browser, bearer, rawRequest } from './helpers/http.ts';
 import { tokens } from '../src/db/schema.ts';
 import type { User } from '../src/store/users.ts';
-
-/** Sends a request exactly as written, so duplicate header lines reach the server as separate lines. */
-function rawStatus(url: string, head: string): Promise<number> {
-  const u = new URL(url);
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(u.port), u.hostname, () => socket.end(`${head}\r\nHost: ${u.host}\r\nConnection: close\r\n\r\n`));
-    let out = '';
-    socket.on('data', (d) => (out += d));
-    socket.on('error', reject);
-    socket.on('close', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(out)?.[1])));
-  });
-}
 
 describe('personal access tokens', () => {
   let s: TestServer;
@@ -180,10 +167,10 @@ describe('personal access tokens', () => {
       assert.match(res.headers.get('www-authenticate') ?? '', /^Bearer realm="svc"/, what);
       assert.equal((await res.json()).error, 'unauthorized', what);
     }
-    const once = await rawStatus(s.url, `GET /auth/tokens HTTP/1.1\r\nAuthorization: Bearer ${good}`);
-    assert.equal(once, 200);
-    const twice = await rawStatus(s.url, `GET /auth/tokens HTTP/1.1\r\nAuthorization: Bearer ${good}\r\nAuthorization: Bearer ${good}`);
-    assert.equal(twice, 401, 'two Authorization headers');
+    const once = await rawRequest(s.url, ['GET /auth/tokens HTTP/1.1', `Authorization: Bearer ${good}`]);
+    assert.equal(once.status, 200);
+    const twice = await rawRequest(s.url, ['GET /auth/tokens HTTP/1.1', `Authorization: Bearer ${good}`, `Authorization: Bearer ${good}`]);
+    assert.equal(twice.status, 401, 'two Authorization headers');
   });
 
   test('last_used_at is recorded on use', async () => {

@@ -4,9 +4,12 @@ import type { Db } from '../db/open.ts';
 import type { Channel } from './core.ts';
 import { tokenChannel } from './channels/token.ts';
 import { sessionChannel } from './channels/session.ts';
+import { headerChannel } from './channels/header.ts';
+import { silentLogger, type Logger } from '../log.ts';
 
-export function channelsFor(config: Config, db: Db): Channel[] {
+export function channelsFor(config: Config, db: Db, log: Logger = silentLogger): Channel[] {
   const channels: Channel[] = [tokenChannel(db, config.auth.token)];
+  if (config.auth.header) channels.push(headerChannel(db, config.auth.header, config.auth.groups, log));
   if (config.auth.session) channels.push(sessionChannel(db, config.auth.session));
   return channels;
 }

@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 // A small HTTP client for tests: keeps cookies like a browser, never follows redirects, and sends the
 // same-origin headers a browser would unless told otherwise.
 
@@ -45,4 +46,23 @@ export class Browser {
 
 export function bearer(token: string): Record<string, string> {
   return { authorization: `Bearer ${token}` };
+}
+
+/**
+ * Sends a request exactly as written (repeated header lines stay separate lines), optionally from another local
+ * address such as 127.0.0.2; returns the status and body.
+ */
+export function rawRequest(url: string, head: string[], options: { localAddress?: string; body?: string } = {}): Promise<{ status: number; body: string }> {
+  const u = new URL(url);
+  const body = options.body ?? '';
+  const lines = [...head, `Host: ${u.host}`, 'Connection: close', ...(body ? [`Content-Length: ${Buffer.byteLength(body)}`] : [])];
+  return new Promise((resolve, reject) => {
+    const socket = connect({ port: Number(u.port), host: u.hostname, ...(options.localAddress ? { localAddress: options.localAddress } : {}) }, () =>
+      socket.end(`${lines.join('\r\n')}\r\n\r\n${body}`),
+    );
+    let out = '';
+    socket.on('data', (d) => (out += d));
+    socket.on('error', reject);
+    socket.on('close', () => resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(out)?.[1]), body: out.slice(out.indexOf('\r\n\r\n') + 4) }));
+  });
 }

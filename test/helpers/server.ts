@@ -21,8 +21,19 @@ export interface TestServer {
   stop(): Promise<void>;
 }
 
-export async function startTestServer(options: { auth?: string; env?: Record<string, string>; log?: Logger } = {}): Promise<TestServer> {
-  const ws = await createWorkspace(options.auth === undefined ? {} : { auth: options.auth });
+export interface TestServerOptions {
+  auth?: string;
+  env?: Record<string, string>;
+  log?: Logger;
+  /** base_url when svc sits behind a proxy at another address */
+  baseUrl?: string;
+}
+
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
+  const ws = await createWorkspace({
+    ...(options.auth === undefined ? {} : { auth: options.auth }),
+    ...(options.baseUrl === undefined ? {} : { baseUrl: options.baseUrl }),
+  });
   Object.assign(ws.env, options.env);
   const load = () => loadConfig(readFileSync(ws.configPath, 'utf8'), ws.env, { mode: 'serve' });
   let config = load();
@@ -30,7 +41,7 @@ export async function startTestServer(options: { auth?: string; env?: Record<str
   const database = await openDatabase(ws.dbUrl, null);
   return {
     ws,
-    url: ws.baseUrl,
+    url: `http://127.0.0.1:${ws.port}`,
     get config() {
       return config;
     },

@@ -55,10 +55,10 @@ export interface CliResult {
   stderr: string;
 }
 
-export async function createWorkspace(options: { auth?: string; server?: string } = {}): Promise<Workspace> {
+export async function createWorkspace(options: { auth?: string; server?: string; baseUrl?: string } = {}): Promise<Workspace> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-test-'));
   const port = await freePort();
-  const baseUrl = `http://127.0.0.1:${port}`;
+  const baseUrl = options.baseUrl ?? `http://127.0.0.1:${port}`;
   const dbUrl = `file:${join(dir, 'svc.db')}`;
   const configPath = join(dir, 'svc.ini');
   const ws: Workspace = {

@@ -1,0 +1,69 @@
+// The trusted reverse proxy channel. It engages on any request that carries user_header, and such a request is
+// honoured only when its TCP peer is trusted_proxy and secret_header matches the shared secret. Anything else
+// is refused with 403 and nothing is provisioned: identity headers from anywhere else are forgeries.
+import { BlockList, isIP } from 'node:net';
+import { timingSafeEqual } from 'node:crypto';
+import type { Db } from '../../db/open.ts';
+import type { HeaderConfig, GroupsConfig } from '../../config/load.ts';
+import { normalizeIp } from '../../config/load.ts';
+import { provision } from '../provisioning.ts';
+import { sha256 } from '../secrets.ts';
+import { recordAudit } from '../../store/audit.ts';
+import type { Logger } from '../../log.ts';
+import type { Channel, Rejection } from '../core.ts';
+
+export function trustedPeers(addresses: readonly string[]): (peer: string) => boolean {
+  const list = new BlockList();
+  for (const a of addresses) list.addAddress(normalizeIp(a), isIP(normalizeIp(a)) === 6 ? 'ipv6' : 'ipv4');
+  return (peer) => {
+    const p = normalizeIp(peer);
+    const family = isIP(p);
+    return family !== 0 && list.check(p, family === 6 ? 'ipv6' : 'ipv4');
+  };
+}
+
+/** Equal strings in time that depends on neither their content nor their lengths. */
+export function secretsEqual(given: string, expected: Buffer): boolean {
+  return timingSafeEqual(sha256(given), sha256(expected.toString('utf8'))) && given.length > 0;
+}
+
+export function headerChannel(db: Db, header: HeaderConfig, groups: GroupsConfig | null, log: Logger): Channel {
+  const trusted = trustedPeers(header.trustedProxies);
+  const refuse = async (peer: string, reason: string, message: string): Promise<Rejection> => {
+    log.warn('header_rejected', { peer, reason });
+    await recordAudit(db, { actor: null, via: 'header', action: 'header.rejected', detail: { reason }, peer });
+    return { status: 403, code: 'forbidden', message, reason: `header: ${reason}` };
+  };
+  return {
+    name: 'header',
+    async authenticate(request) {
+      const subject = request.headers.get(header.userHeader);
+      if (subject === null) return null;
+      if (!trusted(request.peer)) return refuse(request.peer, 'untrusted peer', 'identity headers are accepted only from the trusted proxy');
+      const secret = request.headers.get(header.secretHeader);
+      if (secret === null || !secretsEqual(secret, header.sharedSecret)) {
+        return refuse(request.peer, secret === null ? 'missing proxy secret' : 'wrong proxy secret', 'the proxy secret is missing or wrong');
+      }
+      // Repeated headers arrive joined by commas; an identity must be exactly one value.
+      if (subject.trim() === '' || subject.includes(',')) return refuse(request.peer, 'malformed identity', 'the identity header must hold one user');
+      const email = request.headers.get(header.emailHeader);
+      const result = await provision(
+        db,
+        {
+          provider: 'header',
+          subject: subject.trim(),
+          email: email === null || email.includes(',') ? null : email.trim(),
+          name: header.nameHeader ? request.headers.get(header.nameHeader) : null,
+          uidHint: subject.trim(),
+          groups: header.groupsHeader ? (request.headers.get(header.groupsHeader) ?? '').split(',').map((g) => g.trim()).filter((g) => g !== '') : [],
+        },
+        { jit: header.jit, defaultAcl: header.defaultAcl, groups },
+      );
+      if (!result.ok) return refuse(request.peer, result.reason, result.message);
+      if (result.created || result.linked) {
+        await recordAudit(db, { actor: result.user.uid, via: 'header', action: result.created ? 'user.provision' : 'user.link', target: result.user.uid, detail: { provider: 'header' }, peer: request.peer });
+      }
+      return { user: result.user, via: 'header' };
+    },
+  };
+}
