@@ -7,6 +7,7 @@ import { createAuthenticator } from './auth/core.ts';
 import { channelsFor } from './auth/channels.ts';
 import { createApp } from './http/app.ts';
 import type { Logger } from './log.ts';
+import { RelyingParty } from './auth/oidc.ts';
 
 export interface Running {
   readonly port: number;
@@ -19,7 +20,9 @@ const SHUTDOWN_GRACE_MS = 10_000;
 export async function startServer(config: Config, log: Logger): Promise<Running> {
   const database = await openDatabase(config.server.database, config.server.databaseToken);
   await database.migrate();
-  const services = { config, db: database.db, log, auth: createAuthenticator(channelsFor(config, database.db, log)) };
+  const oidc = config.auth.oidc ? new RelyingParty(config.auth.oidc, config.auth.groups, log) : null;
+  oidc?.start();
+  const services = { config, db: database.db, log, oidc, auth: createAuthenticator(channelsFor(config, database.db, log)) };
   const app = createApp(services, (c) => getConnInfo(c).remote.address ?? '');
 
   const server: ServerType = await new Promise((resolve, reject) => {
@@ -42,6 +45,7 @@ export async function startServer(config: Config, log: Logger): Promise<Running>
           http.closeAllConnections?.();
         }, SHUTDOWN_GRACE_MS);
         cut.unref();
+        oidc?.stop();
         server.close(() => {
           clearTimeout(cut);
           database.close();

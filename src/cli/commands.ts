@@ -6,6 +6,7 @@ import { tokenCommands } from './tokens.ts';
 import { startServer } from '../server.ts';
 import { createLogger } from '../log.ts';
 import { openDatabase } from '../db/open.ts';
+import { RelyingParty } from '../auth/oidc.ts';
 import { sql } from 'drizzle-orm';
 
 const serverCommands: Command[] = [
@@ -50,7 +51,15 @@ const serverCommands: Command[] = [
         ctx.io.err(`svc: check: server.database: cannot open ${config.server.database}: ${(e as Error).message}`);
         return 1;
       }
-      ctx.io.out(`svc: ${ctx.configPath} is valid; database reachable`);
+      if (config.auth.oidc) {
+        try {
+          await new RelyingParty(config.auth.oidc, config.auth.groups, createLogger()).discover();
+        } catch (e) {
+          ctx.io.err(`svc: check: auth.oidc.issuer: discovery at ${config.auth.oidc.issuer} failed: ${(e as Error).message}`);
+          return 1;
+        }
+      }
+      ctx.io.out(`svc: ${ctx.configPath} is valid; database reachable${config.auth.oidc ? '; identity provider answers' : ''}`);
       return 0;
     },
   },

@@ -346,6 +346,9 @@ function readAuth(lines: Lines, env: Env, options: LoadOptions, problems: string
     const why = 'oidc is enabled';
     const issuer = oidcSection.required('issuer', why);
     if (issuer !== '' && !isHttpUrl(issuer)) problems.push(`${oidcSection.path('issuer')}: "${issuer}" is not an http(s) URL`);
+    else if (issuer !== '' && new URL(issuer).protocol === 'http:' && !isLoopbackHost(new URL(issuer).hostname)) {
+      problems.push(`${oidcSection.path('issuer')}: must be https:// (plain http is allowed only for a provider on loopback)`);
+    }
     const clientId = oidcSection.required('client_id', why);
     const clientSecret = secretFrom(oidcSection, 'client_secret_env', why) ?? '';
     const redirectUrl = oidcSection.required('redirect_url', why);
@@ -423,6 +426,10 @@ function readAuth(lines: Lines, env: Env, options: LoadOptions, problems: string
 function checkOptionalDuration(section: Section, key: string, problems: string[]): void {
   const text = section.raw(key);
   if (text !== '' && parseDuration(text) === null) problems.push(`${section.path(key)}: "${text}" is not a duration; ${DURATION_HINT}`);
+}
+
+function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
 function isHttpUrl(text: string): boolean {

@@ -111,3 +111,17 @@ export const audit = sqliteTable(
   },
   (t) => [index('audit_at').on(t.at)],
 );
+
+/** Single sign-on logins in progress: bound to one browser by a signed cookie, used once, short-lived. */
+export const oidcFlows = sqliteTable(
+  'oidc_flows',
+  {
+    id: text('id').primaryKey(),
+    state: text('state').notNull(),
+    nonce: text('nonce').notNull(),
+    verifier: text('verifier').notNull(),
+    next: text('next').notNull(),
+    expiresAt: integer('expires_at').notNull(),
+  },
+  (t) => [index('oidc_flows_expiry').on(t.expiresAt)],
+);

@@ -8,6 +8,7 @@ import { tokenRoutes } from './routes/tokens.tsx';
 import { mcpRoutes } from './routes/mcp.ts';
 import { adminApiRoutes } from './routes/admin-api.ts';
 import { adminPageRoutes } from './routes/admin-pages.tsx';
+import { oidcRoutes } from './routes/oidc.tsx';
 import { AppError } from '../domain/errors.ts';
 
 export type PeerOf = (c: Ctx) => string;
@@ -21,6 +22,7 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
   app.use(resolveCaller(services, peerOf));
   app.use(sameOriginForAmbient(services));
   app.route('/', sessionRoutes(services));
+  if (services.oidc) app.route('/', oidcRoutes(services, services.oidc));
   app.route('/', tokenRoutes(services));
   app.route('/', mcpRoutes(services));
   app.route('/', adminApiRoutes(services));

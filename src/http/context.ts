@@ -5,12 +5,15 @@ import type { Db } from '../db/open.ts';
 import type { Authenticator, Principal, Resolution } from '../auth/core.ts';
 import type { ErrorCode } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
+import type { RelyingParty } from '../auth/oidc.ts';
 
 export interface Services {
   readonly config: Config;
   readonly db: Db;
   readonly auth: Authenticator;
   readonly log: Logger;
+  /** the OpenID Connect relying party, when oidc is enabled */
+  readonly oidc?: RelyingParty | null;
 }
 
 export interface Env {

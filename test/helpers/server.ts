@@ -8,7 +8,7 @@ import { silentLogger, type Logger } from '../../src/log.ts';
 import { createUser, type NewUser, type User } from '../../src/store/users.ts';
 import { createToken } from '../../src/store/tokens.ts';
 import { hashPassword } from '../../src/auth/passwords.ts';
-import { createWorkspace, type Workspace } from './workspace.ts';
+import { createWorkspace, type Workspace, type AuthSection } from './workspace.ts';
 
 export interface TestServer {
   readonly ws: Workspace;
@@ -22,7 +22,7 @@ export interface TestServer {
 }
 
 export interface TestServerOptions {
-  auth?: string;
+  auth?: AuthSection;
   env?: Record<string, string>;
   log?: Logger;
   /** base_url when svc sits behind a proxy at another address */

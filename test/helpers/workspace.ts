@@ -55,7 +55,9 @@ export interface CliResult {
   stderr: string;
 }
 
-export async function createWorkspace(options: { auth?: string; server?: string; baseUrl?: string } = {}): Promise<Workspace> {
+export type AuthSection = string | ((where: { port: number; baseUrl: string }) => string);
+
+export async function createWorkspace(options: { auth?: AuthSection; server?: string; baseUrl?: string } = {}): Promise<Workspace> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-test-'));
   const port = await freePort();
   const baseUrl = options.baseUrl ?? `http://127.0.0.1:${port}`;
@@ -79,7 +81,7 @@ export async function createWorkspace(options: { auth?: string; server?: string;
       rmSync(dir, { recursive: true, force: true });
     },
   };
-  ws.writeConfig(options.auth, options.server);
+  ws.writeConfig(typeof options.auth === 'function' ? options.auth({ port, baseUrl }) : options.auth, options.server);
   return ws;
 }
 

@@ -1,0 +1,77 @@
+// /oidc/login and /oidc/callback (CONTRACT §5). The flow's state, nonce and PKCE verifier sit in a database row
+// that a signed, short-lived cookie binds to this browser; the callback takes the row out, so it works once.
+import { Hono } from 'hono';
+import { getCookie, setCookie, deleteCookie } from 'hono/cookie';
+import type { Env, Services, Ctx } from '../context.ts';
+import { MessagePage } from '../pages/message.tsx';
+import { safeNext, safeNextPath } from '../forms.ts';
+import { startSession } from './session.tsx';
+import { startFlow, takeFlow, FLOW_TTL_SECONDS } from '../../store/oidc-flows.ts';
+import { recordAudit } from '../../store/audit.ts';
+import { signSessionId, verifySessionCookie } from '../../auth/secrets.ts';
+import { provision } from '../../auth/provisioning.ts';
+import { OidcFailure, OidcUnavailable, type RelyingParty } from '../../auth/oidc.ts';
+
+export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
+  const { db, config } = services;
+  const session = config.auth.session!; // required whenever oidc is enabled (config validation)
+  const flowCookie = `${session.cookieName}_oidc`;
+  const app = new Hono<Env>();
+  const page = (c: Ctx, status: 400 | 403 | 502 | 503, title: string, message: string) =>
+    c.html(<MessagePage nonce={c.get('nonce')} title={title} message={message} link={{ href: '/login', text: 'Back to sign-in' }} />, status);
+
+  app.get('/oidc/login', async (c) => {
+    let begun;
+    try {
+      begun = await rp.begin(safeNextPath(c.req.query('next'), config.server.baseUrl));
+    } catch (e) {
+      if (e instanceof OidcUnavailable) return page(c, 503, 'Single sign-on unavailable', e.message);
+      throw e;
+    }
+    const id = await startFlow(db, begun.flow);
+    setCookie(c, flowCookie, signSessionId(id, session.secret), {
+      httpOnly: true,
+      sameSite: 'Lax',
+      path: '/oidc',
+      secure: config.server.secure,
+      maxAge: FLOW_TTL_SECONDS,
+    });
+    return c.redirect(begun.url.href, 302);
+  });
+
+  app.get('/oidc/callback', async (c) => {
+    const cookie = getCookie(c, flowCookie);
+    deleteCookie(c, flowCookie, { path: '/oidc', secure: config.server.secure });
+    const id = cookie === undefined ? null : verifySessionCookie(cookie, session.secret);
+    const flow = id === null ? null : await takeFlow(db, id);
+    const restart = 'This sign-in has expired, was used already, or was started in another browser. Please start again.';
+    if (!flow) return page(c, 400, 'Sign-in expired', restart);
+    if (c.req.query('error') === undefined && c.req.query('state') !== flow.state) return page(c, 400, 'Sign-in expired', restart);
+
+    let arrival;
+    try {
+      arrival = await rp.finish(new URL(c.req.url).search, flow);
+    } catch (e) {
+      if (e instanceof OidcFailure) {
+        services.log.warn('oidc_failed', { reason: e.message });
+        return page(c, e.status, 'Sign-in failed', e.message);
+      }
+      if (e instanceof OidcUnavailable) return page(c, 503, 'Single sign-on unavailable', e.message);
+      throw e;
+    }
+    const result = await provision(db, arrival, { jit: rp.config.jit, defaultAcl: rp.config.defaultAcl, groups: config.auth.groups });
+    if (!result.ok) {
+      await recordAudit(db, { actor: null, via: 'anonymous', action: 'login.failure', target: arrival.uidHint ?? arrival.subject.slice(0, 64), detail: { method: 'oidc', reason: result.reason }, peer: c.get('peer') });
+      return page(c, 403, 'Not set up in svc', result.message);
+    }
+    await startSession(c, services, session, result.user.id);
+    await recordAudit(db, {
+      actor: result.user.uid, via: 'session', action: 'login.success', target: result.user.uid,
+      detail: { method: 'oidc', ...(result.created ? { provisioned: true } : {}), ...(result.linked && !result.created ? { linked: true } : {}) },
+      peer: c.get('peer'),
+    });
+    return c.redirect(safeNext(flow.next, config.server.baseUrl), 303);
+  });
+
+  return app;
+}
