@@ -9,10 +9,11 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-const code = await runCli(process.argv.slice(2), { ...process.env }, {
+void runCli(process.argv.slice(2), { ...process.env }, {
   out: (line) => process.stdout.write(line + '\n'),
   err: (line) => process.stderr.write(line + '\n'),
   readStdin,
   version: VERSION,
+}).then((code) => {
+  process.exitCode = code;
 });
-process.exitCode = code;

@@ -7,7 +7,7 @@ import { createAuthenticator } from './auth/core.ts';
 import { channelsFor } from './auth/channels.ts';
 import { createApp } from './http/app.ts';
 import type { Logger } from './log.ts';
-import { RelyingParty } from './auth/oidc.ts';
+import type { RelyingParty } from './auth/oidc.ts';
 
 export interface Running {
   readonly port: number;
@@ -20,7 +20,10 @@ const SHUTDOWN_GRACE_MS = 10_000;
 export async function startServer(config: Config, log: Logger): Promise<Running> {
   const database = await openDatabase(config.server.database, config.server.databaseToken);
   await database.migrate();
-  const oidc = config.auth.oidc ? new RelyingParty(config.auth.oidc, config.auth.groups, log) : null;
+  // openid-client and its JOSE stack are loaded only when single sign-on is on.
+  const oidc: RelyingParty | null = config.auth.oidc
+    ? new (await import('./auth/oidc.ts')).RelyingParty(config.auth.oidc, config.auth.groups, log)
+    : null;
   oidc?.start();
   const services = { config, db: database.db, log, oidc, auth: createAuthenticator(channelsFor(config, database.db, log)) };
   const app = createApp(services, (c) => getConnInfo(c).remote.address ?? '');

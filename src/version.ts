@@ -1,2 +1,4 @@
-/** The version svc reports; a packaged build replaces BUILD_COMMIT. */
-export const VERSION = '0.1.0';
+import { BUILD } from './runtime/assets.ts';
+
+/** The version svc reports: the package version, and the commit a packaged build was made from. */
+export const VERSION = BUILD ? `${BUILD.version} (build ${BUILD.commit})` : '0.1.0 (from source)';

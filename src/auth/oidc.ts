@@ -6,21 +6,12 @@ import type { OidcConfig, GroupsConfig } from '../config/load.ts';
 import type { Logger } from '../log.ts';
 import type { Flow } from '../store/oidc-flows.ts';
 import type { Arrival } from './provisioning.ts';
+import { OidcFailure, OidcUnavailable } from './oidc-errors.ts';
+
+export { OidcFailure, OidcUnavailable };
 
 const DISCOVERY_TIMEOUT_S = 10;
 const RETRY_MAX_MS = 60_000;
-
-export class OidcUnavailable extends Error {}
-
-/** A sign-in the provider or svc refused; `status` is the HTTP answer (400 for the browser's flow, 502 for the provider). */
-export class OidcFailure extends Error {
-  constructor(
-    readonly status: 400 | 502,
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 export class RelyingParty {
   private configuration: oidc.Configuration | null = null;

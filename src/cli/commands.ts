@@ -6,7 +6,6 @@ import { tokenCommands } from './tokens.ts';
 import { startServer } from '../server.ts';
 import { createLogger } from '../log.ts';
 import { openDatabase } from '../db/open.ts';
-import { RelyingParty } from '../auth/oidc.ts';
 import { sql } from 'drizzle-orm';
 
 const serverCommands: Command[] = [
@@ -53,6 +52,7 @@ const serverCommands: Command[] = [
       }
       if (config.auth.oidc) {
         try {
+          const { RelyingParty } = await import('../auth/oidc.ts');
           await new RelyingParty(config.auth.oidc, config.auth.groups, createLogger()).discover();
         } catch (e) {
           ctx.io.err(`svc: check: auth.oidc.issuer: discovery at ${config.auth.oidc.issuer} failed: ${(e as Error).message}`);

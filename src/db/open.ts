@@ -4,6 +4,7 @@
 // or an interactive transaction, so both drivers run the same code.
 import { fileURLToPath } from 'node:url';
 import { mkdirSync } from 'node:fs';
+import { migrationsFolder } from '../runtime/assets.ts';
 import { dirname, resolve } from 'node:path';
 import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import * as schema from './schema.ts';
@@ -17,7 +18,6 @@ export interface Database {
   close(): void;
 }
 
-export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../drizzle', import.meta.url));
 
 export interface OpenOptions {
   /** Use @libsql/client even for file: URLs; tests use it to run the remote code path on a local file. */
@@ -42,7 +42,7 @@ async function openEmbedded(url: string): Promise<Database> {
   return {
     db: db as unknown as Db,
     driver: 'embedded',
-    migrate: async () => migrate(db, { migrationsFolder: MIGRATIONS_FOLDER }),
+    migrate: async () => migrate(db, { migrationsFolder: migrationsFolder() }),
     close: () => client.close(),
   };
 }
@@ -58,7 +58,7 @@ async function openClient(url: string, authToken: string | null): Promise<Databa
   return {
     db: db as unknown as Db,
     driver: 'client',
-    migrate: async () => migrate(db, { migrationsFolder: MIGRATIONS_FOLDER }),
+    migrate: async () => migrate(db, { migrationsFolder: migrationsFolder() }),
     close: () => client.close(),
   };
 }

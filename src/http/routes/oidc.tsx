@@ -10,7 +10,8 @@ import { startFlow, takeFlow, FLOW_TTL_SECONDS } from '../../store/oidc-flows.ts
 import { recordAudit } from '../../store/audit.ts';
 import { signSessionId, verifySessionCookie } from '../../auth/secrets.ts';
 import { provision } from '../../auth/provisioning.ts';
-import { OidcFailure, OidcUnavailable, type RelyingParty } from '../../auth/oidc.ts';
+import { OidcFailure, OidcUnavailable } from '../../auth/oidc-errors.ts';
+import type { RelyingParty } from '../../auth/oidc.ts';
 
 export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
   const { db, config } = services;

@@ -1,0 +1,165 @@
+// The single executable: built from this checkout, copied alone into an empty folder, and run with only a
+// svc.ini and its environment, as an operator would.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { mkdtempSync, mkdirSync, copyFileSync, writeFileSync, rmSync, readdirSync, readFileSync, openSync, writeSync, closeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ROOT, freePort, newSecret } from './helpers/workspace.ts';
+
+const run = promisify(execFile);
+let work: string;
+let binary: string;
+let env: Record<string, string>;
+
+function config(dir: string, port: number, db = 'svc.db'): string {
+  const path = join(dir, `svc-${port}.ini`);
+  writeFileSync(
+    path,
+    `[server]\nlisten = 127.0.0.1:${port}\nbase_url = http://127.0.0.1:${port}\ndatabase = file:${join(dir, db)}\n[auth]\nsession\n    cookie_name svc_session\n    ttl 24h\n    secret_env SVC_SESSION_SECRET\nlocal\n    enabled true\ntoken\n    enabled true\n`,
+  );
+  return path;
+}
+
+async function svc(args: string[], options: { stdin?: string; env?: Record<string, string> } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(binary, args, { cwd: join(work, 'app'), env: { ...env, ...options.env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+    child.stdin.end(options.stdin ?? '');
+  });
+}
+
+function serve(configPath: string, extraEnv: Record<string, string> = {}) {
+  const child = spawn(binary, ['serve', '--config', configPath], { cwd: join(work, 'app'), env: { ...env, ...extraEnv }, stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  child.stderr.on('data', (d) => (log += d));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, exited, log: () => log };
+}
+
+async function healthy(port: number, deadline = Date.now() + 15_000): Promise<void> {
+  while (Date.now() < deadline) {
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/healthz`)).status === 200) return;
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`no healthy svc on ${port}`);
+}
+
+describe('svc as a single executable', () => {
+  before(async () => {
+    work = mkdtempSync(join(tmpdir(), 'svc-binary-'));
+    await run(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/build-binary.ts'), '--out', join(work, 'build')], { cwd: ROOT, timeout: 300_000 });
+    mkdirSync(join(work, 'app'));
+    mkdirSync(join(work, 'home'));
+    binary = join(work, 'app', 'svc');
+    copyFileSync(join(work, 'build', 'svc'), binary);
+    // Nothing but the environment an operator gives it; NODE_OPTIONS would break a binary that honoured it.
+    env = { PATH: '/nonexistent', HOME: join(work, 'home'), SVC_SESSION_SECRET: newSecret(), NODE_OPTIONS: '--require /nonexistent/preload.js' };
+  });
+  after(() => rmSync(work, { recursive: true, force: true }));
+
+  test('--version prints the version and the build commit', async () => {
+    const r = await svc(['--version']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout.trim(), /^svc 0\.1\.0 \(build [0-9a-f]{12}(-dirty)?\)$/);
+    assert.equal(readdirSync(join(work, 'app')).join(','), 'svc', 'the binary is alone in its folder');
+  });
+
+  test('check with a bad config exits 78 and lists the problems', async () => {
+    const bad = join(work, 'app', 'bad.ini');
+    writeFileSync(bad, '[server]\nlisten = nowhere\n[auth]\noidc\n    enabled true\n');
+    const r = await svc(['check', '--config', bad]);
+    assert.equal(r.code, 78);
+    assert.match(r.stderr, /^svc: config: server\.listen: "nowhere" is not host:port/m);
+    assert.match(r.stderr, /^svc: config: auth\.oidc\.issuer: required when oidc is enabled$/m);
+  });
+
+  test('every CLI command works as from source, then serve, /healthz, MCP whoami, and a clean SIGTERM', async () => {
+    const port = await freePort();
+    const cfg = config(join(work, 'app'), port);
+    const ok = async (args: string[], stdin?: string) => {
+      const r = await svc([...args, '--config', cfg], stdin === undefined ? {} : { stdin });
+      assert.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
+      return r.stdout;
+    };
+    assert.match(await ok(['check']), /is valid/);
+    await ok(['migrate']);
+    await ok(['user', 'add', 'ops', '--email', 'ops@example.com', '--labels', 'eng', '--admin', '--password-stdin'], 'binary password 1\n');
+    await ok(['user', 'set', 'ops', '--name', 'Operator']);
+    await ok(['item', 'put', 'docs/binary', '--title', 'Binary', '--labels', 'eng'], 'built into one file');
+    mkdirSync(join(work, 'app', 'import'));
+    writeFileSync(join(work, 'app', 'import', 'note.md'), '---\ntitle: Note\n---\nimported text');
+    assert.match(await ok(['item', 'import', join(work, 'app', 'import')]), /imported 1 item/);
+    assert.deepEqual(JSON.parse(await ok(['item', 'list', '--json'])).map((i: { id: string }) => i.id), ['docs/binary', 'note']);
+    assert.equal(JSON.parse(await ok(['user', 'list', '--json']))[0].name, 'Operator');
+    const token = (await ok(['token', 'create', 'ops', '--name', 'smoke'])).trim();
+    assert.match(token, /^svc_[a-z2-7]{48}$/);
+    await ok(['item', 'remove', 'note']);
+    await ok(['user', 'add', 'temp', '--email', 'temp@example.com']);
+    await ok(['user', 'remove', 'temp']);
+
+    const server = serve(cfg);
+    try {
+      await healthy(port);
+      const client = new Client({ name: 'binary-smoke', version: '1' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      const who = (await client.callTool({ name: 'whoami', arguments: {} })) as unknown as { structuredContent: { uid: string; labels: string[] } };
+      assert.deepEqual([who.structuredContent.uid, who.structuredContent.labels], ['ops', ['eng']]);
+      const found = (await client.callTool({ name: 'search', arguments: { query: 'one file' } })) as unknown as { structuredContent: { results: { id: string }[] } };
+      assert.deepEqual(found.structuredContent.results.map((r) => r.id), ['docs/binary']);
+      await client.close();
+      const login = await fetch(`http://127.0.0.1:${port}/login`, { method: 'POST', redirect: 'manual', headers: { origin: `http://127.0.0.1:${port}`, 'content-type': 'application/x-www-form-urlencoded' }, body: 'username=ops&password=binary+password+1' });
+      assert.equal(login.status, 303, 'argon2 works inside the binary');
+    } finally {
+      server.child.kill('SIGTERM');
+    }
+    assert.equal(await server.exited, 0);
+    assert.match(server.log(), /"event":"stopped"/);
+  });
+
+  test('several copies started at once on an empty cache all come up', async () => {
+    const cache = join(work, 'fresh-cache');
+    const ports = await Promise.all([1, 2, 3, 4].map(() => freePort()));
+    const servers = ports.map((port, i) => serve(config(join(work, 'app'), port, `copy${i}.db`), { SVC_CACHE_DIR: cache }));
+    try {
+      await Promise.all(ports.map((port) => healthy(port)));
+    } finally {
+      for (const s of servers) s.child.kill('SIGTERM');
+    }
+    for (const s of servers) assert.equal(await s.exited, 0, s.log());
+    const [build] = readdirSync(cache);
+    assert.deepEqual(readdirSync(join(cache, build!)).sort(), ['argon2.node', 'drizzle', 'libsql.node'], 'no temporary files left behind');
+  });
+
+  test('an unusable cache override falls back; a tampered cached addon is replaced before it is loaded', async () => {
+    const blocked = join(work, 'app', 'not-a-dir');
+    writeFileSync(blocked, 'a file, not a folder');
+    const r = await svc(['migrate', '--config', config(join(work, 'app'), await freePort(), 'fallback.db')], { env: { SVC_CACHE_DIR: blocked } });
+    assert.equal(r.code, 0, r.stderr);
+
+    const cache = join(work, 'tamper-cache');
+    const cfg = config(join(work, 'app'), await freePort(), 'tamper.db');
+    assert.equal((await svc(['migrate', '--config', cfg], { env: { SVC_CACHE_DIR: cache } })).code, 0);
+    const [build] = readdirSync(cache);
+    // Overwrite the ELF header: loading this file unchecked would fail.
+    const fd = openSync(join(cache, build!, 'libsql.node'), 'r+');
+    writeSync(fd, Buffer.from('tampered'), 0, 8, 0);
+    closeSync(fd);
+    const again = await svc(['user', 'list', '--config', cfg], { env: { SVC_CACHE_DIR: cache } });
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(readFileSync(join(cache, build!, 'libsql.node')).subarray(0, 4).toString('latin1'), '\x7fELF', 'the damaged copy was replaced in place');
+  });
+});
