@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ROOT, freePort, newSecret } from './helpers/workspace.ts';
+import { ROOT, freePort, newSecret, DEFAULT_AUTH } from './helpers/workspace.ts';
 
 const run = promisify(execFile);
 let work: string;
@@ -20,7 +20,7 @@ function config(dir: string, port: number, db = 'svc.db'): string {
   const path = join(dir, `svc-${port}.ini`);
   writeFileSync(
     path,
-    `[server]\nlisten = 127.0.0.1:${port}\nbase_url = http://127.0.0.1:${port}\ndatabase = file:${join(dir, db)}\n[auth]\nsession\n    cookie_name svc_session\n    ttl 24h\n    secret_env SVC_SESSION_SECRET\nlocal\n    enabled true\ntoken\n    enabled true\n`,
+    `[server]\nlisten = 127.0.0.1:${port}\nbase_url = http://127.0.0.1:${port}\ndatabase = file:${join(dir, db)}\n[auth]\n${DEFAULT_AUTH}`,
   );
   return path;
 }

@@ -4,7 +4,7 @@ import { count, sql } from 'drizzle-orm';
 import { writeFileSync } from 'node:fs';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { startProvider, startLyingDiscovery, Agent, CLIENT_ID, CLIENT_SECRET, type TestProvider } from './helpers/oidc-provider.ts';
-import { freePort } from './helpers/workspace.ts';
+import { freePort, DEFAULT_AUTH } from './helpers/workspace.ts';
 import { Browser } from './helpers/http.ts';
 import { launchChromium } from './helpers/chromium.ts';
 import { users, oidcFlows } from '../src/db/schema.ts';
@@ -13,15 +13,7 @@ import { getUser, findUser, updateUser } from '../src/store/users.ts';
 const OTHER = { client_id: 'other-app', client_secret: 'other-app-secret-0123456789', redirect_uris: ['http://127.0.0.1:9/other-callback'] };
 
 function oidcAuth(issuer: string, baseUrl: string, jit: boolean): string {
-  return `session
-    cookie_name svc_session
-    ttl 24h
-    secret_env SVC_SESSION_SECRET
-local
-    enabled true
-token
-    enabled true
-oidc
+  return `${DEFAULT_AUTH}oidc
     enabled true
     issuer ${issuer}
     client_id ${CLIENT_ID}

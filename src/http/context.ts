@@ -51,5 +51,3 @@ export function wantsHtml(c: Ctx): boolean {
   const accept = c.req.header('accept') ?? '';
   return /text\/html/.test(accept) && !/^application\/json/.test(accept);
 }
-
-export { iso } from '../domain/json.ts';

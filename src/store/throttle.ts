@@ -1,5 +1,5 @@
 // Failed-login counting in the database, so limits hold across restarts and instances.
-import { and, eq, gt, lt, desc, sql } from 'drizzle-orm';
+import { and, eq, gt, lt, desc } from 'drizzle-orm';
 import type { Db } from '../db/open.ts';
 import { loginFailures } from '../db/schema.ts';
 
@@ -28,9 +28,4 @@ export async function recordFailure(db: Db, keys: readonly string[], now = Date.
 
 export async function clearFailures(db: Db, key: string): Promise<void> {
   await db.delete(loginFailures).where(eq(loginFailures.key, key));
-}
-
-export async function failureCount(db: Db, key: string): Promise<number> {
-  const row = await db.select({ n: sql<number>`count(*)` }).from(loginFailures).where(eq(loginFailures.key, key)).get();
-  return row?.n ?? 0;
 }

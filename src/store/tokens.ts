@@ -131,8 +131,3 @@ function touchToken(db: Db, id: string, now: number): void {
     });
   });
 }
-
-export async function countTokens(db: Db, userId: number): Promise<number> {
-  const row = await db.select({ n: sql<number>`count(*)` }).from(tokens).where(eq(tokens.userId, userId)).get();
-  return row?.n ?? 0;
-}

@@ -1,7 +1,7 @@
 // User records. Input is validated here, once, for every caller (CLI, admin API, single sign-on).
 import { eq, sql, asc, and, isNull, gt, or } from 'drizzle-orm';
 import type { Db } from '../db/open.ts';
-import { users, uids, identities, tokens } from '../db/schema.ts';
+import { users, identities, tokens } from '../db/schema.ts';
 import { parseLabels, formatLabels, storedLabels, LabelError, type LabelSet } from '../domain/labels.ts';
 import { uidProblem, emailProblem } from '../domain/uid.ts';
 import { AppError, badRequest, conflict, notFound } from '../domain/errors.ts';
@@ -212,9 +212,4 @@ export async function signInSummaries(db: Db, now = Date.now()): Promise<Map<num
   for (const i of ids) entry(i.userId).providers.push(i.provider);
   for (const c of counts) entry(c.userId).activeTokens = c.n;
   return out;
-}
-
-export async function isUidReserved(db: Db, uid: string): Promise<boolean> {
-  const row = await db.select({ one: sql<number>`1` }).from(uids).where(eq(uids.uid, uid)).get();
-  return row !== undefined;
 }

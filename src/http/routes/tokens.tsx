@@ -2,7 +2,8 @@
 // routes; a browser form gets HTML back, any other client JSON.
 import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
-import { iso, wantsHtml } from '../context.ts';
+import { wantsHtml } from '../context.ts';
+import { iso } from '../../domain/json.ts';
 import { requireCaller, caller } from '../guards.ts';
 import { readBody } from '../forms.ts';
 import { TokensPage } from '../pages/tokens.tsx';
