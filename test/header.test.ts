@@ -1,6 +1,6 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { count, eq } from 'drizzle-orm';
+import { count, eq, sql } from 'drizzle-orm';
 import { writeFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -176,6 +176,18 @@ describe('header channel behind nginx', () => {
     const ok = await fetch(`${proxyUrl}/auth/tokens`, { method: 'POST', headers: { ...form, origin: proxyUrl }, body: 'name=from-proxy' });
     assert.equal(ok.status, 201);
     assert.equal(await tokenCount(), before + 1);
+  });
+
+  test('users from single sign-on never get a password', async () => {
+    const { updateUser, passwordHashOf } = await import('../src/store/users.ts');
+    await assert.rejects(updateUser(s.database.db, 'carol', { passwordHash: '$argon2id$v=19$m=19456,t=2,p=1$x$y' }), /signs in with single sign-on/);
+    const cli = await s.ws.svc(['user', 'set', 'carol', '--password-stdin'], { stdin: 'a long password\n' });
+    assert.equal(cli.code, 1);
+    assert.match(cli.stderr, /password: this user signs in with single sign-on/);
+    // Even a hash written behind svc's back is never offered to the password form.
+    await s.database.db.run(sql`UPDATE users SET password_hash = 'x' WHERE uid = 'carol'`);
+    assert.equal((await passwordHashOf(s.database.db, 'carol'))!.hash, null);
+    await s.database.db.run(sql`UPDATE users SET password_hash = NULL WHERE uid = 'carol'`);
   });
 
   test('a bearer token still works alongside the header channel', async () => {

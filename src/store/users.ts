@@ -146,9 +146,15 @@ export async function getUser(db: Db, uid: string): Promise<User> {
   return user;
 }
 
+const hasSsoIdentity = sql<number>`EXISTS (SELECT 1 FROM identities WHERE identities.user_id = ${users.id})`;
+
+/**
+ * The stored hash for the password form. A user linked to a single sign-on identity has none, whatever the
+ * column holds: such users never sign in by password.
+ */
 export async function passwordHashOf(db: Db, uid: string): Promise<{ user: User; hash: string | null } | null> {
-  const row = await db.select().from(users).where(eq(users.uid, uid)).get();
-  return row ? { user: toUser(row), hash: row.passwordHash } : null;
+  const row = await db.select({ u: users, sso: hasSsoIdentity }).from(users).where(eq(users.uid, uid)).get();
+  return row ? { user: toUser(row.u), hash: row.sso ? null : row.u.passwordHash } : null;
 }
 
 export async function listUsers(db: Db): Promise<User[]> {
@@ -171,6 +177,10 @@ export async function updateUser(db: Db, uid: string, change: UserChange, now = 
   if (change.labels !== undefined) set.labels = formatLabels(checkLabels(change.labels));
   if (change.admin !== undefined) set.admin = change.admin;
   if (change.passwordHash !== undefined) set.passwordHash = change.passwordHash;
+  if (typeof change.passwordHash === 'string') {
+    const target = await db.select({ sso: hasSsoIdentity }).from(users).where(eq(users.uid, uid)).get();
+    if (target?.sso) throw badRequest('password: this user signs in with single sign-on and cannot have a password', 'password');
+  }
   const keepsAnAdmin = change.admin === false ? or(eq(users.admin, false), anotherAdminExists(uid)) : undefined;
   const rows = await db.update(users).set(set).where(and(eq(users.uid, uid), keepsAnAdmin)).returning();
   if (rows.length === 0) {

@@ -141,8 +141,14 @@ export function UserPage(p: UserPageProps) {
         <label>Name <input name="name" value={u.name} /></label>
         <label>Labels <input name="labels" value={u.labels.join(', ')} placeholder="eng, finance" /></label>
         <label class="inline"><input type="checkbox" name="admin" checked={u.admin} /> Administrator</label>
-        <label>New password <input name="password" type="password" autocomplete="new-password" placeholder="leave empty to keep" /></label>
-        {u.hasPassword && <label class="inline"><input type="checkbox" name="clear_password" /> Remove the password (single sign-on only)</label>}
+        {(p.summary?.providers.length ?? 0) > 0 ? (
+          <p class="muted">Signs in with single sign-on only: no password can be set.</p>
+        ) : (
+          <>
+            <label>New password <input name="password" type="password" autocomplete="new-password" placeholder="leave empty to keep" /></label>
+            {u.hasPassword && <label class="inline"><input type="checkbox" name="clear_password" /> Remove the password (single sign-on only)</label>}
+          </>
+        )}
         <button type="submit">Save changes</button>
       </form>
       <h2>Access</h2>
