@@ -6,6 +6,7 @@ import { mintToken, randomId, storedHash, tokenWellFormed } from '../auth/secret
 import { parseDuration, DURATION_HINT } from '../config/duration.ts';
 import { badRequest, notFound } from '../domain/errors.ts';
 import { toUser, type User } from './users.ts';
+import { storedLabels } from '../domain/labels.ts';
 
 export type TokenState = 'active' | 'expired' | 'revoked';
 
@@ -94,39 +95,84 @@ export type TokenCheck =
   | { ok: true; user: User; tokenId: string }
   | { ok: false; reason: 'malformed' | 'unknown' | 'expired' | 'revoked' };
 
-function prepareLookup(db: Db) {
-  return db
-    .select({
-      t: { id: tokens.id, expiresAt: tokens.expiresAt, revokedAt: tokens.revokedAt, lastUsedAt: tokens.lastUsedAt },
-      u: users,
-    })
+interface LookupRow {
+  readonly tokenId: string;
+  readonly expiresAt: number | null;
+  readonly revokedAt: number | null;
+  readonly lastUsedAt: number | null;
+  readonly user: User;
+}
+type Lookup = (hash: string) => LookupRow | undefined | Promise<LookupRow | undefined>;
+
+const LOOKUP_SQL = `SELECT t.id, t.expires_at, t.revoked_at, t.last_used_at,
+  u.id, u.uid, u.email, u.name, u.labels, u.admin, u.password_hash IS NOT NULL, u.created_at, u.updated_at
+  FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?`;
+
+interface RawStatement {
+  raw(on: boolean): RawStatement;
+  get(param: string): unknown[] | undefined;
+}
+
+/**
+ * The lookup, prepared once. On the embedded driver it is a libsql statement in raw mode, called directly: drizzle
+ * would switch the statement to raw mode again on every call, which costs as much as the query. The remote
+ * driver goes through drizzle's prepared query.
+ */
+function prepareLookup(db: Db): Lookup {
+  const client = (db as { $client?: { prepare?: (sql: string) => RawStatement } }).$client;
+  if (typeof client?.prepare === 'function') {
+    const statement = client.prepare(LOOKUP_SQL).raw(true);
+    return (hash) => {
+      const r = statement.get(hash);
+      if (!r) return undefined;
+      return {
+        tokenId: r[0] as string,
+        expiresAt: r[1] as number | null,
+        revokedAt: r[2] as number | null,
+        lastUsedAt: r[3] as number | null,
+        user: {
+          id: r[4] as number, uid: r[5] as string, email: r[6] as string, name: r[7] as string,
+          labels: storedLabels(r[8] as string), admin: r[9] === 1, hasPassword: r[10] === 1,
+          createdAt: r[11] as number, updatedAt: r[12] as number,
+        },
+      };
+    };
+  }
+  const query = db
+    .select({ t: { id: tokens.id, expiresAt: tokens.expiresAt, revokedAt: tokens.revokedAt, lastUsedAt: tokens.lastUsedAt }, u: users })
     .from(tokens)
     .innerJoin(users, eq(users.id, tokens.userId))
     .where(eq(tokens.hash, sql.placeholder('hash')))
     .prepare();
+  return async (hash) => {
+    const row = await query.get({ hash });
+    return row && { tokenId: row.t.id, expiresAt: row.t.expiresAt, revokedAt: row.t.revokedAt, lastUsedAt: row.t.lastUsedAt, user: toUser(row.u) };
+  };
 }
-const lookups = new WeakMap<Db, ReturnType<typeof prepareLookup>>();
+const lookups = new WeakMap<Db, Lookup>();
 
 /** The bearer hot path: a format check, one SHA-256 and one indexed lookup. No cache: revocation is immediate. */
 export async function checkToken(db: Db, token: string, now = Date.now()): Promise<TokenCheck> {
   if (!tokenWellFormed(token)) return { ok: false, reason: 'malformed' };
   let lookup = lookups.get(db);
   if (!lookup) lookups.set(db, (lookup = prepareLookup(db)));
-  const row = await lookup.get({ hash: storedHash(token) });
+  const row = await lookup(storedHash(token));
   if (!row) return { ok: false, reason: 'unknown' };
-  const state = stateOf(row.t, now);
+  const state = stateOf(row, now);
   if (state !== 'active') return { ok: false, reason: state };
-  if (row.t.lastUsedAt === null || row.t.lastUsedAt < now - LAST_USED_GRANULARITY_MS) touchToken(db, row.t.id, now);
-  return { ok: true, user: toUser(row.u), tokenId: row.t.id };
+  if (row.lastUsedAt === null || row.lastUsedAt < now - LAST_USED_GRANULARITY_MS) touchToken(db, row.tokenId, now);
+  return { ok: true, user: row.user, tokenId: row.tokenId };
 }
 
 function touchToken(db: Db, id: string, now: number): void {
   setImmediate(() => {
-    Promise.resolve(
-      db.update(tokens).set({ lastUsedAt: now })
+    // Inside an async function, so a synchronous driver's throw (say, the database closed at shutdown) becomes
+    // a rejection here instead of an uncaught exception.
+    void (async () => {
+      await db.update(tokens).set({ lastUsedAt: now })
         .where(and(eq(tokens.id, id), or(isNull(tokens.lastUsedAt), lt(tokens.lastUsedAt, now - LAST_USED_GRANULARITY_MS))))
-        .run(),
-    ).catch(() => {
+        .run();
+    })().catch(() => {
       // A missed last-used stamp is harmless; the next use writes it.
     });
   });

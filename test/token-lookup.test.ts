@@ -1,0 +1,43 @@
+// The bearer lookup has a fast path for the embedded driver and a drizzle path for remote databases; both must
+// give the same answers.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase } from '../src/db/open.ts';
+import { createUser } from '../src/store/users.ts';
+import { createToken, checkToken, revokeToken } from '../src/store/tokens.ts';
+
+for (const forceClient of [false, true]) {
+  test(`checkToken on the ${forceClient ? '@libsql/client' : 'embedded'} driver`, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-lookup-'));
+    const database = await openDatabase(`file:${join(dir, 't.db')}`, null, { forceClient });
+    try {
+      await database.migrate();
+      const db = database.db;
+      const user = await createUser(db, { uid: 'tess', email: 'tess@example.com', name: 'Tess', labels: 'b, a', admin: true, passwordHash: 'x' });
+      const active = await createToken(db, user.id, 'active', undefined);
+      const revoked = await createToken(db, user.id, 'revoked', undefined);
+      const expiring = await createToken(db, user.id, 'expiring', '1s');
+      await revokeToken(db, user.id, revoked.id);
+
+      const ok = await checkToken(db, active.token);
+      assert.ok(ok.ok);
+      assert.equal(ok.tokenId, active.id);
+      assert.deepEqual(ok.user, { ...user });
+      // A hit, then misses on the same prepared statement (the case that once crashed libsql).
+      assert.deepEqual(await checkToken(db, `svc_${'a'.repeat(40)}${active.token.slice(44)}`), { ok: false, reason: 'malformed' });
+      const unknown = (await createToken(db, user.id, 'gone', undefined)).token;
+      await database.db.run((await import('drizzle-orm')).sql`DELETE FROM tokens WHERE name = 'gone'`);
+      assert.deepEqual(await checkToken(db, unknown), { ok: false, reason: 'unknown' });
+      assert.deepEqual(await checkToken(db, revoked.token), { ok: false, reason: 'revoked' });
+      assert.ok((await checkToken(db, expiring.token)).ok);
+      assert.deepEqual(await checkToken(db, expiring.token, Date.now() + 2000), { ok: false, reason: 'expired' });
+      assert.ok((await checkToken(db, active.token)).ok);
+    } finally {
+      database.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
