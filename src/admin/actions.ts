@@ -1,23 +1,13 @@
 // What administrators can do, once, for the JSON API and the pages alike: validation of the request shape,
 // password hashing, the store call, and the audit record. Routes only translate HTTP to these calls.
 import type { Db } from '../db/open.ts';
-import type { Principal } from '../auth/core.ts';
 import { createUser, updateUser, removeUser, getUser, checkUid, type User, type UserChange } from '../store/users.ts';
 import { revokeAllTokens } from '../store/tokens.ts';
 import { endAllSessions } from '../store/sessions.ts';
 import { putItem, removeItem, checkItemId, type Item } from '../store/items.ts';
-import { recordAudit } from '../store/audit.ts';
+import { recordActorAudit as audit, type Actor } from '../store/audit.ts';
 import { hashPassword, passwordProblem } from '../auth/passwords.ts';
 import { badRequest } from '../domain/errors.ts';
-
-export interface Actor {
-  readonly principal: Principal;
-  readonly peer: string;
-}
-
-async function audit(db: Db, actor: Actor, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
-  await recordAudit(db, { actor: actor.principal.user.uid, via: actor.principal.via, action, target, detail: detail ?? null, peer: actor.peer });
-}
 
 function optionalString(body: Record<string, unknown>, key: string): string | undefined {
   const v = body[key];

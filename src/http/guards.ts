@@ -3,6 +3,7 @@
 import type { MiddlewareHandler } from 'hono';
 import type { Principal, Via } from '../auth/core.ts';
 import { apiError, type Ctx, type Env } from './context.ts';
+import type { Actor } from '../store/audit.ts';
 
 export const WWW_AUTHENTICATE = 'Bearer realm="svc"';
 
@@ -55,4 +56,9 @@ export function caller(c: Ctx): Principal {
   const r = c.get('resolution');
   if (r.kind !== 'principal') throw new Error('caller() used on a route without a guard');
   return r.principal;
+}
+
+/** The caller as the audit trail records them; only valid behind requireCaller or requireAdmin. */
+export function actorOf(c: Ctx): Actor {
+  return { principal: caller(c), peer: c.get('peer') };
 }

@@ -2,6 +2,7 @@
 import { desc, lt } from 'drizzle-orm';
 import type { Db } from '../db/open.ts';
 import { audit } from '../db/schema.ts';
+import type { Principal } from '../auth/core.ts';
 
 export interface AuditEvent {
   /** uid of whoever acted; null when nobody is signed in (a failed login) */
@@ -30,6 +31,17 @@ export async function recordAudit(db: Db, event: AuditEvent, now = Date.now()): 
     detail: event.detail ? JSON.stringify(event.detail) : null,
     peer: event.peer ?? null,
   });
+}
+
+/** Who acts in a request: the signed-in caller and the address the request came from. */
+export interface Actor {
+  readonly principal: Principal;
+  readonly peer: string;
+}
+
+/** Records an action by a signed-in caller. */
+export async function recordActorAudit(db: Db, actor: Actor, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
+  await recordAudit(db, { actor: actor.principal.user.uid, via: actor.principal.via, action, target, detail: detail ?? null, peer: actor.peer });
 }
 
 /** Newest first; `before` is the id to continue below (paging). */

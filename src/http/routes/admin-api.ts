@@ -1,7 +1,7 @@
 // /admin/api: JSON administration for admins on any channel (a bearer token suits automation).
 import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
-import { requireAdmin, caller } from '../guards.ts';
+import { requireAdmin, actorOf } from '../guards.ts';
 import { readBody } from '../forms.ts';
 import { userJson, itemJson, itemSummaryJson, iso } from '../../domain/json.ts';
 import { listUsers, getUser, signInSummaries } from '../../store/users.ts';
@@ -10,12 +10,7 @@ import { listAudit } from '../../store/audit.ts';
 import { badRequest } from '../../domain/errors.ts';
 import {
   adminCreateUser, adminUpdateUser, adminRemoveUser, adminRevokeTokens, adminEndSessions, adminPutItem, adminRemoveItem,
-  type Actor,
 } from '../../admin/actions.ts';
-
-export function actorOf(c: Ctx): Actor {
-  return { principal: caller(c), peer: c.get('peer') };
-}
 
 async function jsonBody(c: Ctx): Promise<Record<string, unknown>> {
   if (!/^application\/json\b/i.test(c.req.header('content-type') ?? '')) throw badRequest('send a JSON object with Content-Type: application/json');

@@ -2,14 +2,13 @@
 // admin/actions.ts, the same code the JSON API uses.
 import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
-import { requireAdmin, requireCaller, caller } from '../guards.ts';
+import { requireAdmin, requireCaller, caller, actorOf } from '../guards.ts';
 import { readBody } from '../forms.ts';
 import { UsersPage, UserPage, RemovePage } from '../pages/admin.tsx';
 import { listUsers, getUser, signInSummaries, type User } from '../../store/users.ts';
 import { listAudit } from '../../store/audit.ts';
 import { AppError } from '../../domain/errors.ts';
 import { adminCreateUser, adminUpdateUser, adminRemoveUser, adminRevokeTokens, adminEndSessions } from '../../admin/actions.ts';
-import { actorOf } from './admin-api.ts';
 
 const PAGE_SIZE = 50;
 

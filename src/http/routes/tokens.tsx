@@ -4,12 +4,12 @@ import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
 import { wantsHtml } from '../context.ts';
 import { iso } from '../../domain/json.ts';
-import { requireCaller, caller } from '../guards.ts';
+import { requireCaller, caller, actorOf } from '../guards.ts';
 import { readBody } from '../forms.ts';
 import { TokensPage } from '../pages/tokens.tsx';
 import { createToken, listTokens, revokeToken } from '../../store/tokens.ts';
 import { AppError } from '../../domain/errors.ts';
-import { recordAudit } from '../../store/audit.ts';
+import { recordActorAudit } from '../../store/audit.ts';
 
 export function tokenRoutes(services: Services): Hono<Env> {
   const { db, config } = services;
@@ -39,8 +39,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
     try {
       const body = await readBody(c);
       const created = await createToken(db, caller(c).user.id, body.name, body.ttl);
-      const principal = caller(c);
-      await recordAudit(db, { actor: principal.user.uid, via: principal.via, action: 'token.create', target: created.id, detail: { name: created.name, expires_at: iso(created.expiresAt) }, peer: c.get('peer') });
+      await recordActorAudit(db, actorOf(c), 'token.create', created.id, { name: created.name, expires_at: iso(created.expiresAt) });
       if (html) return renderPage(c, 201, { created });
       return c.json({ id: created.id, token: created.token, name: created.name, expires_at: iso(created.expiresAt) }, 201);
     } catch (e) {
@@ -66,8 +65,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
   app.post('/auth/tokens/:id/revoke', requireCaller(), async (c) => {
     const id = c.req.param('id');
     await revokeToken(db, caller(c).user.id, id);
-    const principal = caller(c);
-    await recordAudit(db, { actor: principal.user.uid, via: principal.via, action: 'token.revoke', target: id, peer: c.get('peer') });
+    await recordActorAudit(db, actorOf(c), 'token.revoke', id);
     if (wantsHtml(c)) return c.redirect('/', 303);
     return c.json({ id, state: 'revoked' });
   });
