@@ -1,6 +1,6 @@
 // Administration pages: the user list (search, paging, add form, recent activity), one user's page, and the
 // confirmation step before removal. Plain forms; no JavaScript needed.
-import { Layout } from './layout.tsx';
+import { Layout, formatTime } from './layout.tsx';
 import type { User, SignInSummary } from '../../store/users.ts';
 import type { AuditEntry } from '../../store/audit.ts';
 
@@ -24,8 +24,6 @@ export function signInText(u: User, s: SignInSummary | undefined): string {
   const ways = [...(u.hasPassword ? ['password'] : []), ...(s?.providers ?? []).map((p) => (p === 'header' ? 'proxy header' : p.replace(/^oidc:/, 'SSO ')))];
   return ways.length === 0 ? 'not yet (pre-provisioned)' : ways.join(', ');
 }
-
-const when = (ms: number) => new Date(ms).toISOString().replace('T', ' ').slice(0, 16) + ' UTC';
 
 export interface UsersPageProps extends Frame {
   users: readonly User[];
@@ -106,7 +104,7 @@ function AuditTable(p: { entries: readonly AuditEntry[] }) {
         <tbody>
           {p.entries.map((e) => (
             <tr>
-              <td>{when(e.at)}</td>
+              <td>{formatTime(e.at)}</td>
               <td>{e.actor ?? <span class="muted">anonymous</span>} <span class="muted">({e.via})</span></td>
               <td>{e.action}</td>
               <td>{e.target ?? ''}</td>
@@ -134,7 +132,7 @@ export function UserPage(p: UserPageProps) {
       <h1>{u.uid}</h1>
       <Notices notice={p.notice} error={p.error} />
       <p class="muted">
-        Signs in with: {signInText(u, p.summary)} · active tokens: {p.summary?.activeTokens ?? 0} · created {when(u.createdAt)}
+        Signs in with: {signInText(u, p.summary)} · active tokens: {p.summary?.activeTokens ?? 0} · created {formatTime(u.createdAt)}
       </p>
       <form method="post" action={base} class="stack">
         <label>Email <input name="email" type="email" required value={u.email} /></label>

@@ -37,6 +37,11 @@ pre { background: var(--card); padding: .75rem; border-radius: 6px; overflow-x: 
 .sso { display: inline-block; padding: .5rem .9rem; border: 1px solid var(--accent); border-radius: 6px; text-decoration: none; font-weight: 600; }
 `;
 
+/** A time as pages show it: minutes, UTC. */
+export function formatTime(ms: number): string {
+  return new Date(ms).toISOString().replace('T', ' ').slice(0, 16) + ' UTC';
+}
+
 export interface LayoutProps {
   title: string;
   nonce: string;

@@ -1,5 +1,5 @@
 import { raw } from 'hono/html';
-import { Layout } from './layout.tsx';
+import { Layout, formatTime } from './layout.tsx';
 import type { TokenInfo } from '../../store/tokens.ts';
 import { mcpClientConfig } from '../../mcp/client-config.ts';
 
@@ -23,7 +23,7 @@ const LIFETIMES = [
 ] as const;
 
 function when(ms: number | null, never = 'never'): string {
-  return ms === null ? never : new Date(ms).toISOString().replace('T', ' ').slice(0, 16) + ' UTC';
+  return ms === null ? never : formatTime(ms);
 }
 
 // Progressive enhancement only: the token is selectable text without it.
