@@ -22,13 +22,18 @@ export function trustedPeers(addresses: readonly string[]): (peer: string) => bo
   };
 }
 
-/** Equal strings in time that depends on neither their content nor their lengths. */
-export function secretsEqual(given: string, expected: Buffer): boolean {
-  return timingSafeEqual(sha256(given), sha256(expected.toString('utf8'))) && given.length > 0;
+/**
+ * A check for the proxy secret that takes the same time whatever is sent: both sides are compared as SHA-256
+ * digests, so neither the content nor the length shows. The configured secret is hashed once.
+ */
+export function secretChecker(expected: Buffer): (given: string) => boolean {
+  const digest = sha256(expected.toString('utf8'));
+  return (given) => timingSafeEqual(sha256(given), digest) && given.length > 0;
 }
 
 export function headerChannel(db: Db, header: HeaderConfig, groups: GroupsConfig | null, log: Logger): Channel {
   const trusted = trustedPeers(header.trustedProxies);
+  const secretMatches = secretChecker(header.sharedSecret);
   const refuse = async (peer: string, reason: string, message: string): Promise<Rejection> => {
     log.warn('header_rejected', { peer, reason });
     await recordAudit(db, { actor: null, via: 'header', action: 'header.rejected', detail: { reason }, peer });
@@ -41,7 +46,7 @@ export function headerChannel(db: Db, header: HeaderConfig, groups: GroupsConfig
       if (subject === null) return null;
       if (!trusted(request.peer)) return refuse(request.peer, 'untrusted peer', 'identity headers are accepted only from the trusted proxy');
       const secret = request.headers.get(header.secretHeader);
-      if (secret === null || !secretsEqual(secret, header.sharedSecret)) {
+      if (secret === null || !secretMatches(secret)) {
         return refuse(request.peer, secret === null ? 'missing proxy secret' : 'wrong proxy secret', 'the proxy secret is missing or wrong');
       }
       // Repeated headers arrive joined by commas; an identity must be exactly one value.
