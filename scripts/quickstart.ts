@@ -10,7 +10,7 @@ import { loadConfig, ConfigError } from '../src/config/load.ts';
 import { openDatabase } from '../src/db/open.ts';
 import { createUser, findUser } from '../src/store/users.ts';
 import { createToken } from '../src/store/tokens.ts';
-import { importMarkdownDir } from '../src/store/markdown-dir.ts';
+import { readMarkdownDir, putItems } from '../src/store/markdown-dir.ts';
 import { hashPassword } from '../src/auth/passwords.ts';
 import { startServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
@@ -49,15 +49,18 @@ try {
 
 const database = await openDatabase(config.server.database, config.server.databaseToken);
 await database.migrate();
-const db = database.db;
 let token: string | null = null;
 let password: string | null = null;
-if (!(await findUser(db, 'admin'))) {
+if (!(await findUser(database.db, 'admin'))) {
   password = randomBytes(12).toString('base64url');
-  const admin = await createUser(db, { uid: 'admin', email: 'admin@example.com', name: 'Administrator', labels: 'eng, finance', admin: true, passwordHash: await hashPassword(password) });
-  token = (await createToken(db, admin.id, 'quickstart', undefined)).token;
+  const passwordHash = await hashPassword(password);
+  token = await database.write(async (tx) => {
+    const admin = await createUser(tx, { uid: 'admin', email: 'admin@example.com', name: 'Administrator', labels: 'eng, finance', admin: true, passwordHash });
+    return (await createToken(tx, admin.id, 'quickstart', undefined)).token;
+  });
 }
-const imported = await importMarkdownDir(db, join(root, 'examples', 'items'));
+const examples = readMarkdownDir(join(root, 'examples', 'items'));
+const imported = await database.write((tx) => putItems(tx, examples));
 database.close();
 
 const running = await startServer(config, createLogger());

@@ -9,6 +9,9 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+// A closed output pipe (`svc serve 2>&1 | head`) must not stop svc: what cannot be written is dropped.
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
+
 void runCli(process.argv.slice(2), { ...process.env }, {
   out: (line) => process.stdout.write(line + '\n'),
   err: (line) => process.stderr.write(line + '\n'),

@@ -1,4 +1,4 @@
-// `svc serve`: open and migrate the database, listen, and shut down gracefully on SIGINT/SIGTERM.
+// `svc serve`: open, migrate and check the database, listen, and shut down gracefully on SIGINT/SIGTERM.
 import { serve, type ServerType } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import type { Config } from './config/load.ts';
@@ -11,53 +11,98 @@ import type { RelyingParty } from './auth/oidc.ts';
 
 export interface Running {
   readonly port: number;
+  /** Stops accepting, lets in-flight requests finish within the grace period, then closes the database. */
   stop(): Promise<void>;
+  /** Like stop, but cuts in-flight requests now (a second stop signal). */
+  stopNow(): Promise<void>;
 }
+
+/** svc cannot serve: the message says what to fix. */
+export class StartupError extends Error {}
 
 /** How long in-flight requests may take to finish after a stop signal before their connections are cut. */
 const SHUTDOWN_GRACE_MS = 10_000;
+/** After connections are cut, how long handlers still running get to notice before the database closes. */
+const SETTLE_MS = 2_000;
 
 export async function startServer(config: Config, log: Logger): Promise<Running> {
   const database = await openDatabase(config.server.database, config.server.databaseToken);
-  await database.migrate();
+  try {
+    await database.migrate();
+    // Refuse to serve a database svc cannot write: every login and change would fail.
+    const problems = await database.problems();
+    if (problems.length > 0) throw new StartupError(problems.join('\n'));
+  } catch (e) {
+    database.close();
+    throw e;
+  }
   // openid-client and its JOSE stack are loaded only when single sign-on is on.
   const oidc: RelyingParty | null = config.auth.oidc
     ? new (await import('./auth/oidc.ts')).RelyingParty(config.auth.oidc, config.auth.groups, log)
     : null;
   oidc?.start();
-  const services = { config, db: database.db, log, oidc, auth: createAuthenticator(channelsFor(config, database.db, log)) };
+  const services = { config, database, log, oidc, auth: createAuthenticator(channelsFor(config, database, log)) };
   const app = createApp(services, (c) => getConnInfo(c).remote.address ?? '');
 
+  // Requests whose handler has not finished, so the database closes only after the last one.
+  let active = 0;
+  let settled: (() => void) | null = null;
+  const fetch: typeof app.fetch = async (request, env, ctx) => {
+    active++;
+    try {
+      return await app.fetch(request, env, ctx);
+    } finally {
+      if (--active === 0) settled?.();
+    }
+  };
+
   const server: ServerType = await new Promise((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, hostname: config.server.host, port: config.server.port }, () => resolve(s));
+    const s = serve({ fetch, hostname: config.server.host, port: config.server.port }, () => resolve(s));
     s.once('error', reject);
   });
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.server.port;
-  log.info('listening', { url: config.server.baseUrl, listen: `${config.server.host}:${port}`, database: database.driver });
+  log.info('listening', { url: config.server.baseUrl, listen: `${config.server.host}:${port}`, database: database.location, driver: database.driver });
 
+  const http = server as ServerType & { closeIdleConnections(): void; closeAllConnections(): void };
+  let cut: NodeJS.Timeout | null = null;
   let stopping: Promise<void> | null = null;
-  return {
-    port,
-    stop() {
-      stopping ??= new Promise<void>((resolve) => {
-        // Stop accepting; idle keep-alive connections close now, in-flight requests get a grace period.
-        const http = server as ServerType & { closeIdleConnections?: () => void; closeAllConnections?: () => void };
-        const cut = setTimeout(() => {
-          log.warn('shutdown_grace_over', { grace_ms: SHUTDOWN_GRACE_MS });
-          http.closeAllConnections?.();
-        }, SHUTDOWN_GRACE_MS);
-        cut.unref();
-        oidc?.stop();
-        server.close(() => {
-          clearTimeout(cut);
+  const cutConnections = () => {
+    if (cut) clearTimeout(cut);
+    http.closeAllConnections();
+  };
+  const stop = () => {
+    stopping ??= new Promise<void>((resolve) => {
+      cut = setTimeout(() => {
+        log.warn('shutdown_grace_over', { grace_ms: SHUTDOWN_GRACE_MS, in_flight: active });
+        cutConnections();
+      }, SHUTDOWN_GRACE_MS);
+      cut.unref();
+      oidc?.stop();
+      server.close(() => {
+        if (cut) clearTimeout(cut);
+        // Handlers of cut connections may still run; give them a moment before the database goes away.
+        const drained = active === 0 ? Promise.resolve() : new Promise<void>((r) => {
+          settled = r;
+          setTimeout(r, SETTLE_MS).unref();
+        });
+        void drained.then(() => {
           database.close();
           log.info('stopped');
           resolve();
         });
-        http.closeIdleConnections?.();
       });
-      return stopping;
+      http.closeIdleConnections();
+    });
+    return stopping;
+  };
+  return {
+    port,
+    stop,
+    stopNow() {
+      const done = stop();
+      cutConnections();
+      return done;
     },
   };
 }

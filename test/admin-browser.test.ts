@@ -16,7 +16,7 @@ let browser: Browser;
 before(async () => {
   s = await startTestServer();
   await s.addUser({ uid: 'boss', email: 'boss@example.com', password: 'boss password 1', admin: true });
-  await putItem(s.database.db, 'board/minutes', { title: 'Board minutes', text: 'minutes of the board meeting', labels: 'board' });
+  await s.database.write((tx) => putItem(tx, 'board/minutes', { title: 'Board minutes', text: 'minutes of the board meeting', labels: 'board' }));
   browser = await launchChromium();
 });
 after(async () => {

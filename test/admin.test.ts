@@ -166,7 +166,7 @@ describe('administration', () => {
   });
 
   test('label changes reach existing tokens and sessions on the next request', async () => {
-    await putItem(s.database.db, 'secret/plan', { title: 'Plan', text: 'the plan', labels: 'board' });
+    await s.database.write((tx) => putItem(tx, 'secret/plan', { title: 'Plan', text: 'the plan', labels: 'board' }));
     const mcp = (token: string) =>
       fetch(`${s.url}/mcp`, {
         method: 'POST',

@@ -189,11 +189,20 @@ describe('svc.ini', () => {
     assert.ok(found.some((p) => p.startsWith('svc: config: auth.header.trusted_proxy: "proxy.local" is not an IP address')));
   });
 
+  test('a relative file: database is resolved against the configuration file\'s folder; others are kept', () => {
+    const withDb = (db: string) => loadConfig(SERVER.replace('file:svc.db', db) + `\n[auth]\ntoken\n    enabled true\n`, {}, { mode: 'serve', baseDir: '/srv/svc' });
+    assert.equal(withDb('file:data/svc.db').server.database, 'file:/srv/svc/data/svc.db');
+    assert.equal(withDb('file:../svc.db').server.database, 'file:/srv/svc.db');
+    assert.equal(withDb('file:/var/lib/svc.db').server.database, 'file:/var/lib/svc.db');
+    assert.equal(withDb('file:///var/lib/svc.db').server.database, 'file:///var/lib/svc.db');
+    assert.equal(withDb('libsql://db.example.com').server.database, 'libsql://db.example.com');
+  });
+
   test('data mode checks the file but does not need the session or single sign-on secrets', () => {
     const text = `${SERVER}\n[auth]\n${SESSION}local\n    enabled true\n${FULL_OIDC}`;
     assert.throws(() => loadConfig(text, {}, { mode: 'serve' }), ConfigError);
-    const config = loadConfig(text, {}, { mode: 'data' });
-    assert.equal(config.server.database, 'file:svc.db');
+    const config = loadConfig(text, {}, { mode: 'data', baseDir: '/etc/svc' });
+    assert.equal(config.server.database, 'file:/etc/svc/svc.db');
     assert.throws(() => loadConfig(text.replace('ttl 24h', 'ttl forever'), {}, { mode: 'data' }), ConfigError);
   });
 });

@@ -180,14 +180,14 @@ describe('header channel behind nginx', () => {
 
   test('users from single sign-on never get a password', async () => {
     const { updateUser, passwordHashOf } = await import('../src/store/users.ts');
-    await assert.rejects(updateUser(s.database.db, 'carol', { passwordHash: '$argon2id$v=19$m=19456,t=2,p=1$x$y' }), /signs in with single sign-on/);
+    await assert.rejects(s.database.write((tx) => updateUser(tx, 'carol', { passwordHash: '$argon2id$v=19$m=19456,t=2,p=1$x$y' })), /signs in with single sign-on/);
     const cli = await s.ws.svc(['user', 'set', 'carol', '--password-stdin'], { stdin: 'a long password\n' });
     assert.equal(cli.code, 1);
     assert.match(cli.stderr, /password: this user signs in with single sign-on/);
     // Even a hash written behind svc's back is never offered to the password form.
-    await s.database.db.run(sql`UPDATE users SET password_hash = 'x' WHERE uid = 'carol'`);
+    await s.database.write((tx) => tx.run(sql`UPDATE users SET password_hash = 'x' WHERE uid = 'carol'`));
     assert.equal((await passwordHashOf(s.database.db, 'carol'))!.hash, null);
-    await s.database.db.run(sql`UPDATE users SET password_hash = NULL WHERE uid = 'carol'`);
+    await s.database.write((tx) => tx.run(sql`UPDATE users SET password_hash = NULL WHERE uid = 'carol'`));
   });
 
   test('a bearer token still works alongside the header channel', async () => {

@@ -17,8 +17,8 @@ let s: TestServer;
 let token: string;
 before(async () => {
   s = await startTestServer();
-  await putItem(s.database.db, 'open-doc', { title: 'Open handbook', text: 'the open handbook', labels: '' });
-  await putItem(s.database.db, 'secret-doc', { title: 'Secret handbook', text: 'the secret handbook', labels: 'secret' });
+  await s.database.write((tx) => putItem(tx, 'open-doc', { title: 'Open handbook', text: 'the open handbook', labels: '' }));
+  await s.database.write((tx) => putItem(tx, 'secret-doc', { title: 'Secret handbook', text: 'the secret handbook', labels: 'secret' }));
   token = await s.tokenFor(await s.addUser({ uid: 'inspector-user', email: 'i@example.com', labels: 'eng' }));
 });
 after(() => s.stop());

@@ -64,7 +64,7 @@ describe('visibility', () => {
       try {
         await database.migrate();
         for (const [id, labels] of Object.entries(ITEMS)) {
-          await putItem(database.db, id, { title: `doc ${id}`, text: `shared word plus ${id}`, labels });
+          await database.write((tx) => putItem(tx, id, { title: `doc ${id}`, text: `shared word plus ${id}`, labels }));
         }
         for (const user of USERS) {
           const expected = Object.keys(ITEMS).filter((id) => visible(ITEMS[id]!, user)).sort();
@@ -77,7 +77,7 @@ describe('visibility', () => {
           assert.deepEqual(listed, expected, `list for [${user}]`);
         }
         // Relabelling an item changes who sees it at once (item_labels follow items.labels).
-        await putItem(database.db, 'open', { title: 'doc open', text: 'shared word', labels: 'oncall' });
+        await database.write((tx) => putItem(tx, 'open', { title: 'doc open', text: 'shared word', labels: 'oncall' }));
         assert.equal(await fetchVisible(database.db, 'open', ['eng']), null);
         assert.ok(await fetchVisible(database.db, 'open', ['oncall']));
       } finally {

@@ -159,7 +159,7 @@ describe('password login and sessions', () => {
     const { hash } = await import('@node-rs/argon2');
     const old = await hash('rehash me please', { memoryCost: 8192, timeCost: 1, parallelism: 1, algorithm: 2 });
     await s.addUser({ uid: 'legacy', email: 'legacy@example.com' });
-    await updateUser(s.database.db, 'legacy', { passwordHash: old });
+    await s.database.write((tx) => updateUser(tx, 'legacy', { passwordHash: old }));
     assert.equal((await new Browser(s.url).login('legacy', 'rehash me please')).status, 303);
     const { passwordHashOf } = await import('../src/store/users.ts');
     const stored = (await passwordHashOf(s.database.db, 'legacy'))!.hash!;

@@ -51,7 +51,7 @@ describe('/mcp', () => {
   before(async () => {
     s = await startTestServer();
     for (const [id, labels] of Object.entries(ITEMS)) {
-      await putItem(s.database.db, id, { title: `Quarterly report ${id}`, text: `The quarterly report for ${id}. Revenue grew; see ${id} appendix.`, labels });
+      await s.database.write((tx) => putItem(tx, id, { title: `Quarterly report ${id}`, text: `The quarterly report for ${id}. Revenue grew; see ${id} appendix.`, labels }));
     }
     for (const [uid, labels] of Object.entries(USERS)) {
       users[uid] = await s.addUser({ uid, email: `${uid}@example.com`, name: `User ${uid}`, labels, password: 'password for ' + uid });
@@ -130,10 +130,10 @@ describe('/mcp', () => {
   test('a label granted is visible on the next call; a label removed is gone', async () => {
     const { client } = await connectAs(s.url, bearer(tokens.nolabels!));
     assert.equal((await call(client, 'fetch', { id: 'eng' })).isError, true);
-    await updateUser(s.database.db, 'nolabels', { labels: 'eng' });
+    await s.database.write((tx) => updateUser(tx, 'nolabels', { labels: 'eng' }));
     assert.equal((await call(client, 'fetch', { id: 'eng' })).isError, undefined);
     assert.deepEqual((await call(client, 'whoami')).structuredContent!.labels, ['eng']);
-    await updateUser(s.database.db, 'nolabels', { labels: '' });
+    await s.database.write((tx) => updateUser(tx, 'nolabels', { labels: '' }));
     assert.equal((await call(client, 'fetch', { id: 'eng' })).isError, true);
     await client.close();
   });
@@ -218,7 +218,7 @@ describe('/mcp', () => {
   });
 
   test('resources/list pages with a cursor', async () => {
-    for (let i = 0; i < 230; i++) await putItem(s.database.db, `bulk/${String(i).padStart(3, '0')}`, { title: `bulk ${i}`, text: 'bulk', labels: i % 2 ? 'eng' : '' });
+    for (let i = 0; i < 230; i++) await s.database.write((tx) => putItem(tx, `bulk/${String(i).padStart(3, '0')}`, { title: `bulk ${i}`, text: 'bulk', labels: i % 2 ? 'eng' : '' }));
     const { client } = await connectAs(s.url, bearer(tokens.finuser!));
     const seen: string[] = [];
     let cursor: string | undefined;

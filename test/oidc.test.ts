@@ -109,7 +109,7 @@ describe('OIDC single sign-on against oidc-provider', () => {
   });
 
   test('later logins refresh email and name, create no duplicate, and never change labels', async () => {
-    await updateUser(s.database.db, 'ann.lee', { labels: 'eng, staff, granted-by-admin' });
+    await s.database.write((tx) => updateUser(tx, 'ann.lee', { labels: 'eng, staff, granted-by-admin' }));
     idp.accounts.set('sub-ann', { email: 'ann@new.example.com', name: 'Ann New', groups: ['idp-fin'] });
     const before = await userCount();
     const { res } = await new Agent().signIn(s.url, 'sub-ann');
@@ -176,7 +176,7 @@ describe('OIDC single sign-on against oidc-provider', () => {
     const expiring = new Agent();
     const e = await expiring.get(`${s.url}/oidc/login`);
     const eState = new URL(e.headers.get('location')!).searchParams.get('state')!;
-    await s.database.db.run(sql`UPDATE oidc_flows SET expires_at = 1`);
+    await s.database.write((tx) => tx.run(sql`UPDATE oidc_flows SET expires_at = 1`));
     const expired = await expiring.get(`${s.url}/oidc/callback?code=${code}&state=${eState}&iss=${encodeURIComponent(idp.issuer)}`);
     assert.equal(expired.status, 400, 'expired');
     for (const a of [fresh, expiring]) assert.equal(a.cookie('127.0.0.1', 'svc_session'), undefined);

@@ -15,12 +15,13 @@ for (const forceClient of [false, true]) {
     const database = await openDatabase(`file:${join(dir, 't.db')}`, null, { forceClient });
     try {
       await database.migrate();
-      const db = database.db;
-      const user = await createUser(db, { uid: 'tess', email: 'tess@example.com', name: 'Tess', labels: 'b, a', admin: true, passwordHash: 'x' });
-      const active = await createToken(db, user.id, 'active', undefined);
-      const revoked = await createToken(db, user.id, 'revoked', undefined);
-      const expiring = await createToken(db, user.id, 'expiring', '1s');
-      await revokeToken(db, user.id, revoked.id);
+      const db = database;
+      const w = database.write;
+      const user = await w((tx) => createUser(tx, { uid: 'tess', email: 'tess@example.com', name: 'Tess', labels: 'b, a', admin: true, passwordHash: 'x' }));
+      const active = await w((tx) => createToken(tx, user.id, 'active', undefined));
+      const revoked = await w((tx) => createToken(tx, user.id, 'revoked', undefined));
+      const expiring = await w((tx) => createToken(tx, user.id, 'expiring', '1s'));
+      await w((tx) => revokeToken(tx, user.id, revoked.id));
 
       const ok = await checkToken(db, active.token);
       assert.ok(ok.ok);
@@ -28,8 +29,8 @@ for (const forceClient of [false, true]) {
       assert.deepEqual(ok.user, { ...user });
       // A hit, then misses on the same prepared statement (the case that once crashed libsql).
       assert.deepEqual(await checkToken(db, `svc_${'a'.repeat(40)}${active.token.slice(44)}`), { ok: false, reason: 'malformed' });
-      const unknown = (await createToken(db, user.id, 'gone', undefined)).token;
-      await database.db.run((await import('drizzle-orm')).sql`DELETE FROM tokens WHERE name = 'gone'`);
+      const unknown = (await w((tx) => createToken(tx, user.id, 'gone', undefined))).token;
+      await w(async (tx) => void (await tx.run((await import('drizzle-orm')).sql`DELETE FROM tokens WHERE name = 'gone'`)));
       assert.deepEqual(await checkToken(db, unknown), { ok: false, reason: 'unknown' });
       assert.deepEqual(await checkToken(db, revoked.token), { ok: false, reason: 'revoked' });
       assert.ok((await checkToken(db, expiring.token)).ok);

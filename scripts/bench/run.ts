@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import Sqlite from 'better-sqlite3';
 import { sql } from 'drizzle-orm';
-import { openDatabase, type Db } from '../../src/db/open.ts';
+import { openDatabase, type Database, type Db } from '../../src/db/open.ts';
 import { createUser } from '../../src/store/users.ts';
 import { createToken, checkToken } from '../../src/store/tokens.ts';
 import { searchVisible, ftsQuery } from '../../src/store/items.ts';
@@ -35,12 +35,12 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]!;
 const fmt = (n: number, digits = 2) => n.toFixed(digits);
 
-async function prepareDb(name: string): Promise<{ url: string; path: string; db: Db; close(): void }> {
+async function prepareDb(name: string): Promise<{ url: string; path: string; database: Database; db: Db; close(): void }> {
   const path = join(work, `${name}.db`);
   const url = `file:${path}`;
   const database = await openDatabase(url, null);
   await database.migrate();
-  return { url, path, db: database.db, close: () => database.close() };
+  return { url, path, database, db: database.db, close: () => database.close() };
 }
 
 // ---------- 1. /mcp throughput, authenticated vs. not ----------
@@ -66,9 +66,11 @@ async function load(port: number, token: string, seconds: number): Promise<autoc
 }
 
 async function benchMcp(): Promise<void> {
-  const { url, db, close } = await prepareDb('mcp');
-  const user = await createUser(db, { uid: 'bench', email: 'bench@example.com', labels: 'eng, finance' });
-  const { token } = await createToken(db, user.id, 'bench', undefined);
+  const { url, database, close } = await prepareDb('mcp');
+  const { token } = await database.write(async (tx) => {
+    const user = await createUser(tx, { uid: 'bench', email: 'bench@example.com', labels: 'eng, finance' });
+    return createToken(tx, user.id, 'bench', undefined);
+  });
   close();
   // One server of each kind for the whole part, both on core 0, loaded one at a time: each stays warm, and
   // short alternating rounds (ABBA) spread drift over both instead of favouring whichever ran first.
@@ -171,8 +173,8 @@ async function benchSearch(): Promise<void> {
 
 /** A database with `count` tokens and 100 real ones; returns a function timing one batch of lookups (µs each). */
 async function tokenTable(count: number): Promise<{ batch(): Promise<number>; close(): void }> {
-  const { path, db, close } = await prepareDb(`tokens-${count}`);
-  const user = await createUser(db, { uid: 'bench', email: 'bench@example.com', labels: 'eng' });
+  const { path, database, close } = await prepareDb(`tokens-${count}`);
+  const user = await database.write((tx) => createUser(tx, { uid: 'bench', email: 'bench@example.com', labels: 'eng' }));
   const raw = new Sqlite(path);
   const insert = raw.prepare('INSERT INTO tokens (id, hash, user_id, name, created_at) VALUES (?, ?, ?, ?, ?)');
   raw.exec('BEGIN');
@@ -180,14 +182,14 @@ async function tokenTable(count: number): Promise<{ batch(): Promise<number>; cl
   raw.exec('COMMIT');
   raw.close();
   const real: string[] = [];
-  for (let i = 0; i < 100; i++) real.push((await createToken(db, user.id, `real${i}`, undefined)).token);
-  for (const t of real) await checkToken(db, t); // warm-up, and the once-a-minute last_used_at write
+  for (let i = 0; i < 100; i++) real.push((await database.write((tx) => createToken(tx, user.id, `real${i}`, undefined))).token);
+  for (const t of real) await checkToken(database, t); // warm-up, and the once-a-minute last_used_at write
   await new Promise((r) => setTimeout(r, 50));
   return {
     async batch() {
       const t = performance.now();
       for (let i = 0; i < 2000; i++) {
-        const r = await checkToken(db, real[i % 100]!);
+        const r = await checkToken(database, real[i % 100]!);
         if (!r.ok) throw new Error('a valid token was refused');
       }
       return ((performance.now() - t) * 1000) / 2000;

@@ -21,7 +21,7 @@ const config = loadConfig(
   { mode: 'serve' },
 );
 const database = await openDatabase(dbUrl, null);
-const services: Services = { config, db: database.db, log: silentLogger, auth: createAuthenticator(channelsFor(config, database.db)) };
+const services: Services = { config, database, log: silentLogger, auth: createAuthenticator(channelsFor(config, database)) };
 
 // The same application either way; only the authenticator differs. The baseline answers every request with
 // the bench user, so the difference between the two is exactly the auth core (token check and user lookup).

@@ -1,6 +1,7 @@
 // What administrators can do, once, for the JSON API and the pages alike: validation of the request shape,
-// password hashing, the store call, and the audit record. Routes only translate HTTP to these calls.
-import type { Db } from '../db/open.ts';
+// password hashing, the store call, and the audit record. Each change and its audit record commit together in
+// one transaction, or neither does. Routes only translate HTTP to these calls.
+import type { Database } from '../db/open.ts';
 import { createUser, updateUser, removeUser, getUser, checkUid, type User, type UserChange } from '../store/users.ts';
 import { revokeAllTokens } from '../store/tokens.ts';
 import { endAllSessions } from '../store/sessions.ts';
@@ -44,26 +45,29 @@ function rejectUnknown(body: Record<string, unknown>, known: Set<string>): void 
 }
 
 /** Body: {uid, email, name?, labels?, admin?, password?}; an empty or missing password means none (single sign-on). */
-export async function adminCreateUser(db: Db, actor: Actor, body: Record<string, unknown>): Promise<User> {
+export async function adminCreateUser(database: Database, actor: Actor, body: Record<string, unknown>): Promise<User> {
   rejectUnknown(body, KNOWN_USER_FIELDS);
   const uid = checkUid(body.uid);
   const email = optionalString(body, 'email');
   if (email === undefined) throw badRequest('email: required', 'email');
   const password = body.password === '' || body.password === undefined ? null : body.password;
-  const user = await createUser(db, {
+  const input = {
     uid,
     email,
     name: optionalString(body, 'name') ?? '',
     labels: optionalLabels(body) ?? '',
     admin: optionalBoolean(body, 'admin') ?? false,
     passwordHash: await passwordHashFrom(password),
+  };
+  return database.write(async (tx) => {
+    const user = await createUser(tx, input);
+    await audit(tx, actor, 'user.create', user.uid, { email: user.email, labels: user.labels, admin: user.admin, password: user.hasPassword ? 'set' : 'none' });
+    return user;
   });
-  await audit(db, actor, 'user.create', user.uid, { email: user.email, labels: user.labels, admin: user.admin, password: user.hasPassword ? 'set' : 'none' });
-  return user;
 }
 
 /** Body: any of {email, name, labels, admin, password}; password null removes it. */
-export async function adminUpdateUser(db: Db, actor: Actor, uid: string, body: Record<string, unknown>): Promise<User> {
+export async function adminUpdateUser(database: Database, actor: Actor, uid: string, body: Record<string, unknown>): Promise<User> {
   rejectUnknown(body, new Set([...KNOWN_USER_FIELDS].filter((k) => k !== 'uid')));
   const change: UserChange = {};
   const email = optionalString(body, 'email');
@@ -75,45 +79,59 @@ export async function adminUpdateUser(db: Db, actor: Actor, uid: string, body: R
   if (labels !== undefined) change.labels = labels;
   if (admin !== undefined) change.admin = admin;
   if (body.password !== undefined) change.passwordHash = await passwordHashFrom(body.password);
-  const user = Object.keys(change).length === 0 ? await getUser(db, uid) : await updateUser(db, uid, change);
-  const detail: Record<string, unknown> = {};
-  if (email !== undefined) detail.email = user.email;
-  if (name !== undefined) detail.name = user.name;
-  if (labels !== undefined) detail.labels = user.labels;
-  if (admin !== undefined) detail.admin = user.admin;
-  if (body.password !== undefined) detail.password = body.password === null ? 'removed' : 'set';
-  if (Object.keys(detail).length > 0) await audit(db, actor, 'user.update', user.uid, detail);
-  return user;
+  if (Object.keys(change).length === 0) return getUser(database.db, uid);
+  return database.write(async (tx) => {
+    const user = await updateUser(tx, uid, change);
+    const detail: Record<string, unknown> = {};
+    if (email !== undefined) detail.email = user.email;
+    if (name !== undefined) detail.name = user.name;
+    if (labels !== undefined) detail.labels = user.labels;
+    if (admin !== undefined) detail.admin = user.admin;
+    if (body.password !== undefined) detail.password = body.password === null ? 'removed' : 'set';
+    await audit(tx, actor, 'user.update', user.uid, detail);
+    return user;
+  });
 }
 
-export async function adminRemoveUser(db: Db, actor: Actor, uid: string): Promise<void> {
-  await removeUser(db, uid);
-  await audit(db, actor, 'user.remove', uid);
+export async function adminRemoveUser(database: Database, actor: Actor, uid: string): Promise<void> {
+  await database.write(async (tx) => {
+    await removeUser(tx, uid);
+    await audit(tx, actor, 'user.remove', uid);
+  });
 }
 
-export async function adminRevokeTokens(db: Db, actor: Actor, uid: string): Promise<number> {
-  const user = await getUser(db, uid);
-  const n = await revokeAllTokens(db, user.id);
-  await audit(db, actor, 'user.revoke_tokens', uid, { revoked: n });
-  return n;
+export async function adminRevokeTokens(database: Database, actor: Actor, uid: string): Promise<number> {
+  return database.write(async (tx) => {
+    const user = await getUser(tx, uid);
+    const n = await revokeAllTokens(tx, user.id);
+    await audit(tx, actor, 'user.revoke_tokens', uid, { revoked: n });
+    return n;
+  });
 }
 
-export async function adminEndSessions(db: Db, actor: Actor, uid: string): Promise<number> {
-  const user = await getUser(db, uid);
-  const n = await endAllSessions(db, user.id);
-  await audit(db, actor, 'user.end_sessions', uid, { ended: n });
-  return n;
+export async function adminEndSessions(database: Database, actor: Actor, uid: string): Promise<number> {
+  return database.write(async (tx) => {
+    const user = await getUser(tx, uid);
+    const n = await endAllSessions(tx, user.id);
+    await audit(tx, actor, 'user.end_sessions', uid, { ended: n });
+    return n;
+  });
 }
 
 /** Body: {title, text, labels?}. */
-export async function adminPutItem(db: Db, actor: Actor, id: string, body: Record<string, unknown>): Promise<{ item: Item; created: boolean }> {
+export async function adminPutItem(database: Database, actor: Actor, id: string, body: Record<string, unknown>): Promise<{ item: Item; created: boolean }> {
   rejectUnknown(body, new Set(['title', 'text', 'labels']));
-  const result = await putItem(db, checkItemId(id), { title: body.title, text: body.text, labels: optionalLabels(body) ?? '' });
-  await audit(db, actor, result.created ? 'item.create' : 'item.replace', id, { labels: result.item.labels });
-  return result;
+  const input = { title: body.title, text: body.text, labels: optionalLabels(body) ?? '' };
+  return database.write(async (tx) => {
+    const result = await putItem(tx, checkItemId(id), input);
+    await audit(tx, actor, result.created ? 'item.create' : 'item.replace', id, { labels: result.item.labels });
+    return result;
+  });
 }
 
-export async function adminRemoveItem(db: Db, actor: Actor, id: string): Promise<void> {
-  await removeItem(db, id);
-  await audit(db, actor, 'item.remove', id);
+export async function adminRemoveItem(database: Database, actor: Actor, id: string): Promise<void> {
+  await database.write(async (tx) => {
+    await removeItem(tx, id);
+    await audit(tx, actor, 'item.remove', id);
+  });
 }

@@ -60,7 +60,12 @@ export class RelyingParty {
     if (this.timer) clearTimeout(this.timer);
   }
 
-  private ready(): oidc.Configuration {
+  /** true once the provider's metadata is known */
+  get ready(): boolean {
+    return this.configuration !== null;
+  }
+
+  private configured(): oidc.Configuration {
     if (!this.configuration) throw new OidcUnavailable('single sign-on is not available right now: the identity provider has not answered yet');
     return this.configuration;
   }
@@ -71,7 +76,7 @@ export class RelyingParty {
 
   /** A fresh flow and the provider URL to send the browser to. */
   async begin(next: string): Promise<{ url: URL; flow: Flow }> {
-    const configuration = this.ready();
+    const configuration = this.configured();
     const verifier = oidc.randomPKCECodeVerifier();
     const flow: Flow = { state: oidc.randomState(), nonce: oidc.randomNonce(), verifier, next };
     const url = oidc.buildAuthorizationUrl(configuration, {
@@ -87,8 +92,8 @@ export class RelyingParty {
   }
 
   /** Exchanges the code and validates the ID token; returns who arrived. */
-  async finish(query: string, flow: Flow): Promise<Arrival> {
-    const configuration = this.ready();
+  async finish(query: string, flow: Flow): Promise<Omit<Arrival, 'peer'>> {
+    const configuration = this.configured();
     // The callback as the provider addressed it: redirect_url exactly as configured, with the query received.
     const current = new URL(this.config.redirectUrl);
     current.search = query;
@@ -125,8 +130,10 @@ export class RelyingParty {
       provider: this.provider,
       subject,
       email: str(claims.email),
+      // Only an explicit true counts: a provider that says nothing has not vouched for the address.
+      emailVerified: claims.email_verified === true,
       name: str(claims.name),
-      uidHint: str(claims[this.config.uidClaim]),
+      uidClaim: str(claims[this.config.uidClaim]),
       groups: Array.isArray(groupsClaim) ? groupsClaim.filter((g): g is string => typeof g === 'string') : typeof groupsClaim === 'string' ? groupsClaim.split(',').map((g) => g.trim()) : [],
     };
   }

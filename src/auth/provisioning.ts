@@ -1,27 +1,36 @@
 // Who a single sign-on arrival (oidc or header) is, by the rules of CONTRACT §4, in one place for both:
-// returning users are matched on (provider, subject) only, never on email; a pre-provisioned user (no
-// password, no identity yet) is linked when the derived uid equals theirs; with jit an unknown user is created
-// with default_acl plus mapped group labels; name and email are refreshed on every arrival; the ACL and the
-// admin flag are never changed here.
-import { eq } from 'drizzle-orm';
-import type { Db } from '../db/open.ts';
+// - returning users are matched on (provider, subject) only, never on email;
+// - a pre-provisioned user (no password, no identity yet) is linked only when the provider vouches for the match:
+//   the uid claim itself equals their uid, or (oidc) the email claim equals theirs exactly and is verified;
+// - a uid derived from an email's local part never links to anyone: it only names a new user under jit;
+// - with jit an unknown user is created with default_acl plus mapped group labels;
+// - name and email are refreshed on every arrival; the ACL and the admin flag are never changed here.
+// Each decision and its writes run in one write transaction, which SQLite runs alone across every process, so
+// concurrent first arrivals of one subject, on any instance, create one user.
+import { and, eq, sql } from 'drizzle-orm';
+import type { Database, Db, Tx } from '../db/open.ts';
 import { users } from '../db/schema.ts';
 import type { GroupsConfig } from '../config/load.ts';
 import { parseLabels, type LabelSet } from '../domain/labels.ts';
-import { deriveUid, uidCandidates, emailProblem } from '../domain/uid.ts';
-import { createUserWithFreeUid, findUser, updateUser, NAME_MAX, type User } from '../store/users.ts';
-import { userBySubject, linkIdentity, hasIdentity } from '../store/identities.ts';
+import { deriveUid, uidCandidates, emailProblem, isValidUid } from '../domain/uid.ts';
+import { createUserWithFreeUid, findUser, toUser, updateUser, NAME_MAX, type User } from '../store/users.ts';
+import { userBySubject, linkIdentity } from '../store/identities.ts';
+import { recordAudit } from '../store/audit.ts';
 
 export interface Arrival {
   /** 'header' or 'oidc:<issuer>' */
   readonly provider: string;
   readonly subject: string;
   readonly email: string | null;
+  /** true only when the provider asserts it verified the email (oidc email_verified: true) */
+  readonly emailVerified: boolean;
   /** null: the provider said nothing about the name, keep what is stored */
   readonly name: string | null;
-  /** the provider's idea of a username (oidc uid_claim, or the header's user value) */
-  readonly uidHint: string | null;
+  /** the provider's username for the account (oidc uid_claim, or the header's user value) */
+  readonly uidClaim: string | null;
   readonly groups: readonly string[];
+  /** the client address, for the audit trail */
+  readonly peer: string;
 }
 
 export interface Policy {
@@ -39,57 +48,84 @@ export function labelsForGroups(groups: readonly string[], config: GroupsConfig 
   return parseLabels(groups.flatMap((g) => [...(config.map.get(g) ?? [])]));
 }
 
-async function refresh(db: Db, user: User, arrival: Arrival): Promise<User> {
+/** The profile change an arrival brings: email and name as the provider states them now. */
+function profileChange(user: User, arrival: Arrival): { email?: string; name?: string } {
   const change: { email?: string; name?: string } = {};
   if (arrival.email !== null && arrival.email !== user.email && emailProblem(arrival.email) === null) change.email = arrival.email;
   const name = arrival.name?.trim().slice(0, NAME_MAX);
   if (name !== undefined && name !== user.name) change.name = name;
-  return Object.keys(change).length === 0 ? user : updateUser(db, user.uid, change);
+  return change;
 }
 
-// Concurrent first requests of one new user (a browser loading a page through the proxy) are serialised here;
-// across instances the identity's primary key decides, see below.
-const inFlight = new Map<string, Promise<Provisioned>>();
+const providerKind = (provider: string) => (provider === 'header' ? 'header' : 'oidc');
 
-export function provision(db: Db, arrival: Arrival, policy: Policy): Promise<Provisioned> {
-  const key = `${arrival.provider}\n${arrival.subject}`;
-  const pending = inFlight.get(key);
-  if (pending) return pending.catch(() => undefined).then(() => provisionOnce(db, arrival, policy));
-  const run = provisionOnce(db, arrival, policy).finally(() => inFlight.delete(key));
-  inFlight.set(key, run);
-  return run;
+export async function provision(database: Database, arrival: Arrival, policy: Policy): Promise<Provisioned> {
+  // The common case, a returning user whose profile is unchanged, is one read and no write.
+  const known = await userBySubject(database.db, arrival.provider, arrival.subject);
+  if (known && Object.keys(profileChange(known, arrival)).length === 0) return { ok: true, user: known, created: false, linked: false };
+  return database.write((tx) => provisionIn(tx, arrival, policy));
 }
 
-async function provisionOnce(db: Db, arrival: Arrival, policy: Policy): Promise<Provisioned> {
-  const known = await userBySubject(db, arrival.provider, arrival.subject);
-  if (known) return { ok: true, user: await refresh(db, known, arrival), created: false, linked: false };
+async function provisionIn(tx: Tx, arrival: Arrival, policy: Policy): Promise<Provisioned> {
+  const known = await userBySubject(tx, arrival.provider, arrival.subject);
+  if (known) {
+    const change = profileChange(known, arrival);
+    const user = Object.keys(change).length === 0 ? known : await updateUser(tx, known.uid, change);
+    return { ok: true, user, created: false, linked: false };
+  }
 
   const email = arrival.email?.trim() ?? '';
   if (emailProblem(email) !== null) {
     return { ok: false, reason: 'bad_email', message: 'the identity provider sent no usable email address for this account; ask an administrator' };
   }
-  const base = deriveUid(arrival.uidHint ?? undefined, email);
+  const audit = (user: User, action: string) =>
+    recordAudit(tx, { actor: user.uid, via: providerKind(arrival.provider), action, target: user.uid, detail: { provider: arrival.provider }, peer: arrival.peer });
 
-  const candidate = await findUser(db, base);
-  if (candidate && !candidate.hasPassword && !(await hasIdentity(db, candidate.id))) {
-    if (await linkIdentity(db, arrival.provider, arrival.subject, candidate.id)) {
-      return { ok: true, user: await refresh(db, candidate, arrival), created: false, linked: true };
-    }
-    return provisionOnce(db, arrival, policy); // linked by a concurrent arrival
+  const vouched = await vouchedUser(tx, arrival, email);
+  if (vouched) {
+    await linkIdentity(tx, arrival.provider, arrival.subject, vouched.id);
+    const change = profileChange(vouched, arrival);
+    const user = Object.keys(change).length === 0 ? vouched : await updateUser(tx, vouched.uid, change);
+    await audit(user, 'user.link');
+    return { ok: true, user, created: false, linked: true };
   }
 
   if (!policy.jit) {
     return { ok: false, reason: 'unknown_user', message: 'this account is not set up in svc yet; ask an administrator to add you' };
   }
   const labels = parseLabels([...policy.defaultAcl, ...labelsForGroups(arrival.groups, policy.groups)]);
-  const created = await createUserWithFreeUid(db, uidCandidates(base), {
+  const created = await createUserWithFreeUid(tx, uidCandidates(deriveUid(arrival.uidClaim ?? undefined, email)), {
     email,
     name: arrival.name?.trim().slice(0, NAME_MAX) ?? '',
     labels: [...labels],
   });
-  if (await linkIdentity(db, arrival.provider, arrival.subject, created.id)) return { ok: true, user: created, created: true, linked: true };
-  // Another instance provisioned the same subject at the same moment: drop our copy (it has no sessions or
-  // tokens yet; its uid stays reserved like every uid) and use theirs.
-  await db.delete(users).where(eq(users.id, created.id));
-  return provisionOnce(db, arrival, policy);
+  await linkIdentity(tx, arrival.provider, arrival.subject, created.id);
+  await audit(created, 'user.provision');
+  return { ok: true, user: created, created: true, linked: true };
+}
+
+/** Pre-provisioned: no password and no single sign-on identity yet. */
+const unclaimed = sql`${users.passwordHash} IS NULL AND NOT EXISTS (SELECT 1 FROM identities WHERE identities.user_id = ${users.id})`;
+
+/**
+ * The pre-provisioned user this arrival may take over, only where the provider vouches for it: its uid claim is
+ * exactly their uid, or (oidc) its verified email is exactly theirs and theirs alone.
+ */
+async function vouchedUser(db: Db, arrival: Arrival, email: string): Promise<User | null> {
+  if (arrival.uidClaim !== null && isValidUid(arrival.uidClaim)) {
+    const byUid = await findUser(db, arrival.uidClaim);
+    if (byUid && byUid.uid === arrival.uidClaim) {
+      const free = await db.select({ id: users.id }).from(users).where(and(eq(users.id, byUid.id), unclaimed)).get();
+      if (free) return byUid;
+    }
+  }
+  if (arrival.emailVerified && arrival.provider !== 'header') {
+    const sameEmail = await db.select().from(users).where(eq(users.email, email)).limit(2).all();
+    if (sameEmail.length === 1) {
+      const row = sameEmail[0]!;
+      const free = await db.select({ id: users.id }).from(users).where(and(eq(users.id, row.id), unclaimed)).get();
+      if (free) return toUser(row);
+    }
+  }
+  return null;
 }

@@ -6,7 +6,6 @@ import { tokenCommands } from './tokens.ts';
 import { startServer } from '../server.ts';
 import { createLogger } from '../log.ts';
 import { openDatabase } from '../db/open.ts';
-import { sql } from 'drizzle-orm';
 
 const serverCommands: Command[] = [
   {
@@ -22,12 +21,15 @@ const serverCommands: Command[] = [
       const log = createLogger();
       const running = await startServer(config, log);
       await new Promise<void>((resolve) => {
-        const stop = (signal: string) => {
-          log.info('shutting_down', { signal });
-          void running.stop().then(resolve);
+        // The first signal stops gracefully; a second one cuts in-flight requests, and svc still closes cleanly.
+        let signals = 0;
+        const onSignal = (signal: string) => {
+          signals++;
+          log.info(signals === 1 ? 'shutting_down' : 'shutting_down_now', { signal });
+          void (signals === 1 ? running.stop() : running.stopNow()).then(resolve);
         };
-        process.once('SIGINT', () => stop('SIGINT'));
-        process.once('SIGTERM', () => stop('SIGTERM'));
+        process.on('SIGINT', () => onSignal('SIGINT'));
+        process.on('SIGTERM', () => onSignal('SIGTERM'));
       });
       return 0;
     },
@@ -42,12 +44,18 @@ const serverCommands: Command[] = [
     configMode: 'serve',
     async run(ctx) {
       const config = ctx.config();
+      let location: string;
       try {
         const database = await openDatabase(config.server.database, config.server.databaseToken);
-        await database.db.run(sql`SELECT 1`);
-        database.close();
+        location = database.location;
+        // Pending migrations are fine here: serve applies them. A database that cannot be read or written is not.
+        const problems = await database.problems({ pendingIsProblem: false }).finally(() => database.close());
+        if (problems.length > 0) {
+          for (const p of problems) ctx.io.err(`svc: check: server.database: ${p}`);
+          return 1;
+        }
       } catch (e) {
-        ctx.io.err(`svc: check: server.database: cannot open ${config.server.database}: ${(e as Error).message}`);
+        ctx.io.err(`svc: check: server.database: ${(e as Error).message}`);
         return 1;
       }
       if (config.auth.oidc) {
@@ -59,7 +67,7 @@ const serverCommands: Command[] = [
           return 1;
         }
       }
-      ctx.io.out(`svc: ${ctx.configPath} is valid; database reachable${config.auth.oidc ? '; identity provider answers' : ''}`);
+      ctx.io.out(`svc: ${ctx.configPath} is valid; database ${location} can be read and written${config.auth.oidc ? '; identity provider answers' : ''}`);
       return 0;
     },
   },

@@ -1,7 +1,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { type Command, withDatabase, str, flag } from './command.ts';
 import { putItem, removeItem, listAllItems, checkItemId } from '../store/items.ts';
-import { importMarkdownDir } from '../store/markdown-dir.ts';
+import { readMarkdownDir, putItems } from '../store/markdown-dir.ts';
 import { UsageError } from './errors.ts';
 import { itemSummaryJson } from '../domain/json.ts';
 
@@ -20,7 +20,7 @@ export const itemCommands: Command[] = [
       const id = checkItemId(ctx.positionals[0]);
       const config = ctx.config();
       const text = await ctx.io.readStdin();
-      const { item, created } = await withDatabase(config, ({ db }) => putItem(db, id, { title, text, labels: str(ctx, 'labels') ?? '' }));
+      const { item, created } = await withDatabase(config, (database) => database.write((tx) => putItem(tx, id, { title, text, labels: str(ctx, 'labels') ?? '' })));
       ctx.io.out(`${created ? 'created' : 'replaced'} item ${item.id}`);
       return 0;
     },
@@ -36,7 +36,8 @@ export const itemCommands: Command[] = [
     async run(ctx) {
       const dir = ctx.positionals[0]!;
       if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new UsageError(`${dir} is not a directory`);
-      const results = await withDatabase(ctx.config(), ({ db }) => importMarkdownDir(db, dir));
+      const docs = readMarkdownDir(dir);
+      const results = await withDatabase(ctx.config(), (database) => database.write((tx) => putItems(tx, docs)));
       for (const r of results) ctx.io.out(`${r.created ? 'created' : 'replaced'} item ${r.id}`);
       ctx.io.out(`imported ${results.length} item(s)`);
       return 0;
@@ -51,7 +52,7 @@ export const itemCommands: Command[] = [
     options: {},
     configMode: 'data',
     async run(ctx) {
-      await withDatabase(ctx.config(), ({ db }) => removeItem(db, ctx.positionals[0]!));
+      await withDatabase(ctx.config(), (database) => database.write((tx) => removeItem(tx, ctx.positionals[0]!)));
       ctx.io.out(`removed item ${ctx.positionals[0]}`);
       return 0;
     },

@@ -1,12 +1,14 @@
 // `svc <command>`: parses arguments, loads the configuration once, runs one command, maps failures to exit
 // codes (0 ok, 78 configuration, 1 anything else) and one-line messages.
 import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { loadConfig, ConfigError, type Config, type LoadOptions } from '../config/load.ts';
 import { AppError } from '../domain/errors.ts';
 import { COMMANDS } from './commands.ts';
 import type { Command, Io } from './command.ts';
 import { UsageError } from './errors.ts';
+import { safeDatabaseMessage } from '../db/errors.ts';
 
 export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
@@ -79,7 +81,7 @@ export function readConfig(path: string, env: Readonly<Record<string, string | u
     const why = code === 'ENOENT' ? 'no such file (give --config PATH, or set SVC_CONFIG)' : `cannot be read (${code})`;
     throw new ConfigError([`svc: config: ${path}: ${why}`]);
   }
-  return loadConfig(text, env, options);
+  return loadConfig(text, env, { ...options, baseDir: dirname(resolve(path)) });
 }
 
 function report(e: unknown, command: Command, io: Io): number {
@@ -95,6 +97,7 @@ function report(e: unknown, command: Command, io: Io): number {
     io.err(`svc ${command.name.join(' ')}: ${e.message}`);
     return EXIT_FAILURE;
   }
-  io.err(`svc ${command.name.join(' ')}: ${e instanceof Error ? e.message : String(e)}`);
+  // One line that says what went wrong; a database error never carries the values it was given.
+  io.err(`svc ${command.name.join(' ')}: ${safeDatabaseMessage(e).split('\n').join('\n  ')}`);
   return EXIT_FAILURE;
 }

@@ -15,10 +15,9 @@ export const tokenCommands: Command[] = [
     async run(ctx) {
       const name = str(ctx, 'name');
       if (name === undefined) throw new UsageError('--name is required');
-      const created = await withDatabase(ctx.config(), async ({ db }) => {
-        const user = await getUser(db, ctx.positionals[0]!);
-        return createToken(db, user.id, name, str(ctx, 'ttl'));
-      });
+      const created = await withDatabase(ctx.config(), (database) =>
+        database.write(async (tx) => createToken(tx, (await getUser(tx, ctx.positionals[0]!)).id, name, str(ctx, 'ttl'))),
+      );
       ctx.io.out(created.token);
       return 0;
     },

@@ -32,9 +32,9 @@ Options:
       if (email === undefined) throw new UsageError('--email is required');
       const config = ctx.config();
       const passwordHash = flag(ctx, 'password-stdin') ? await hashPassword(await readPassword(ctx)) : null;
-      const user = await withDatabase(config, ({ db }) =>
-        createUser(db, { uid: ctx.positionals[0]!, email, name: str(ctx, 'name') ?? '', labels: str(ctx, 'labels') ?? '', admin: flag(ctx, 'admin') ?? false, passwordHash }),
-      );
+      const user = await withDatabase(config, (database) => database.write((tx) =>
+        createUser(tx, { uid: ctx.positionals[0]!, email, name: str(ctx, 'name') ?? '', labels: str(ctx, 'labels') ?? '', admin: flag(ctx, 'admin') ?? false, passwordHash }),
+      ));
       ctx.io.out(`created user ${user.uid}${user.admin ? ' (admin)' : ''}${user.labels.length ? ` with labels ${user.labels.join(',')}` : ''}`);
       return 0;
     },
@@ -64,7 +64,7 @@ Options:
       const config = ctx.config();
       if (flag(ctx, 'password-stdin')) change.passwordHash = await hashPassword(await readPassword(ctx));
       if (Object.keys(change).length === 0) throw new UsageError('nothing to change; see svc user set --help');
-      const user = await withDatabase(config, ({ db }) => updateUser(db, ctx.positionals[0]!, change));
+      const user = await withDatabase(config, (database) => database.write((tx) => updateUser(tx, ctx.positionals[0]!, change)));
       ctx.io.out(`changed user ${user.uid}`);
       return 0;
     },
@@ -78,7 +78,7 @@ Options:
     options: {},
     configMode: 'data',
     async run(ctx) {
-      await withDatabase(ctx.config(), ({ db }) => removeUser(db, ctx.positionals[0]!));
+      await withDatabase(ctx.config(), (database) => database.write((tx) => removeUser(tx, ctx.positionals[0]!)));
       ctx.io.out(`removed user ${ctx.positionals[0]} (the uid stays reserved)`);
       return 0;
     },

@@ -1,6 +1,7 @@
 // Reads svc.ini once, validates all of it, and returns one frozen Config. Every problem is collected, so an
 // operator fixes the file in one pass; nothing in svc reads the environment after this.
 import { isIP } from 'node:net';
+import { resolve } from 'node:path';
 import ini from 'ini';
 import { parseLabels, LabelError, type LabelSet } from '../domain/labels.ts';
 import { parseDuration, DURATION_HINT } from './duration.ts';
@@ -67,6 +68,8 @@ export interface LoadOptions {
    * reads only the database token, so an operator can manage data without holding the session or SSO secrets.
    */
   readonly mode: 'serve' | 'data';
+  /** the folder of the configuration file: a relative `file:` database path is resolved against it (default: cwd) */
+  readonly baseDir?: string;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -96,7 +99,7 @@ const MIN_SECRET_BYTES = 32;
 export function loadConfig(text: string, env: Env, options: LoadOptions): Config {
   const problems: string[] = [];
   const sections = splitSections(text, problems);
-  const server = readServer(sections.get('server'), env, problems);
+  const server = readServer(sections.get('server'), env, options.baseDir ?? process.cwd(), problems);
   const auth = readAuth(sections.get('auth') ?? [], env, options, problems);
   if (problems.length > 0) throw new ConfigError(problems.map((p) => `svc: config: ${p}`));
   return deepFreeze({ server: server!, auth: auth! });
@@ -136,7 +139,7 @@ function splitSections(text: string, problems: string[]): Map<string, Lines> {
   return sections;
 }
 
-function readServer(lines: Lines | undefined, env: Env, problems: string[]): Config['server'] | null {
+function readServer(lines: Lines | undefined, env: Env, baseDir: string, problems: string[]): Config['server'] | null {
   const raw: Record<string, unknown> = lines ? { ...ini.parse(lines.map((l) => l.text).join('\n')) } : {};
   const seen = new Map<string, number>();
   for (const { text, line } of lines ?? []) {
@@ -181,9 +184,12 @@ function readServer(lines: Lines | undefined, env: Env, problems: string[]): Con
     problems.push(`server.base_url: "${baseText}" is not an http:// or https:// URL`);
   }
 
-  const database = str('database', 'file:svc.db');
+  let database = str('database', 'file:svc.db');
   if (!/^(file:.+|libsql:\/\/.+|https?:\/\/.+|wss?:\/\/.+)$/.test(database)) {
     problems.push(`server.database: "${database}" is not a libSQL URL (file:PATH, libsql://, http:// or https://)`);
+  } else if (/^file:(?!\/|:memory:)/.test(database)) {
+    // Relative to the configuration file, so one config names one database from whatever folder svc starts in.
+    database = `file:${resolve(baseDir, database.slice('file:'.length))}`;
   }
   const tokenEnv = str('database_token_env', '');
   let databaseToken: string | null = null;

@@ -1,70 +1,290 @@
-// Opens the database named by server.database. Embedded `file:` databases use the synchronous libsql binding
-// (a prepared point query costs a few µs, see README "Performance"); remote sqld/Turso URLs use
-// @libsql/client. Code that uses the database awaits every query and never relies on a synchronous result
-// or an interactive transaction, so both drivers run the same code.
+// Opens the database named by server.database and is the only way to change it.
+//
+// Reads go to `db`. Every change goes through `write(fn)`: one transaction, `BEGIN IMMEDIATE … COMMIT`, run one
+// at a time per process, and after it the connection must be back in autocommit, or the change is rolled back
+// and reported as failed. A `2xx` answer or CLI exit 0 therefore always means committed (CONTRACT §5
+// "Durability"). When another process holds the write lock, svc waits without blocking its event loop, up to
+// BUSY_WAIT_MS, then gives up with DatabaseBusy and nothing changed.
+//
+// Embedded `file:` databases use the synchronous libsql binding (a prepared point query costs a few µs, see
+// README "Performance") through two connections: a query-only one for reads, so a read can never see or join
+// a transaction in progress, and one for writes. Remote sqld/Turso URLs use @libsql/client.
 import { fileURLToPath } from 'node:url';
-import { mkdirSync } from 'node:fs';
-import { migrationsFolder } from '../runtime/assets.ts';
-import { dirname, resolve } from 'node:path';
+import { accessSync, constants as fs, existsSync, mkdirSync, statSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { sql } from 'drizzle-orm';
 import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import * as schema from './schema.ts';
+import { replacingConnection } from './libsql-statements.ts';
+import { loadMigrations, applyMigrations, pendingMigrations, type Migration } from './migrations.ts';
+import { DatabaseBusy, isBusy, safeDatabaseMessage } from './errors.ts';
+import { migrationText } from '../runtime/assets.ts';
 
 export type Db = BaseSQLiteDatabase<'sync' | 'async', unknown, typeof schema>;
+declare const inTransaction: unique symbol;
+/** The database inside a write transaction; functions that change data take this, never a plain Db. */
+export type Tx = Db & { readonly [inTransaction]: true };
 
-export interface Database {
-  readonly db: Db;
-  readonly driver: 'embedded' | 'client';
-  migrate(): Promise<void>;
-  close(): void;
+export interface WriteOptions {
+  /** how long to wait for another process's lock (default BUSY_WAIT_MS); 0 for best-effort writes such as last-used stamps */
+  readonly waitMs?: number;
 }
 
+export interface Database {
+  readonly driver: 'embedded' | 'client';
+  /** the absolute path for file: databases, else the URL without credentials */
+  readonly location: string;
+  /** reads only: committed data */
+  readonly db: Db;
+  /** runs fn in one write transaction; its result once committed. Throws DatabaseBusy when the lock stays taken. */
+  write<T>(fn: (tx: Tx) => Promise<T>, options?: WriteOptions): Promise<T>;
+  migrate(): Promise<string[]>;
+  /**
+   * What is wrong, for startup, svc check and /readyz: empty when the file is the one opened, it can be read and
+   * written, and (unless `pendingIsProblem` is false) no migration is pending.
+   */
+  problems(options?: { pendingIsProblem?: boolean; waitMs?: number }): Promise<string[]>;
+  close(): void;
+}
 
 export interface OpenOptions {
   /** Use @libsql/client even for file: URLs; tests use it to run the remote code path on a local file. */
   readonly forceClient?: boolean;
 }
 
+/** How long a write waits for another process's lock before answering busy. */
+export const BUSY_WAIT_MS = 5000;
+
+/** A database that cannot be opened, with what to fix. */
+export class DatabaseOpenError extends Error {}
+
 export async function openDatabase(url: string, authToken: string | null, options: OpenOptions = {}): Promise<Database> {
-  if (url.startsWith('file:') && !options.forceClient) return openEmbedded(url);
+  if (url.startsWith('file:') && !options.forceClient) return openEmbedded(filePath(url));
   return openClient(url, authToken);
 }
 
-async function openEmbedded(url: string): Promise<Database> {
+/** One write at a time per process: writes queue here rather than contend for SQLite's lock. */
+function serial(): <T>(fn: () => Promise<T>) => Promise<T> {
+  let tail: Promise<unknown> = Promise.resolve();
+  return (fn) => {
+    const run = tail.then(fn);
+    tail = run.catch(() => undefined);
+    return run;
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Calls `attempt` until it does not fail busy, backing off without blocking, for up to waitMs. */
+async function untilNotBusy<T>(attempt: () => T | Promise<T>, waitMs: number): Promise<T> {
+  const start = Date.now();
+  for (let delay = 2; ; delay = Math.min(delay * 2, 50)) {
+    try {
+      return await attempt();
+    } catch (e) {
+      if (!isBusy(e)) throw e;
+      if (Date.now() - start >= waitMs) throw new DatabaseBusy(Date.now() - start);
+      await sleep(delay + Math.random() * delay);
+    }
+  }
+}
+
+function migrations(): Migration[] {
+  return loadMigrations(migrationText);
+}
+
+type LibsqlDatabase = Parameters<typeof replacingConnection>[0] extends () => infer R ? R : never;
+
+/** Creates a table inside a transaction that is then rolled back: proves the file can be written. */
+const WRITE_PROBE = sql`CREATE TABLE svc_write_probe (x)`;
+class ProbeRollback extends Error {}
+
+async function openEmbedded(path: string): Promise<Database> {
   const { default: Sqlite } = await import('better-sqlite3');
   const { drizzle } = await import('drizzle-orm/better-sqlite3');
-  const { migrate } = await import('drizzle-orm/better-sqlite3/migrator');
-  const path = filePath(url);
-  if (path !== ':memory:') mkdirSync(dirname(resolve(path)), { recursive: true });
-  const client = new Sqlite(path);
-  // mmap: reads of large indexes (a million tokens) become page lookups instead of read() calls.
-  client.exec('PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA mmap_size = 268435456;');
-  const db = drizzle({ client, schema });
-  return {
-    db: db as unknown as Db,
-    driver: 'embedded',
-    migrate: async () => migrate(db, { migrationsFolder: migrationsFolder() }),
-    close: () => client.close(),
+  const inMemory = path === ':memory:';
+  if (!inMemory) prepareFolder(path);
+  const opener = (setup: string) => () => {
+    try {
+      const raw = new Sqlite(path) as unknown as LibsqlDatabase;
+      // The busy timeout first: switching to WAL needs a lock that a concurrent process may hold.
+      raw.exec('PRAGMA busy_timeout = 5000');
+      raw.exec(setup);
+      return raw;
+    } catch (e) {
+      throw new DatabaseOpenError(explainOpenFailure(path, e));
+    }
   };
+  // synchronous = FULL: a commit is on disk before svc answers, power loss included.
+  const writer = replacingConnection(
+    opener('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10;'),
+    { replaceOnFailure: false },
+  );
+  const writeDb = drizzle({ client: writer as never, schema });
+  // mmap: reads of large indexes (a million tokens) become page lookups instead of read() calls.
+  const reader = inMemory
+    ? writer
+    : replacingConnection(opener('PRAGMA foreign_keys = ON; PRAGMA mmap_size = 268435456; PRAGMA busy_timeout = 250; PRAGMA query_only = ON;'), { replaceOnFailure: true });
+  const readDb = inMemory ? writeDb : drizzle({ client: reader as never, schema });
+  const opened = inMemory ? null : fileIdentity(path);
+  const queue = serial();
+
+  const transaction = async <T>(fn: (tx: Tx) => Promise<T>, waitMs: number): Promise<T> =>
+    queue(async () => {
+      await untilNotBusy(() => writer.exec('BEGIN IMMEDIATE'), waitMs);
+      let committing = false;
+      try {
+        const result = await fn(writeDb as unknown as Tx);
+        committing = true;
+        writer.exec('COMMIT');
+        if (writer.inTransaction) throw new Error('the database did not commit the change');
+        return result;
+      } catch (e) {
+        // Nothing of a failed transaction stays. A connection that may hold a statement in progress cannot
+        // commit again (libsql-js#237), so it is replaced rather than trusted with the next write.
+        try {
+          if (writer.inTransaction) writer.exec('ROLLBACK');
+        } catch {
+          // replaced below
+        }
+        if (committing || writer.suspect || writer.inTransaction) writer.replace();
+        if (isBusy(e)) throw new DatabaseBusy();
+        throw e;
+      }
+    });
+
+  const database: Database = {
+    driver: 'embedded',
+    location: path,
+    db: readDb as unknown as Db,
+    write: (fn, options = {}) => transaction(fn, options.waitMs ?? BUSY_WAIT_MS),
+    migrate: () => transaction((tx) => applyMigrations(tx, migrations()), BUSY_WAIT_MS),
+    async problems(options = {}) {
+      if (opened) {
+        const now = fileIdentity(path);
+        if (now === null) return [`the database file ${path} was deleted while svc runs; changes would be lost at restart`];
+        if (now !== opened) return [`${path} is no longer the file svc opened (it was replaced while svc runs)`];
+      }
+      return checkProblems(database.db, transaction, path, options);
+    },
+    close: () => {
+      writer.close();
+      if (reader !== writer) reader.close();
+    },
+  };
+  return database;
 }
 
 async function openClient(url: string, authToken: string | null): Promise<Database> {
   const { createClient } = await import('@libsql/client');
   const { drizzle } = await import('drizzle-orm/libsql');
-  const { migrate } = await import('drizzle-orm/libsql/migrator');
-  if (url.startsWith('file:')) mkdirSync(dirname(resolve(filePath(url))), { recursive: true });
+  const isFile = url.startsWith('file:');
+  if (isFile) prepareFolder(filePath(url));
   const client = createClient({ url, ...(authToken ? { authToken } : {}) });
-  if (url.startsWith('file:')) await client.executeMultiple('PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000;');
+  if (isFile) await client.executeMultiple('PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL;');
   const db = drizzle({ client, schema });
+  const queue = serial();
+  const transaction = <T>(fn: (tx: Tx) => Promise<T>, waitMs: number): Promise<T> =>
+    queue(() => {
+      let started = false;
+      return untilNotBusy(async () => {
+        try {
+          // @libsql/client's default transaction mode is "write": BEGIN IMMEDIATE.
+          return await db.transaction(async (tx) => {
+            started = true;
+            return fn(tx as unknown as Tx);
+          });
+        } catch (e) {
+          // Retry only when the lock was never had; a failure later in the transaction is its answer.
+          if (started && isBusy(e)) throw new DatabaseBusy();
+          throw e;
+        }
+      }, waitMs);
+    });
+  const location = isFile ? filePath(url) : url.replace(/\?.*$/, '');
   return {
-    db: db as unknown as Db,
     driver: 'client',
-    migrate: async () => migrate(db, { migrationsFolder: migrationsFolder() }),
+    location,
+    db: db as unknown as Db,
+    write: (fn, options = {}) => transaction(fn, options.waitMs ?? BUSY_WAIT_MS),
+    migrate: () => transaction((tx) => applyMigrations(tx, migrations()), BUSY_WAIT_MS),
+    problems: (options = {}) => checkProblems(db as unknown as Db, transaction, location, options),
     close: () => client.close(),
   };
 }
 
-function filePath(url: string): string {
-  // file:relative/path, file:/abs/path and file:///abs/path all name a path on this machine.
+type Transaction = <T>(fn: (tx: Tx) => Promise<T>, waitMs: number) => Promise<T>;
+
+/** A read, the migration state, and a write that is rolled back. */
+async function checkProblems(db: Db, transaction: Transaction, location: string, options: { pendingIsProblem?: boolean; waitMs?: number }): Promise<string[]> {
+  try {
+    const pending = await pendingMigrations(db, migrations());
+    if (pending.length > 0 && options.pendingIsProblem !== false) {
+      return [`${pending.length} migration(s) not applied (${pending.join(', ')}); run svc migrate`];
+    }
+  } catch (e) {
+    return [`the database ${location} cannot be read: ${safeDatabaseMessage(e)}`];
+  }
+  try {
+    await transaction(async (tx) => {
+      await tx.run(WRITE_PROBE);
+      throw new ProbeRollback();
+    }, options.waitMs ?? BUSY_WAIT_MS);
+  } catch (e) {
+    if (e instanceof ProbeRollback) return [];
+    if (e instanceof DatabaseBusy) return [`the database ${location} is locked by another process: ${e.message}`];
+    return [`the database ${location} cannot be written: ${explainWriteFailure(location, e)}`];
+  }
+  return [];
+}
+
+function explainWriteFailure(path: string, e: unknown): string {
+  const message = safeDatabaseMessage(e);
+  if (/readonly|read-only|permission|access/i.test(message) && isAbsolute(path)) {
+    return `${message} (svc needs write access to ${path} and to its folder ${dirname(path)}; check the owner and mode)`;
+  }
+  return message;
+}
+
+function fileIdentity(path: string): string | null {
+  try {
+    const s = statSync(path);
+    return `${s.dev}:${s.ino}`;
+  } catch {
+    return null;
+  }
+}
+
+function prepareFolder(path: string): void {
+  if (path === ':memory:') return;
+  try {
+    mkdirSync(dirname(path), { recursive: true });
+  } catch (e) {
+    throw new DatabaseOpenError(`cannot create the folder ${dirname(path)} for the database: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+}
+
+/** One line that says what to fix, instead of a driver's error code. */
+function explainOpenFailure(path: string, e: unknown): string {
+  const folder = dirname(path);
+  const writable = (p: string) => {
+    try {
+      accessSync(p, fs.W_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (existsSync(path) && !writable(path)) return `cannot open the database ${path}: the file is not writable by this user; check its owner and mode`;
+  if (!writable(folder)) return `cannot open the database ${path}: the folder ${folder} is not writable by this user (SQLite creates ${path}-wal and -shm beside it)`;
+  const message = safeDatabaseMessage(e);
+  if (/disk|full|SQLITE_FULL|ENOSPC/i.test(message)) return `cannot open the database ${path}: the disk is full`;
+  return `cannot open the database ${path}: ${message}`;
+}
+
+/** file:relative/path, file:/abs/path and file:///abs/path; the config resolves relative paths against its folder. */
+export function filePath(url: string): string {
   const rest = url.slice('file:'.length).replace(/\?.*$/, '');
-  return rest.startsWith('//') ? fileURLToPath(url.replace(/\?.*$/, '')) : rest;
+  if (rest === ':memory:') return rest;
+  return resolve(rest.startsWith('//') ? fileURLToPath(url.replace(/\?.*$/, '')) : rest);
 }

@@ -8,7 +8,8 @@ export type ErrorCode =
   | 'not_found'
   | 'conflict'
   | 'too_many_requests'
-  | 'payload_too_large';
+  | 'payload_too_large'
+  | 'unavailable';
 
 export class AppError extends Error {
   constructor(

@@ -10,6 +10,10 @@ import { adminApiRoutes } from './routes/admin-api.ts';
 import { adminPageRoutes } from './routes/admin-pages.tsx';
 import { oidcRoutes } from './routes/oidc.tsx';
 import { AppError } from '../domain/errors.ts';
+import { DatabaseBusy, safeDatabaseMessage } from '../db/errors.ts';
+
+/** How long /readyz waits for the write lock before it reports the database as locked. */
+const READY_WAIT_MS = 1000;
 
 export type PeerOf = (c: Ctx) => string;
 
@@ -19,6 +23,13 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
   app.use(requestLog(services));
   app.use(bodyLimits());
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
+  app.get('/readyz', async (c) => {
+    const problems = await services.database.problems({ waitMs: READY_WAIT_MS });
+    // Single sign-on is reported, not required: the other channels serve while the provider is away.
+    const oidc = services.oidc ? { oidc: services.oidc.ready ? 'ready' : 'unavailable' } : {};
+    if (problems.length > 0) return c.json({ status: 'unavailable', problems, ...oidc }, 503);
+    return c.json({ status: 'ready', ...oidc });
+  });
   app.use(resolveCaller(services, peerOf));
   app.use(sameOriginForAmbient(services));
   app.route('/', sessionRoutes(services));
@@ -33,7 +44,11 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
     if (err instanceof AppError) {
       return wantsHtml(c) ? c.text(err.message, STATUS[err.code]) : apiError(c, err.code, err.message);
     }
-    services.log.error('unhandled', { path: c.req.path, error: err instanceof Error ? err.message : String(err) });
+    if (err instanceof DatabaseBusy) {
+      services.log.warn('database_busy', { path: c.req.path });
+      return apiError(c, 'unavailable', err.message, { 'Retry-After': String(err.retryAfter) });
+    }
+    services.log.error('unhandled', { path: c.req.path, error: safeDatabaseMessage(err) });
     return c.json({ error: 'internal_error', message: 'svc failed to answer this request; the server log has details' }, 500);
   });
   return app;

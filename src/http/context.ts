@@ -1,7 +1,7 @@
 // What every route may rely on: the resolved caller, and helpers for answers in the contract's shapes.
 import type { Context } from 'hono';
 import type { Config } from '../config/load.ts';
-import type { Db } from '../db/open.ts';
+import type { Database } from '../db/open.ts';
 import type { Authenticator, Principal, Resolution } from '../auth/core.ts';
 import type { ErrorCode } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
@@ -9,7 +9,8 @@ import type { RelyingParty } from '../auth/oidc.ts';
 
 export interface Services {
   readonly config: Config;
-  readonly db: Db;
+  /** reads through database.db; every change through database.write */
+  readonly database: Database;
   readonly auth: Authenticator;
   readonly log: Logger;
   /** the OpenID Connect relying party, when oidc is enabled */
@@ -27,7 +28,7 @@ export interface Env {
 
 export type Ctx = Context<Env>;
 
-export const STATUS: Record<ErrorCode, 400 | 401 | 403 | 404 | 409 | 413 | 429> = {
+export const STATUS: Record<ErrorCode, 400 | 401 | 403 | 404 | 409 | 413 | 429 | 503> = {
   bad_request: 400,
   unauthorized: 401,
   forbidden: 403,
@@ -35,6 +36,7 @@ export const STATUS: Record<ErrorCode, 400 | 401 | 403 | 404 | 409 | 413 | 429> 
   conflict: 409,
   payload_too_large: 413,
   too_many_requests: 429,
+  unavailable: 503,
 };
 
 export function apiError(c: Ctx, code: ErrorCode, message: string, headers: Record<string, string> = {}): Response {

@@ -2,7 +2,7 @@
 // they are SEA assets: native addons and migrations are extracted once to a private, versioned cache directory,
 // atomically, and checked against the hashes recorded at build time before anything is loaded from there.
 import { createHash } from 'node:crypto';
-import { mkdirSync, renameSync, writeFileSync, accessSync, openSync, readSync, closeSync, constants as fsConstants } from 'node:fs';
+import { mkdirSync, renameSync, writeFileSync, accessSync, openSync, readSync, closeSync, readFileSync, constants as fsConstants } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { homedir, tmpdir, constants as osConstants } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +21,7 @@ export const BUILD: BuildInfo | null = typeof __SVC_BUILD__ === 'undefined' ? nu
 interface SeaApi {
   isSea(): boolean;
   getRawAsset(key: string): ArrayBuffer;
+  getAsset(key: string, encoding: 'utf8'): string;
 }
 
 function seaApi(): SeaApi | null {
@@ -114,9 +115,11 @@ export function loadNativeAddon(key: string, packageId: string): unknown {
   });
 }
 
-/** The folder with drizzle's migrations (SQL files and meta/_journal.json). */
-export function migrationsFolder(): string {
-  if (!sea) return join(repositoryRoot(), 'drizzle');
-  const keys = Object.keys(BUILD!.assets).filter((k) => k.startsWith('drizzle/'));
-  return extract(keys, (dir) => join(dir, 'drizzle'));
+/**
+ * A file of drizzle's migrations (an SQL file or meta/_journal.json), by its path under drizzle/. Inside the single
+ * executable it is read from the executable itself, never from a file on disk that someone else could change.
+ */
+export function migrationText(path: string): string {
+  if (!sea) return readFileSync(join(repositoryRoot(), 'drizzle', path), 'utf8');
+  return sea.getAsset(`drizzle/${path}`, 'utf8');
 }

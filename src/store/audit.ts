@@ -1,6 +1,6 @@
 // The audit trail: admin actions, sign-ins, token creation and revocation, refused proxy requests.
-import { desc, lt } from 'drizzle-orm';
-import type { Db } from '../db/open.ts';
+import { and, desc, eq, gt, lt, sql } from 'drizzle-orm';
+import type { Database, Db, Tx } from '../db/open.ts';
 import { audit } from '../db/schema.ts';
 import type { Principal } from '../auth/core.ts';
 
@@ -21,8 +21,8 @@ export interface AuditEntry extends Required<Omit<AuditEvent, 'detail'>> {
   detail: Record<string, unknown> | null;
 }
 
-export async function recordAudit(db: Db, event: AuditEvent, now = Date.now()): Promise<void> {
-  await db.insert(audit).values({
+export async function recordAudit(tx: Tx, event: AuditEvent, now = Date.now()): Promise<void> {
+  await tx.insert(audit).values({
     at: now,
     actor: event.actor,
     via: event.via,
@@ -33,6 +33,65 @@ export async function recordAudit(db: Db, event: AuditEvent, now = Date.now()): 
   });
 }
 
+/**
+ * Events that anyone can cause without signing in (refused proxy requests) are kept as one row per peer and
+ * reason per minute, with a count, so a flood cannot push real events out of sight. `count` is added to the
+ * row of the current minute, made when there is none.
+ */
+export async function recordCountedAudit(
+  tx: Tx,
+  event: { via: string; action: string; peer: string; reason: string },
+  count: number,
+  now = Date.now(),
+): Promise<void> {
+  const row = await tx
+    .select({ id: audit.id })
+    .from(audit)
+    .where(and(
+      eq(audit.action, event.action),
+      eq(audit.peer, event.peer),
+      gt(audit.at, now - COUNTED_WINDOW_MS),
+      sql`json_extract(${audit.detail}, '$.reason') = ${event.reason}`,
+    ))
+    .orderBy(desc(audit.id))
+    .limit(1)
+    .get();
+  if (row) {
+    await tx.update(audit).set({ detail: sql`json_set(${audit.detail}, '$.count', json_extract(${audit.detail}, '$.count') + ${count})` }).where(eq(audit.id, row.id));
+  } else {
+    await recordAudit(tx, { actor: null, via: event.via, action: event.action, detail: { reason: event.reason, count }, peer: event.peer }, now);
+  }
+}
+export const COUNTED_WINDOW_MS = 60_000;
+
+type CountedEvent = Parameters<typeof recordCountedAudit>[1];
+
+/**
+ * recordCountedAudit with one write per peer and reason per minute in this process: the first event of a minute
+ * is written at once, the rest are counted here and added shortly before the minute ends. A flood of refused
+ * requests then costs no write each.
+ */
+export function countedAuditRecorder(database: Database): (event: CountedEvent) => Promise<void> {
+  const open = new Map<string, { until: number; pending: number; timer: NodeJS.Timeout | null }>();
+  const MAX_OPEN = 10_000;
+  const write = (event: CountedEvent, count: number) => database.write((tx) => recordCountedAudit(tx, event, count));
+  return async (event) => {
+    const now = Date.now();
+    const key = `${event.action}\n${event.peer}\n${event.reason}`;
+    const entry = open.get(key);
+    if (entry && entry.until > now) {
+      entry.pending++;
+      entry.timer ??= setTimeout(() => {
+        open.delete(key);
+        if (entry.pending > 0) void write(event, entry.pending).catch(() => undefined);
+      }, Math.max(0, entry.until - now - 1000)).unref();
+      return;
+    }
+    if (open.size < MAX_OPEN) open.set(key, { until: now + COUNTED_WINDOW_MS, pending: 0, timer: null });
+    await write(event, 1);
+  };
+}
+
 /** Who acts in a request: the signed-in caller and the address the request came from. */
 export interface Actor {
   readonly principal: Principal;
@@ -40,8 +99,8 @@ export interface Actor {
 }
 
 /** Records an action by a signed-in caller. */
-export async function recordActorAudit(db: Db, actor: Actor, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
-  await recordAudit(db, { actor: actor.principal.user.uid, via: actor.principal.via, action, target, detail: detail ?? null, peer: actor.peer });
+export async function recordActorAudit(tx: Tx, actor: Actor, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
+  await recordAudit(tx, { actor: actor.principal.user.uid, via: actor.principal.via, action, target, detail: detail ?? null, peer: actor.peer });
 }
 
 /** Newest first; `before` is the id to continue below (paging). */

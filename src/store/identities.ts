@@ -1,6 +1,6 @@
 // Single sign-on identities: (provider, subject) -> user.
 import { and, eq, sql } from 'drizzle-orm';
-import type { Db } from '../db/open.ts';
+import type { Db, Tx } from '../db/open.ts';
 import { identities, users } from '../db/schema.ts';
 import { toUser, type User } from './users.ts';
 
@@ -15,8 +15,8 @@ export async function userBySubject(db: Db, provider: string, subject: string): 
 }
 
 /** Links a subject to a user; false when the subject is linked already (someone else won a race). */
-export async function linkIdentity(db: Db, provider: string, subject: string, userId: number, now = Date.now()): Promise<boolean> {
-  const rows = await db
+export async function linkIdentity(tx: Tx, provider: string, subject: string, userId: number, now = Date.now()): Promise<boolean> {
+  const rows = await tx
     .insert(identities)
     .values({ provider, subject, userId, createdAt: now })
     .onConflictDoNothing()

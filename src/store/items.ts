@@ -1,6 +1,6 @@
 // Items. Every read on behalf of a user goes through `visibleSql`, inside the query.
 import { eq, asc, gt, and, sql } from 'drizzle-orm';
-import type { Db } from '../db/open.ts';
+import type { Db, Tx } from '../db/open.ts';
 import { items } from '../db/schema.ts';
 import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
 import { visibleSql } from '../domain/visibility.ts';
@@ -58,11 +58,11 @@ export function checkItemInput(input: ItemInput): { title: string; text: string;
 }
 
 /** Creates or replaces an item. Triggers keep the full-text index and item_labels in step. */
-export async function putItem(db: Db, id: string, input: ItemInput, now = Date.now()): Promise<{ item: Item; created: boolean }> {
+export async function putItem(tx: Tx, id: string, input: ItemInput, now = Date.now()): Promise<{ item: Item; created: boolean }> {
   checkItemId(id);
   const { title, text, labels } = checkItemInput(input);
-  const existed = await db.select({ seq: items.seq }).from(items).where(eq(items.id, id)).get();
-  const rows = await db
+  const existed = await tx.select({ seq: items.seq }).from(items).where(eq(items.id, id)).get();
+  const rows = await tx
     .insert(items)
     .values({ id, title, text, labels, createdAt: now, updatedAt: now })
     .onConflictDoUpdate({ target: items.id, set: { title, text, labels, updatedAt: now } })
@@ -70,8 +70,8 @@ export async function putItem(db: Db, id: string, input: ItemInput, now = Date.n
   return { item: toItem(rows[0]!), created: existed === undefined };
 }
 
-export async function removeItem(db: Db, id: string): Promise<void> {
-  const rows = await db.delete(items).where(eq(items.id, id)).returning({ seq: items.seq });
+export async function removeItem(tx: Tx, id: string): Promise<void> {
+  const rows = await tx.delete(items).where(eq(items.id, id)).returning({ seq: items.seq });
   if (rows.length === 0) throw notFound(`no item "${id}"`);
 }
 

@@ -1,11 +1,12 @@
 // Items from a folder of Markdown files (svc item import, and the quickstart's examples). Every file is read
-// and checked before anything is written, so one bad file leaves the database untouched.
+// and checked before anything is written, and all of them are written in one transaction, so one bad file or a
+// failed write leaves the database untouched.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative, sep, basename } from 'node:path';
-import type { Db } from '../db/open.ts';
+import type { Tx } from '../db/open.ts';
 import { parseMarkdown } from '../domain/front-matter.ts';
 import { AppError } from '../domain/errors.ts';
-import { checkItemId, checkItemInput, putItem } from './items.ts';
+import { checkItemId, checkItemInput, putItem, type ItemInput } from './items.ts';
 
 function markdownFiles(dir: string): string[] {
   const out: string[] = [];
@@ -17,9 +18,14 @@ function markdownFiles(dir: string): string[] {
   return out.sort();
 }
 
-/** Imports every *.md under dir; the id is the relative path without .md. Returns [id, created] pairs. */
-export async function importMarkdownDir(db: Db, dir: string): Promise<{ id: string; created: boolean }[]> {
-  const docs = markdownFiles(dir).map((file) => {
+export interface MarkdownItem {
+  readonly id: string;
+  readonly input: ItemInput;
+}
+
+/** Reads and checks every *.md under dir; the id is the relative path without .md. Writes nothing. */
+export function readMarkdownDir(dir: string): MarkdownItem[] {
+  return markdownFiles(dir).map((file) => {
     const id = relative(dir, file).slice(0, -'.md'.length).split(sep).join('/');
     const doc = parseMarkdown(readFileSync(file, 'utf8'));
     const input = { title: doc.title ?? basename(id), text: doc.body, labels: doc.labels ?? '' };
@@ -31,7 +37,11 @@ export async function importMarkdownDir(db: Db, dir: string): Promise<{ id: stri
     }
     return { id, input };
   });
+}
+
+/** Creates or replaces the items; call it inside one write so an import is whole or not at all. */
+export async function putItems(tx: Tx, docs: readonly MarkdownItem[]): Promise<{ id: string; created: boolean }[]> {
   const results = [];
-  for (const d of docs) results.push({ id: d.id, created: (await putItem(db, d.id, d.input)).created });
+  for (const d of docs) results.push({ id: d.id, created: (await putItem(tx, d.id, d.input)).created });
   return results;
 }

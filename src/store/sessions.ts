@@ -1,16 +1,16 @@
 // Login sessions: a row per session, keyed by SHA-256 of the random id the signed cookie carries.
 import { eq, and, gt, lt, sql } from 'drizzle-orm';
-import type { Db } from '../db/open.ts';
+import type { Db, Tx } from '../db/open.ts';
 import { sessions, users } from '../db/schema.ts';
 import { randomId, storedHash } from '../auth/secrets.ts';
 import { toUser, type User } from './users.ts';
 
 /** Starts a session and returns its secret id (the cookie carries it, signed). */
-export async function createSession(db: Db, userId: number, ttlSeconds: number, now = Date.now()): Promise<string> {
+export async function createSession(tx: Tx, userId: number, ttlSeconds: number, now = Date.now()): Promise<string> {
   const id = randomId(20);
-  await db.insert(sessions).values({ id: storedHash(id), userId, createdAt: now, expiresAt: now + ttlSeconds * 1000 });
+  await tx.insert(sessions).values({ id: storedHash(id), userId, createdAt: now, expiresAt: now + ttlSeconds * 1000 });
   // Expired rows are useless; clearing them here keeps the table small without a timer.
-  await db.delete(sessions).where(lt(sessions.expiresAt, now));
+  await tx.delete(sessions).where(lt(sessions.expiresAt, now));
   return id;
 }
 
@@ -31,11 +31,11 @@ export async function sessionUser(db: Db, id: string, now = Date.now()): Promise
   return row ? toUser(row.u) : null;
 }
 
-export async function endSession(db: Db, id: string): Promise<void> {
-  await db.delete(sessions).where(eq(sessions.id, storedHash(id)));
+export async function endSession(tx: Tx, id: string): Promise<void> {
+  await tx.delete(sessions).where(eq(sessions.id, storedHash(id)));
 }
 
-export async function endAllSessions(db: Db, userId: number): Promise<number> {
-  const rows = await db.delete(sessions).where(eq(sessions.userId, userId)).returning({ userId: sessions.userId });
+export async function endAllSessions(tx: Tx, userId: number): Promise<number> {
+  const rows = await tx.delete(sessions).where(eq(sessions.userId, userId)).returning({ userId: sessions.userId });
   return rows.length;
 }

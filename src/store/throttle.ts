@@ -1,6 +1,6 @@
 // Failed-login counting in the database, so limits hold across restarts and instances.
 import { and, eq, gt, lt, desc } from 'drizzle-orm';
-import type { Db } from '../db/open.ts';
+import type { Db, Tx } from '../db/open.ts';
 import { loginFailures } from '../db/schema.ts';
 
 export const WINDOW_MS = 15 * 60_000;
@@ -21,11 +21,11 @@ export async function retryAfter(db: Db, key: string, limit: number, now = Date.
   return Math.max(1, Math.ceil((oldestCounted + WINDOW_MS - now) / 1000));
 }
 
-export async function recordFailure(db: Db, keys: readonly string[], now = Date.now()): Promise<void> {
-  await db.insert(loginFailures).values(keys.map((key) => ({ key, at: now })));
-  await db.delete(loginFailures).where(lt(loginFailures.at, now - WINDOW_MS));
+export async function recordFailure(tx: Tx, keys: readonly string[], now = Date.now()): Promise<void> {
+  await tx.insert(loginFailures).values(keys.map((key) => ({ key, at: now })));
+  await tx.delete(loginFailures).where(lt(loginFailures.at, now - WINDOW_MS));
 }
 
-export async function clearFailures(db: Db, key: string): Promise<void> {
-  await db.delete(loginFailures).where(eq(loginFailures.key, key));
+export async function clearFailures(tx: Tx, key: string): Promise<void> {
+  await tx.delete(loginFailures).where(eq(loginFailures.key, key));
 }

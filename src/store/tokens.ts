@@ -1,6 +1,6 @@
 // Personal access tokens: minted, listed, revoked, and looked up on every bearer request.
 import { eq, and, desc, sql, isNull, lt, or } from 'drizzle-orm';
-import type { Db } from '../db/open.ts';
+import type { Database, Db, Tx } from '../db/open.ts';
 import { tokens, users } from '../db/schema.ts';
 import { mintToken, randomId, storedHash, tokenWellFormed } from '../auth/secrets.ts';
 import { parseDuration, DURATION_HINT } from '../config/duration.ts';
@@ -47,20 +47,30 @@ function stateOf(row: { expiresAt: number | null; revokedAt: number | null }, no
   return 'active';
 }
 
+/**
+ * Mints a token. Its times come from the database's clock, not this process's, so a host whose clock is off
+ * cannot mint a token that is expired already (or lives longer than asked) for the servers that check it.
+ */
 export async function createToken(
-  db: Db,
+  tx: Tx,
   userId: number,
   name: unknown,
   ttl: unknown,
-  now = Date.now(),
-): Promise<{ id: string; token: string; name: string; expiresAt: number | null }> {
+): Promise<{ id: string; token: string; name: string; createdAt: number; expiresAt: number | null }> {
   const checkedName = checkTokenName(name);
   const seconds = checkTokenTtl(ttl);
   const token = mintToken();
   const id = `tok_${randomId(10)}`;
+  const now = await databaseNow(tx);
   const expiresAt = seconds === null ? null : now + seconds * 1000;
-  await db.insert(tokens).values({ id, hash: storedHash(token), userId, name: checkedName, createdAt: now, expiresAt });
-  return { id, token, name: checkedName, expiresAt };
+  await tx.insert(tokens).values({ id, hash: storedHash(token), userId, name: checkedName, createdAt: now, expiresAt });
+  return { id, token, name: checkedName, createdAt: now, expiresAt };
+}
+
+/** The database's clock in milliseconds since the epoch. */
+export async function databaseNow(db: Db): Promise<number> {
+  const row = await db.get<{ now: number }>(sql`SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now`);
+  return Number(row!.now);
 }
 
 export async function listTokens(db: Db, userId: number, now = Date.now()): Promise<TokenInfo[]> {
@@ -76,17 +86,17 @@ export async function listTokens(db: Db, userId: number, now = Date.now()): Prom
 }
 
 /** Revokes one of the user's own tokens; someone else's id is indistinguishable from an unknown one. */
-export async function revokeToken(db: Db, userId: number, id: string, now = Date.now()): Promise<void> {
-  const found = await db.select({ revokedAt: tokens.revokedAt }).from(tokens)
+export async function revokeToken(tx: Tx, userId: number, id: string, now = Date.now()): Promise<void> {
+  const found = await tx.select({ revokedAt: tokens.revokedAt }).from(tokens)
     .where(and(eq(tokens.id, id), eq(tokens.userId, userId))).get();
   if (!found) throw notFound('no such token');
   if (found.revokedAt === null) {
-    await db.update(tokens).set({ revokedAt: now }).where(and(eq(tokens.id, id), isNull(tokens.revokedAt)));
+    await tx.update(tokens).set({ revokedAt: now }).where(and(eq(tokens.id, id), isNull(tokens.revokedAt)));
   }
 }
 
-export async function revokeAllTokens(db: Db, userId: number, now = Date.now()): Promise<number> {
-  const rows = await db.update(tokens).set({ revokedAt: now })
+export async function revokeAllTokens(tx: Tx, userId: number, now = Date.now()): Promise<number> {
+  const rows = await tx.update(tokens).set({ revokedAt: now })
     .where(and(eq(tokens.userId, userId), isNull(tokens.revokedAt))).returning({ id: tokens.id });
   return rows.length;
 }
@@ -152,26 +162,35 @@ function prepareLookup(db: Db): Lookup {
 const lookups = new WeakMap<Db, Lookup>();
 
 /** The bearer hot path: a format check, one SHA-256 and one indexed lookup. No cache: revocation is immediate. */
-export async function checkToken(db: Db, token: string, now = Date.now()): Promise<TokenCheck> {
+export async function checkToken(database: Database, token: string, now = Date.now()): Promise<TokenCheck> {
   if (!tokenWellFormed(token)) return { ok: false, reason: 'malformed' };
+  const db = database.db;
   let lookup = lookups.get(db);
   if (!lookup) lookups.set(db, (lookup = prepareLookup(db)));
   const row = await lookup(storedHash(token));
   if (!row) return { ok: false, reason: 'unknown' };
   const state = stateOf(row, now);
   if (state !== 'active') return { ok: false, reason: state };
-  if (row.lastUsedAt === null || row.lastUsedAt < now - LAST_USED_GRANULARITY_MS) touchToken(db, row.tokenId, now);
+  if (row.lastUsedAt === null || row.lastUsedAt < now - LAST_USED_GRANULARITY_MS) touchToken(database, row.tokenId, now);
   return { ok: true, user: row.user, tokenId: row.tokenId };
 }
 
-function touchToken(db: Db, id: string, now: number): void {
+/**
+ * Stamps last_used_at after the response, without waiting for a lock another process holds: under contention
+ * the stamp is dropped (the next use a minute later writes it), and it never fails or delays a request.
+ */
+function touchToken(database: Database, id: string, now: number): void {
   setImmediate(() => {
     // Inside an async function, so a synchronous driver's throw (say, the database closed at shutdown) becomes
     // a rejection here instead of an uncaught exception.
     void (async () => {
-      await db.update(tokens).set({ lastUsedAt: now })
-        .where(and(eq(tokens.id, id), or(isNull(tokens.lastUsedAt), lt(tokens.lastUsedAt, now - LAST_USED_GRANULARITY_MS))))
-        .run();
+      await database.write(
+        async (tx) => {
+          await tx.update(tokens).set({ lastUsedAt: now })
+            .where(and(eq(tokens.id, id), or(isNull(tokens.lastUsedAt), lt(tokens.lastUsedAt, now - LAST_USED_GRANULARITY_MS))));
+        },
+        { waitMs: 0 },
+      );
     })().catch(() => {
       // A missed last-used stamp is harmless; the next use writes it.
     });

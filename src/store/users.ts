@@ -1,6 +1,6 @@
 // User records. Input is validated here, once, for every caller (CLI, admin API, single sign-on).
 import { eq, sql, asc, and, isNull, gt, or } from 'drizzle-orm';
-import type { Db } from '../db/open.ts';
+import type { Db, Tx } from '../db/open.ts';
 import { users, identities, tokens } from '../db/schema.ts';
 import { parseLabels, formatLabels, storedLabels, LabelError, type LabelSet } from '../domain/labels.ts';
 import { uidProblem, emailProblem } from '../domain/uid.ts';
@@ -91,7 +91,7 @@ export function checkUid(uid: unknown): string {
 }
 
 /** Creates a user; a uid that exists or existed once is a conflict. */
-export async function createUser(db: Db, input: NewUser, now = Date.now()): Promise<User> {
+export async function createUser(tx: Tx, input: NewUser, now = Date.now()): Promise<User> {
   const uid = checkUid(input.uid);
   const values = {
     uid,
@@ -104,7 +104,7 @@ export async function createUser(db: Db, input: NewUser, now = Date.now()): Prom
     updatedAt: now,
   };
   try {
-    const rows = await db.insert(users).values(values).returning();
+    const rows = await tx.insert(users).values(values).returning();
     return toUser(rows[0]!);
   } catch (e) {
     if (isUidTaken(e)) throw conflict(`uid: "${uid}" is taken or was used before (uids are never reused)`, 'uid');
@@ -114,7 +114,7 @@ export async function createUser(db: Db, input: NewUser, now = Date.now()): Prom
 
 /** Creates a user under the first free uid of `candidates` (single sign-on: base, base-2, …). */
 export async function createUserWithFreeUid(
-  db: Db,
+  tx: Tx,
   candidates: Iterable<string>,
   input: Omit<NewUser, 'uid'>,
 ): Promise<User> {
@@ -122,7 +122,7 @@ export async function createUserWithFreeUid(
   for (const uid of candidates) {
     if (++tries > 1000) break;
     try {
-      return await createUser(db, { ...input, uid });
+      return await createUser(tx, { ...input, uid });
     } catch (e) {
       if (!(e instanceof AppError && e.code === 'conflict')) throw e;
     }
@@ -170,7 +170,7 @@ const anotherAdminExists = (uid: string) =>
 const LAST_ADMIN = 'the last admin cannot be removed or lose the admin flag; make another user admin first';
 
 /** Applies a change in one UPDATE, so concurrent changes of different fields both land. */
-export async function updateUser(db: Db, uid: string, change: UserChange, now = Date.now()): Promise<User> {
+export async function updateUser(tx: Tx, uid: string, change: UserChange, now = Date.now()): Promise<User> {
   const set: Partial<typeof users.$inferInsert> = { updatedAt: now };
   if (change.email !== undefined) set.email = checkEmail(change.email);
   if (change.name !== undefined) set.name = checkName(change.name);
@@ -178,26 +178,26 @@ export async function updateUser(db: Db, uid: string, change: UserChange, now = 
   if (change.admin !== undefined) set.admin = change.admin;
   if (change.passwordHash !== undefined) set.passwordHash = change.passwordHash;
   if (typeof change.passwordHash === 'string') {
-    const target = await db.select({ sso: hasSsoIdentity }).from(users).where(eq(users.uid, uid)).get();
+    const target = await tx.select({ sso: hasSsoIdentity }).from(users).where(eq(users.uid, uid)).get();
     if (target?.sso) throw badRequest('password: this user signs in with single sign-on and cannot have a password', 'password');
   }
   const keepsAnAdmin = change.admin === false ? or(eq(users.admin, false), anotherAdminExists(uid)) : undefined;
-  const rows = await db.update(users).set(set).where(and(eq(users.uid, uid), keepsAnAdmin)).returning();
+  const rows = await tx.update(users).set(set).where(and(eq(users.uid, uid), keepsAnAdmin)).returning();
   if (rows.length === 0) {
-    if (await findUser(db, uid)) throw conflict(LAST_ADMIN, 'admin');
+    if (await findUser(tx, uid)) throw conflict(LAST_ADMIN, 'admin');
     throw notFound(`no user "${uid}"`);
   }
   return toUser(rows[0]!);
 }
 
 /** Removes a user; triggers end their sessions and tokens, and the uid stays reserved. */
-export async function removeUser(db: Db, uid: string): Promise<void> {
-  const rows = await db
+export async function removeUser(tx: Tx, uid: string): Promise<void> {
+  const rows = await tx
     .delete(users)
     .where(and(eq(users.uid, uid), or(eq(users.admin, false), anotherAdminExists(uid))))
     .returning({ id: users.id });
   if (rows.length === 0) {
-    if (await findUser(db, uid)) throw conflict(LAST_ADMIN, 'uid');
+    if (await findUser(tx, uid)) throw conflict(LAST_ADMIN, 'uid');
     throw notFound(`no user "${uid}"`);
   }
 }

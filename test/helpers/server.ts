@@ -53,10 +53,11 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       running = await startServer(config, options.log ?? silentLogger);
     },
     async addUser({ password, ...user }) {
-      return createUser(database.db, { ...user, passwordHash: password ? await hashPassword(password) : null });
+      const passwordHash = password ? await hashPassword(password) : null;
+      return database.write((tx) => createUser(tx, { ...user, passwordHash }));
     },
     async tokenFor(user, ttl) {
-      return (await createToken(database.db, user.id, 'test', ttl)).token;
+      return (await database.write((tx) => createToken(tx, user.id, 'test', ttl))).token;
     },
     async stop() {
       await running.stop();

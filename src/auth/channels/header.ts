@@ -3,12 +3,12 @@
 // is refused with 403 and nothing is provisioned: identity headers from anywhere else are forgeries.
 import { BlockList, isIP } from 'node:net';
 import { timingSafeEqual } from 'node:crypto';
-import type { Db } from '../../db/open.ts';
+import type { Database } from '../../db/open.ts';
 import type { HeaderConfig, GroupsConfig } from '../../config/load.ts';
 import { normalizeIp } from '../../config/load.ts';
 import { provision } from '../provisioning.ts';
 import { sha256 } from '../secrets.ts';
-import { recordAudit } from '../../store/audit.ts';
+import { countedAuditRecorder } from '../../store/audit.ts';
 import type { Logger } from '../../log.ts';
 import type { Channel, Rejection } from '../core.ts';
 
@@ -31,12 +31,13 @@ export function secretChecker(expected: Buffer): (given: string) => boolean {
   return (given) => timingSafeEqual(sha256(given), digest) && given.length > 0;
 }
 
-export function headerChannel(db: Db, header: HeaderConfig, groups: GroupsConfig | null, log: Logger): Channel {
+export function headerChannel(database: Database, header: HeaderConfig, groups: GroupsConfig | null, log: Logger): Channel {
   const trusted = trustedPeers(header.trustedProxies);
   const secretMatches = secretChecker(header.sharedSecret);
+  const recordRejection = countedAuditRecorder(database);
   const refuse = async (peer: string, reason: string, message: string): Promise<Rejection> => {
     log.warn('header_rejected', { peer, reason });
-    await recordAudit(db, { actor: null, via: 'header', action: 'header.rejected', detail: { reason }, peer });
+    await recordRejection({ via: 'header', action: 'header.rejected', peer, reason });
     return { status: 403, code: 'forbidden', message, reason: `header: ${reason}` };
   };
   return {
@@ -53,21 +54,21 @@ export function headerChannel(db: Db, header: HeaderConfig, groups: GroupsConfig
       if (subject.trim() === '' || subject.includes(',')) return refuse(request.peer, 'malformed identity', 'the identity header must hold one user');
       const email = request.headers.get(header.emailHeader);
       const result = await provision(
-        db,
+        database,
         {
           provider: 'header',
           subject: subject.trim(),
           email: email === null || email.includes(',') ? null : email.trim(),
+          // A proxy's email header is what its directory holds, not an address anyone proved to own.
+          emailVerified: false,
           name: header.nameHeader ? request.headers.get(header.nameHeader) : null,
-          uidHint: subject.trim(),
+          uidClaim: subject.trim(),
+          peer: request.peer,
           groups: header.groupsHeader ? (request.headers.get(header.groupsHeader) ?? '').split(',').map((g) => g.trim()).filter((g) => g !== '') : [],
         },
         { jit: header.jit, defaultAcl: header.defaultAcl, groups },
       );
       if (!result.ok) return refuse(request.peer, result.reason, result.message);
-      if (result.created || result.linked) {
-        await recordAudit(db, { actor: result.user.uid, via: 'header', action: result.created ? 'user.provision' : 'user.link', target: result.user.uid, detail: { provider: 'header' }, peer: request.peer });
-      }
       return { user: result.user, via: 'header' };
     },
   };

@@ -1,5 +1,5 @@
 // Bearer tokens: any Authorization header makes this channel answer, with a Principal or a 401.
-import type { Db } from '../../db/open.ts';
+import type { Database } from '../../db/open.ts';
 import { checkToken } from '../../store/tokens.ts';
 import type { Channel, Rejection } from '../core.ts';
 
@@ -9,7 +9,7 @@ function invalid(reason: string, message: string, code: Rejection['code'] = 'inv
   return { status: 401, code, message, reason };
 }
 
-export function tokenChannel(db: Db, enabled: boolean): Channel {
+export function tokenChannel(database: Database, enabled: boolean): Channel {
   return {
     name: 'token',
     async authenticate(request) {
@@ -19,7 +19,7 @@ export function tokenChannel(db: Db, enabled: boolean): Channel {
       const m = BEARER.exec(header.trim());
       if (!m) return invalid('malformed authorization header', 'send exactly one "Authorization: Bearer <token>" header', 'unauthorized');
       if (!enabled) return invalid('token channel disabled', 'personal access tokens are disabled on this server');
-      const check = await checkToken(db, m[1]!);
+      const check = await checkToken(database, m[1]!);
       if (!check.ok) {
         const message = check.reason === 'expired' ? 'the token has expired' : check.reason === 'revoked' ? 'the token has been revoked' : 'the token is not valid';
         return invalid(`token ${check.reason}`, message);

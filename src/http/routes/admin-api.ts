@@ -18,7 +18,8 @@ async function jsonBody(c: Ctx): Promise<Record<string, unknown>> {
 }
 
 export function adminApiRoutes(services: Services): Hono<Env> {
-  const { db } = services;
+  const { database } = services;
+  const db = database.db;
   const app = new Hono<Env>();
   app.use('/admin/api/*', requireAdmin());
 
@@ -27,28 +28,28 @@ export function adminApiRoutes(services: Services): Hono<Env> {
     const empty = { providers: [], activeTokens: 0 };
     return c.json((await listUsers(db)).map((u) => userJson(u, summaries.get(u.id) ?? empty)));
   });
-  app.post('/admin/api/users', async (c) => c.json(userJson(await adminCreateUser(db, actorOf(c), await jsonBody(c))), 201));
+  app.post('/admin/api/users', async (c) => c.json(userJson(await adminCreateUser(database, actorOf(c), await jsonBody(c))), 201));
   app.get('/admin/api/users/:uid', async (c) => {
     const user = await getUser(db, c.req.param('uid'));
     return c.json(userJson(user, (await signInSummaries(db)).get(user.id) ?? { providers: [], activeTokens: 0 }));
   });
-  app.patch('/admin/api/users/:uid', async (c) => c.json(userJson(await adminUpdateUser(db, actorOf(c), c.req.param('uid'), await jsonBody(c)))));
+  app.patch('/admin/api/users/:uid', async (c) => c.json(userJson(await adminUpdateUser(database, actorOf(c), c.req.param('uid'), await jsonBody(c)))));
   app.delete('/admin/api/users/:uid', async (c) => {
-    await adminRemoveUser(db, actorOf(c), c.req.param('uid'));
+    await adminRemoveUser(database, actorOf(c), c.req.param('uid'));
     return c.body(null, 204);
   });
-  app.post('/admin/api/users/:uid/tokens/revoke', async (c) => c.json({ revoked: await adminRevokeTokens(db, actorOf(c), c.req.param('uid')) }));
-  app.post('/admin/api/users/:uid/sessions/end', async (c) => c.json({ ended: await adminEndSessions(db, actorOf(c), c.req.param('uid')) }));
+  app.post('/admin/api/users/:uid/tokens/revoke', async (c) => c.json({ revoked: await adminRevokeTokens(database, actorOf(c), c.req.param('uid')) }));
+  app.post('/admin/api/users/:uid/sessions/end', async (c) => c.json({ ended: await adminEndSessions(database, actorOf(c), c.req.param('uid')) }));
 
   // Item ids are paths and may contain slashes.
   app.get('/admin/api/items', async (c) => c.json((await listAllItems(db)).map(itemSummaryJson)));
   app.get('/admin/api/items/:id{.+}', async (c) => c.json(itemJson(await getAnyItem(db, c.req.param('id')))));
   app.put('/admin/api/items/:id{.+}', async (c) => {
-    const { item, created } = await adminPutItem(db, actorOf(c), c.req.param('id'), await jsonBody(c));
+    const { item, created } = await adminPutItem(database, actorOf(c), c.req.param('id'), await jsonBody(c));
     return c.json(itemJson(item), created ? 201 : 200);
   });
   app.delete('/admin/api/items/:id{.+}', async (c) => {
-    await adminRemoveItem(db, actorOf(c), c.req.param('id'));
+    await adminRemoveItem(database, actorOf(c), c.req.param('id'));
     return c.body(null, 204);
   });
 

@@ -35,7 +35,8 @@ const strings = (body: Record<string, unknown>): Record<string, string> =>
   Object.fromEntries(Object.entries(body).filter((e): e is [string, string] => typeof e[1] === 'string'));
 
 export function adminPageRoutes(services: Services): Hono<Env> {
-  const { db } = services;
+  const { database } = services;
+  const db = database.db;
   const app = new Hono<Env>();
   app.use('/admin/users', requireAdmin({ page: true }), requireCaller({ page: true, via: ['session', 'header'] }));
   app.use('/admin/users/*', requireAdmin({ page: true }), requireCaller({ page: true, via: ['session', 'header'] }));
@@ -71,7 +72,7 @@ export function adminPageRoutes(services: Services): Hono<Env> {
   app.post('/admin/users', async (c) => {
     const form = strings(await readBody(c));
     try {
-      const user = await adminCreateUser(db, actorOf(c), {
+      const user = await adminCreateUser(database, actorOf(c), {
         uid: form.uid ?? '',
         email: form.email ?? '',
         name: form.name ?? '',
@@ -102,7 +103,7 @@ export function adminPageRoutes(services: Services): Hono<Env> {
     if (form.clear_password === 'on') change.password = null;
     else if (form.password) change.password = form.password;
     try {
-      await adminUpdateUser(db, actorOf(c), uid, change);
+      await adminUpdateUser(database, actorOf(c), uid, change);
       return c.redirect(back(uid, 'saved'), 303);
     } catch (e) {
       if (e instanceof AppError && (e.code === 'bad_request' || e.code === 'conflict')) {
@@ -117,7 +118,7 @@ export function adminPageRoutes(services: Services): Hono<Env> {
   app.post('/admin/users/:uid/remove', async (c) => {
     const uid = c.req.param('uid');
     try {
-      await adminRemoveUser(db, actorOf(c), uid);
+      await adminRemoveUser(database, actorOf(c), uid);
     } catch (e) {
       if (e instanceof AppError && e.code === 'conflict') {
         return c.html(<RemovePage {...frame(c, { error: e.message })} user={await getUser(db, uid)} />, 409);
@@ -128,12 +129,12 @@ export function adminPageRoutes(services: Services): Hono<Env> {
   });
 
   app.post('/admin/users/:uid/revoke-tokens', async (c) => {
-    await adminRevokeTokens(db, actorOf(c), c.req.param('uid'));
+    await adminRevokeTokens(database, actorOf(c), c.req.param('uid'));
     return c.redirect(back(c.req.param('uid'), 'tokens'), 303);
   });
 
   app.post('/admin/users/:uid/end-sessions', async (c) => {
-    await adminEndSessions(db, actorOf(c), c.req.param('uid'));
+    await adminEndSessions(database, actorOf(c), c.req.param('uid'));
     return c.redirect(back(c.req.param('uid'), 'sessions'), 303);
   });
 

@@ -43,7 +43,7 @@ export function mcpRoutes(services: Services): Hono<Env> {
     }
     if (parsedBody === undefined) return rpcError(400, -32700, 'Parse error: the body is not JSON');
 
-    const server = buildMcpServer(services.db, principal);
+    const server = buildMcpServer(services.database.db, principal);
     const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
     try {

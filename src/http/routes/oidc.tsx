@@ -5,16 +5,17 @@ import { getCookie, setCookie, deleteCookie } from 'hono/cookie';
 import type { Env, Services, Ctx } from '../context.ts';
 import { MessagePage } from '../pages/message.tsx';
 import { safeNext, safeNextPath } from '../forms.ts';
-import { startSession } from './session.tsx';
+import { setSessionCookie } from './session.tsx';
+import { createSession } from '../../store/sessions.ts';
 import { startFlow, takeFlow, FLOW_TTL_SECONDS } from '../../store/oidc-flows.ts';
 import { recordAudit } from '../../store/audit.ts';
 import { signSessionId, verifySessionCookie } from '../../auth/secrets.ts';
-import { provision } from '../../auth/provisioning.ts';
+import { provision, type Arrival } from '../../auth/provisioning.ts';
 import { OidcFailure, OidcUnavailable } from '../../auth/oidc-errors.ts';
 import type { RelyingParty } from '../../auth/oidc.ts';
 
 export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
-  const { db, config } = services;
+  const { database, config } = services;
   const session = config.auth.session!; // required whenever oidc is enabled (config validation)
   const flowCookie = `${session.cookieName}_oidc`;
   const app = new Hono<Env>();
@@ -29,7 +30,7 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
       if (e instanceof OidcUnavailable) return page(c, 503, 'Single sign-on unavailable', e.message);
       throw e;
     }
-    const id = await startFlow(db, begun.flow);
+    const id = await database.write((tx) => startFlow(tx, begun.flow));
     setCookie(c, flowCookie, signSessionId(id, session.secret), {
       httpOnly: true,
       sameSite: 'Lax',
@@ -44,14 +45,14 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
     const cookie = getCookie(c, flowCookie);
     deleteCookie(c, flowCookie, { path: '/oidc', secure: config.server.secure });
     const id = cookie === undefined ? null : verifySessionCookie(cookie, session.secret);
-    const flow = id === null ? null : await takeFlow(db, id);
+    const flow = id === null ? null : await database.write((tx) => takeFlow(tx, id));
     const restart = 'This sign-in has expired, was used already, or was started in another browser. Please start again.';
     if (!flow) return page(c, 400, 'Sign-in expired', restart);
     if (c.req.query('error') === undefined && c.req.query('state') !== flow.state) return page(c, 400, 'Sign-in expired', restart);
 
-    let arrival;
+    let arrival: Arrival;
     try {
-      arrival = await rp.finish(new URL(c.req.url).search, flow);
+      arrival = { ...(await rp.finish(new URL(c.req.url).search, flow)), peer: c.get('peer') };
     } catch (e) {
       if (e instanceof OidcFailure) {
         services.log.warn('oidc_failed', { reason: e.message });
@@ -60,17 +61,22 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
       if (e instanceof OidcUnavailable) return page(c, 503, 'Single sign-on unavailable', e.message);
       throw e;
     }
-    const result = await provision(db, arrival, { jit: rp.config.jit, defaultAcl: rp.config.defaultAcl, groups: config.auth.groups });
+    const result = await provision(database, arrival, { jit: rp.config.jit, defaultAcl: rp.config.defaultAcl, groups: config.auth.groups });
     if (!result.ok) {
-      await recordAudit(db, { actor: null, via: 'anonymous', action: 'login.failure', target: arrival.uidHint ?? arrival.subject.slice(0, 64), detail: { method: 'oidc', reason: result.reason }, peer: c.get('peer') });
+      const target = (arrival.uidClaim ?? arrival.subject).slice(0, 64);
+      await database.write((tx) => recordAudit(tx, { actor: null, via: 'anonymous', action: 'login.failure', target, detail: { method: 'oidc', reason: result.reason }, peer: c.get('peer') }));
       return page(c, 403, 'Not set up in svc', result.message);
     }
-    await startSession(c, services, session, result.user.id);
-    await recordAudit(db, {
-      actor: result.user.uid, via: 'session', action: 'login.success', target: result.user.uid,
-      detail: { method: 'oidc', ...(result.created ? { provisioned: true } : {}), ...(result.linked && !result.created ? { linked: true } : {}) },
-      peer: c.get('peer'),
+    const sessionId = await database.write(async (tx) => {
+      const id = await createSession(tx, result.user.id, session.ttlSeconds);
+      await recordAudit(tx, {
+        actor: result.user.uid, via: 'session', action: 'login.success', target: result.user.uid,
+        detail: { method: 'oidc', ...(result.created ? { provisioned: true } : {}), ...(result.linked && !result.created ? { linked: true } : {}) },
+        peer: c.get('peer'),
+      });
+      return id;
     });
+    setSessionCookie(c, services, session, sessionId);
     return c.redirect(safeNext(flow.next, config.server.baseUrl), 303);
   });
 

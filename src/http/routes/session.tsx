@@ -17,20 +17,20 @@ import { recordAudit } from '../../store/audit.ts';
 
 const GENERIC_FAILURE = 'Wrong username or password.';
 
-export function startSession(c: Ctx, services: Services, session: SessionConfig, userId: number): Promise<void> {
-  return createSession(services.db, userId, session.ttlSeconds).then((id) => {
-    setCookie(c, session.cookieName, signSessionId(id, session.secret), {
-      httpOnly: true,
-      sameSite: 'Lax',
-      path: '/',
-      secure: services.config.server.secure,
-      maxAge: session.ttlSeconds,
-    });
+/** Sets the cookie of a session created with createSession (in the transaction that records the sign-in). */
+export function setSessionCookie(c: Ctx, services: Services, session: SessionConfig, id: string): void {
+  setCookie(c, session.cookieName, signSessionId(id, session.secret), {
+    httpOnly: true,
+    sameSite: 'Lax',
+    path: '/',
+    secure: services.config.server.secure,
+    maxAge: session.ttlSeconds,
   });
 }
 
 export function sessionRoutes(services: Services): Hono<Env> {
-  const { config, db } = services;
+  const { config, database } = services;
+  const db = database.db;
   const app = new Hono<Env>();
   const page = (c: Ctx, status: 200 | 401 | 429 | 400, props: { next: string; error?: string; username?: string }) =>
     c.html(
@@ -66,22 +66,30 @@ export function sessionRoutes(services: Services): Hono<Env> {
     // Without a stored hash, verify against a dummy so the answer takes as long as a wrong password.
     const ok = (await verifyPassword(hash ?? (await dummyHash()), password)) && hash !== null;
     if (!ok || !found) {
-      await recordFailure(db, [accountKey, addressKey]);
-      await recordAudit(db, { actor: null, via: 'anonymous', action: 'login.failure', target: username.slice(0, 64), peer: c.get('peer') });
+      await database.write(async (tx) => {
+        await recordFailure(tx, [accountKey, addressKey]);
+        await recordAudit(tx, { actor: null, via: 'anonymous', action: 'login.failure', target: username.slice(0, 64), peer: c.get('peer') });
+      });
       services.log.warn('login_failed', { peer: c.get('peer') });
       return page(c, 401, { next, username, error: GENERIC_FAILURE });
     }
-    await clearFailures(db, accountKey);
-    if (needsRehash(hash!)) await updateUser(db, found.user.uid, { passwordHash: await hashPassword(password) });
-    await startSession(c, services, session, found.user.id);
-    await recordAudit(db, { actor: found.user.uid, via: 'session', action: 'login.success', target: found.user.uid, detail: { method: 'password' }, peer: c.get('peer') });
+    const rehashed = needsRehash(hash!) ? await hashPassword(password) : null;
+    const sessionId = await database.write(async (tx) => {
+      await clearFailures(tx, accountKey);
+      if (rehashed) await updateUser(tx, found.user.uid, { passwordHash: rehashed });
+      const id = await createSession(tx, found.user.id, session.ttlSeconds);
+      await recordAudit(tx, { actor: found.user.uid, via: 'session', action: 'login.success', target: found.user.uid, detail: { method: 'password' }, peer: c.get('peer') });
+      return id;
+    });
+    setSessionCookie(c, services, session, sessionId);
     services.log.info('login', { uid: found.user.uid, via: 'local' });
     return c.redirect(safeNext(next, config.server.baseUrl), 303);
   });
 
   app.post('/logout', async (c) => {
     const principal = principalOf(c);
-    if (principal?.via === 'session' && principal.sessionId) await endSession(db, principal.sessionId);
+    const sessionId = principal?.via === 'session' ? principal.sessionId : undefined;
+    if (sessionId) await database.write((tx) => endSession(tx, sessionId));
     if (config.auth.session) deleteCookie(c, config.auth.session.cookieName, { path: '/', secure: config.server.secure });
     return c.redirect('/login', 303);
   });

@@ -12,7 +12,8 @@ import { AppError } from '../../domain/errors.ts';
 import { recordActorAudit } from '../../store/audit.ts';
 
 export function tokenRoutes(services: Services): Hono<Env> {
-  const { db, config } = services;
+  const { database, config } = services;
+  const db = database.db;
   const app = new Hono<Env>();
   const browserOnly = requireCaller({ via: ['session', 'header'] });
 
@@ -38,8 +39,11 @@ export function tokenRoutes(services: Services): Hono<Env> {
     const html = wantsHtml(c);
     try {
       const body = await readBody(c);
-      const created = await createToken(db, caller(c).user.id, body.name, body.ttl);
-      await recordActorAudit(db, actorOf(c), 'token.create', created.id, { name: created.name, expires_at: iso(created.expiresAt) });
+      const created = await database.write(async (tx) => {
+        const token = await createToken(tx, caller(c).user.id, body.name, body.ttl);
+        await recordActorAudit(tx, actorOf(c), 'token.create', token.id, { name: token.name, expires_at: iso(token.expiresAt) });
+        return token;
+      });
       if (html) return renderPage(c, 201, { created });
       return c.json({ id: created.id, token: created.token, name: created.name, expires_at: iso(created.expiresAt) }, 201);
     } catch (e) {
@@ -64,8 +68,10 @@ export function tokenRoutes(services: Services): Hono<Env> {
 
   app.post('/auth/tokens/:id/revoke', requireCaller(), async (c) => {
     const id = c.req.param('id');
-    await revokeToken(db, caller(c).user.id, id);
-    await recordActorAudit(db, actorOf(c), 'token.revoke', id);
+    await database.write(async (tx) => {
+      await revokeToken(tx, caller(c).user.id, id);
+      await recordActorAudit(tx, actorOf(c), 'token.revoke', id);
+    });
     if (wantsHtml(c)) return c.redirect('/', 303);
     return c.json({ id, state: 'revoked' });
   });

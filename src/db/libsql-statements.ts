@@ -1,0 +1,147 @@
+// The embedded libsql binding (0.5.29) can leave a statement "in progress" after a failure: run() returns after
+// a step that failed with SQLITE_BUSY without resetting the statement, get() and all() return on an error
+// mid-way, and run() stops a statement that returns rows (INSERT … RETURNING) after its first row
+// (tursodatabase/libsql-js#237, #238; tursodatabase/libsql-client-ts#352). A statement in progress keeps the
+// connection's transaction open: on a writer, every later COMMIT fails with "SQL statements in progress" (even
+// after ROLLBACK); on a reader, every later read sees the old snapshot. The binding has no reset(), and
+// iterate() is no substitute: it steps the statement, re-running a write.
+//
+// So a connection whose statement failed is replaced: this wrapper opens a fresh connection and prepares
+// statements again on it, transparently to drizzle and to statements prepared once (the bearer lookup). Readers
+// are replaced at once; the writer when its transaction ends (see open.ts), since a statement that fails inside
+// a transaction (a unique constraint) must not end it.
+
+interface LibsqlStatement {
+  raw(on?: boolean): LibsqlStatement;
+  run(...params: unknown[]): unknown;
+  get(...params: unknown[]): unknown;
+  all(...params: unknown[]): unknown[];
+}
+
+interface LibsqlDatabase {
+  prepare(sql: string): LibsqlStatement;
+  exec(sql: string): void;
+  close(): void;
+  readonly inTransaction: boolean;
+}
+
+/** The connection as drizzle's better-sqlite3 driver sees it. */
+export interface Connection {
+  prepare(sql: string): unknown;
+  exec(sql: string): void;
+  readonly inTransaction: boolean;
+  /** true when a statement failed in a way that may have left it in progress */
+  readonly suspect: boolean;
+  /** closes this connection and opens a fresh one */
+  replace(): void;
+  close(): void;
+}
+
+// A unique or check constraint ends its statement cleanly; anything else may not have.
+const endsCleanly = (e: unknown) => String((e as { code?: unknown })?.code ?? '').startsWith('SQLITE_CONSTRAINT');
+
+class ReplacingConnection implements Connection {
+  private current: LibsqlDatabase;
+  generation = 0;
+  suspect = false;
+
+  constructor(
+    private readonly open: () => LibsqlDatabase,
+    private readonly replaceOnFailure: boolean,
+  ) {
+    this.current = open();
+  }
+
+  get raw(): LibsqlDatabase {
+    return this.current;
+  }
+
+  get inTransaction(): boolean {
+    return this.current.inTransaction;
+  }
+
+  prepare(sql: string): unknown {
+    return new Statement(this, sql);
+  }
+
+  exec(sql: string): void {
+    // exec() finalizes what it runs, so it never leaves a statement behind.
+    this.current.exec(sql);
+  }
+
+  failed(e: unknown): void {
+    if (endsCleanly(e)) return;
+    this.suspect = true;
+    if (this.replaceOnFailure) this.replace();
+  }
+
+  replace(): void {
+    try {
+      this.current.close();
+    } catch {
+      // it is dropped either way
+    }
+    this.current = this.open();
+    this.generation++;
+    this.suspect = false;
+  }
+
+  close(): void {
+    this.current.close();
+  }
+}
+
+class Statement {
+  private statement: LibsqlStatement;
+  private generation: number;
+  private rawMode = false;
+
+  constructor(
+    private readonly connection: ReplacingConnection,
+    private readonly sql: string,
+  ) {
+    this.statement = connection.raw.prepare(sql);
+    this.generation = connection.generation;
+  }
+
+  private current(): LibsqlStatement {
+    if (this.generation !== this.connection.generation) {
+      this.statement = this.connection.raw.prepare(this.sql);
+      if (this.rawMode) this.statement.raw(true);
+      this.generation = this.connection.generation;
+    }
+    return this.statement;
+  }
+
+  raw(on?: boolean): this {
+    this.rawMode = on ?? true;
+    this.current().raw(this.rawMode);
+    return this;
+  }
+
+  run(...params: unknown[]): unknown {
+    return this.guard(() => this.current().run(...params));
+  }
+
+  get(...params: unknown[]): unknown {
+    return this.guard(() => this.current().get(...params));
+  }
+
+  all(...params: unknown[]): unknown[] {
+    return this.guard(() => this.current().all(...params));
+  }
+
+  private guard<T>(call: () => T): T {
+    try {
+      return call();
+    } catch (e) {
+      this.connection.failed(e);
+      throw e;
+    }
+  }
+}
+
+/** A connection that replaces itself after a failed statement (readers) or marks itself suspect (the writer). */
+export function replacingConnection(open: () => LibsqlDatabase, options: { replaceOnFailure: boolean }): Connection {
+  return new ReplacingConnection(open, options.replaceOnFailure);
+}
