@@ -21,11 +21,12 @@ export interface Running {
 export class StartupError extends Error {}
 
 /** How long in-flight requests may take to finish after a stop signal before their connections are cut. */
-const SHUTDOWN_GRACE_MS = 10_000;
+export const SHUTDOWN_GRACE_MS = 10_000;
 /** After connections are cut, how long handlers still running get to notice before the database closes. */
 const SETTLE_MS = 2_000;
 
-export async function startServer(config: Config, log: Logger): Promise<Running> {
+export async function startServer(config: Config, log: Logger, options: { graceMs?: number } = {}): Promise<Running> {
+  const graceMs = options.graceMs ?? SHUTDOWN_GRACE_MS;
   const database = await openDatabase(config.server.database, config.server.databaseToken);
   try {
     await database.migrate();
@@ -74,9 +75,9 @@ export async function startServer(config: Config, log: Logger): Promise<Running>
   const stop = () => {
     stopping ??= new Promise<void>((resolve) => {
       cut = setTimeout(() => {
-        log.warn('shutdown_grace_over', { grace_ms: SHUTDOWN_GRACE_MS, in_flight: active });
+        log.warn('shutdown_grace_over', { grace_ms: graceMs, in_flight: active });
         cutConnections();
-      }, SHUTDOWN_GRACE_MS);
+      }, graceMs);
       cut.unref();
       oidc?.stop();
       server.close(() => {

@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ROOT, freePort, newSecret, DEFAULT_AUTH } from './helpers/workspace.ts';
+import { binaryRunner } from './helpers/installation.ts';
+import { lockedDatabase, crashRounds, cliBesideServer } from './helpers/durability.ts';
 
 const run = promisify(execFile);
 let work: string;
@@ -163,4 +165,9 @@ describe('svc as a single executable', () => {
     assert.equal(again.code, 0, again.stderr);
     assert.equal(readFileSync(join(cache, build!, 'libsql.node')).subarray(0, 4).toString('latin1'), '\x7fELF', 'the damaged copy was replaced in place');
   });
+
+  // CONTRACT §5 "Durability", the same scenarios as test/durability.test.ts, on the executable.
+  test('durability: a write lock held past the busy wait gives 503 and no change; afterwards every 2xx is committed', (t) => lockedDatabase(binaryRunner(binary), t));
+  test('durability: 20 rounds of kill -9 under concurrent writes lose nothing acknowledged', (t) => crashRounds(binaryRunner(binary), t, 20));
+  test('durability: CLI writes beside a server under 50 connections: only 2xx or 503, nothing lost', (t) => cliBesideServer(binaryRunner(binary), t));
 });

@@ -185,9 +185,9 @@ describe('header channel behind nginx', () => {
     assert.equal(cli.code, 1);
     assert.match(cli.stderr, /password: this user signs in with single sign-on/);
     // Even a hash written behind svc's back is never offered to the password form.
-    await s.database.write((tx) => tx.run(sql`UPDATE users SET password_hash = 'x' WHERE uid = 'carol'`));
+    await s.database.write(async (tx) => void (await tx.run(sql`UPDATE users SET password_hash = 'x' WHERE uid = 'carol'`)));
     assert.equal((await passwordHashOf(s.database.db, 'carol'))!.hash, null);
-    await s.database.write((tx) => tx.run(sql`UPDATE users SET password_hash = NULL WHERE uid = 'carol'`));
+    await s.database.write(async (tx) => void (await tx.run(sql`UPDATE users SET password_hash = NULL WHERE uid = 'carol'`)));
   });
 
   test('a bearer token still works alongside the header channel', async () => {

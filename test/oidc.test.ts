@@ -176,7 +176,7 @@ describe('OIDC single sign-on against oidc-provider', () => {
     const expiring = new Agent();
     const e = await expiring.get(`${s.url}/oidc/login`);
     const eState = new URL(e.headers.get('location')!).searchParams.get('state')!;
-    await s.database.write((tx) => tx.run(sql`UPDATE oidc_flows SET expires_at = 1`));
+    await s.database.write(async (tx) => void (await tx.run(sql`UPDATE oidc_flows SET expires_at = 1`)));
     const expired = await expiring.get(`${s.url}/oidc/callback?code=${code}&state=${eState}&iss=${encodeURIComponent(idp.issuer)}`);
     assert.equal(expired.status, 400, 'expired');
     for (const a of [fresh, expiring]) assert.equal(a.cookie('127.0.0.1', 'svc_session'), undefined);

@@ -1,5 +1,7 @@
 // Failures of the database itself, told apart so callers can answer them well: a database that stays busy is a
-// 503 with Retry-After (CLI: exit 1 with a message), never a 500, and never a half-done change.
+// 503 with Retry-After (CLI: exit 1 with a message), never a 500, and never a half-done change. Drivers' errors
+// arrive wrapped (drizzle's "Failed to run the query" with the SQLite error as its cause), so every test here
+// looks through the chain of causes.
 
 /** The write lock stayed taken past svc's wait; nothing was changed. */
 export class DatabaseBusy extends Error {
@@ -11,22 +13,59 @@ export class DatabaseBusy extends Error {
   }
 }
 
+/** The database file or its disk failed: the message names the file and what to do. */
+export class DatabaseFailure extends Error {}
+
+function chain(e: unknown): { code?: unknown; message?: unknown }[] {
+  const out: { code?: unknown; message?: unknown }[] = [];
+  for (let c = e as { cause?: unknown } | undefined; c && typeof c === 'object' && out.length < 5; c = c.cause as typeof c) {
+    out.push(c as { code?: unknown; message?: unknown });
+  }
+  return out;
+}
+
+/** The SQLite result code (SQLITE_BUSY, SQLITE_CONSTRAINT_UNIQUE, …) anywhere in the error's causes, else ''. */
+export function sqliteCode(e: unknown): string {
+  for (const c of chain(e)) if (typeof c.code === 'string' && c.code.startsWith('SQLITE_')) return c.code;
+  return '';
+}
+
 export function isBusy(e: unknown): boolean {
-  const code = (e as { code?: unknown })?.code;
-  const text = String((e as { message?: unknown })?.message ?? '');
-  return code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' || /SQLITE_BUSY|database is locked|database table is locked/.test(text) ||
-    (typeof code === 'string' && code.startsWith('SQLITE_BUSY'));
+  const code = sqliteCode(e);
+  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return true;
+  return chain(e).some((c) => /database is locked|database table is locked/.test(String(c.message ?? '')));
+}
+
+const WRAPPER = /^(Failed to run the query|Failed query)/;
+
+/**
+ * A database error's message without the statement or its bound values: drivers put both into their messages,
+ * and values can be password hashes or token hashes. What remains names the failure (constraint, lock, disk).
+ */
+export function safeDatabaseMessage(e: unknown): string {
+  const messages = chain(e).map((c) => String(c.message ?? '')).filter((m) => m !== '');
+  const own = messages.find((m) => !WRAPPER.test(m));
+  if (own !== undefined) return own.replace(/\s*params:[\s\S]*$/i, '').trim();
+  const code = sqliteCode(e);
+  return code ? `a database query failed (${code})` : messages.length > 0 ? 'a database query failed' : String(e);
 }
 
 /**
- * A database error's message without the statement's bound values: drivers put them into their messages, and
- * they can hold password hashes or token hashes. What remains names the failure (constraint, lock, disk).
+ * Failures of the file rather than of the statement, told in words an operator can act on; anything else is
+ * returned as it is (callers test for constraint errors).
  */
-export function safeDatabaseMessage(e: unknown): string {
-  const message = String((e as { message?: unknown })?.message ?? e);
-  // @libsql/client: "… Failed query: <sql> params: <values>"; drizzle: "Failed query: <sql>\nparams: <values>".
-  return message
-    .replace(/\s*params:[\s\S]*$/i, '')
-    .replace(/^Failed query:[\s\S]*$/i, 'a database query failed')
-    .trim();
+export function explainFileFailure(location: string, e: unknown): unknown {
+  if (e instanceof DatabaseBusy || e instanceof DatabaseFailure) return e;
+  const code = sqliteCode(e);
+  const message = safeDatabaseMessage(e);
+  if (code.startsWith('SQLITE_FULL') || /database or disk is full/.test(message)) {
+    return new DatabaseFailure(`the disk holding the database ${location} is full; nothing was changed; free some space and try again`);
+  }
+  if (code.startsWith('SQLITE_READONLY') || /readonly database/.test(message)) {
+    return new DatabaseFailure(`the database ${location} is read-only for this user; svc needs write access to the file and its folder (check their owner and mode)`);
+  }
+  if (code.startsWith('SQLITE_IOERR') || code.startsWith('SQLITE_CORRUPT') || code.startsWith('SQLITE_NOTADB') || code.startsWith('SQLITE_CANTOPEN')) {
+    return new DatabaseFailure(`the database ${location} could not be used (${message}); check the disk and the file`);
+  }
+  return e;
 }

@@ -17,7 +17,7 @@ import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import * as schema from './schema.ts';
 import { replacingConnection } from './libsql-statements.ts';
 import { loadMigrations, applyMigrations, pendingMigrations, type Migration } from './migrations.ts';
-import { DatabaseBusy, isBusy, safeDatabaseMessage } from './errors.ts';
+import { DatabaseBusy, DatabaseFailure, isBusy, safeDatabaseMessage, explainFileFailure } from './errors.ts';
 import { migrationText } from '../runtime/assets.ts';
 
 export type Db = BaseSQLiteDatabase<'sync' | 'async', unknown, typeof schema>;
@@ -75,15 +75,18 @@ function serial(): <T>(fn: () => Promise<T>) => Promise<T> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Calls `attempt` until it does not fail busy, backing off without blocking, for up to waitMs. */
-async function untilNotBusy<T>(attempt: () => T | Promise<T>, waitMs: number): Promise<T> {
+/**
+ * Calls `attempt` until it does not fail busy, backing off without blocking, until `deadline` (which counts from
+ * when the caller asked, so writes queued behind a waiting one do not each wait in full).
+ */
+async function untilNotBusy<T>(attempt: () => T | Promise<T>, deadline: number): Promise<T> {
   const start = Date.now();
   for (let delay = 2; ; delay = Math.min(delay * 2, 50)) {
     try {
       return await attempt();
     } catch (e) {
       if (!isBusy(e)) throw e;
-      if (Date.now() - start >= waitMs) throw new DatabaseBusy(Date.now() - start);
+      if (Date.now() >= deadline) throw new DatabaseBusy(Date.now() - start);
       await sleep(delay + Math.random() * delay);
     }
   }
@@ -129,15 +132,18 @@ async function openEmbedded(path: string): Promise<Database> {
   const opened = inMemory ? null : fileIdentity(path);
   const queue = serial();
 
-  const transaction = async <T>(fn: (tx: Tx) => Promise<T>, waitMs: number): Promise<T> =>
-    queue(async () => {
-      await untilNotBusy(() => writer.exec('BEGIN IMMEDIATE'), waitMs);
+  const transaction = async <T>(fn: (tx: Tx) => Promise<T>, waitMs: number): Promise<T> => {
+    const deadline = Date.now() + waitMs;
+    return queue(async () => {
+      await untilNotBusy(() => writer.exec('BEGIN IMMEDIATE'), deadline).catch((e) => {
+        throw explainFileFailure(path, e);
+      });
       let committing = false;
       try {
         const result = await fn(writeDb as unknown as Tx);
         committing = true;
         writer.exec('COMMIT');
-        if (writer.inTransaction) throw new Error('the database did not commit the change');
+        if (writer.inTransaction) throw new Error('the database did not commit');
         return result;
       } catch (e) {
         // Nothing of a failed transaction stays. A connection that may hold a statement in progress cannot
@@ -148,10 +154,15 @@ async function openEmbedded(path: string): Promise<Database> {
           // replaced below
         }
         if (committing || writer.suspect || writer.inTransaction) writer.replace();
+        const explained = explainFileFailure(path, e);
+        if (explained !== e) throw explained;
+        // A COMMIT refused for a statement in progress is not another process's lock: it is this change failing.
+        if (committing) throw new Error(`the change was not committed (${safeDatabaseMessage(e)}); nothing was changed`);
         if (isBusy(e)) throw new DatabaseBusy();
         throw e;
       }
     });
+  };
 
   const database: Database = {
     driver: 'embedded',
@@ -184,8 +195,10 @@ async function openClient(url: string, authToken: string | null): Promise<Databa
   if (isFile) await client.executeMultiple('PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL;');
   const db = drizzle({ client, schema });
   const queue = serial();
-  const transaction = <T>(fn: (tx: Tx) => Promise<T>, waitMs: number): Promise<T> =>
-    queue(() => {
+  const location = isFile ? filePath(url) : url.replace(/\?.*$/, '');
+  const transaction = <T>(fn: (tx: Tx) => Promise<T>, waitMs: number): Promise<T> => {
+    const deadline = Date.now() + waitMs;
+    return queue(() => {
       let started = false;
       return untilNotBusy(async () => {
         try {
@@ -197,11 +210,11 @@ async function openClient(url: string, authToken: string | null): Promise<Databa
         } catch (e) {
           // Retry only when the lock was never had; a failure later in the transaction is its answer.
           if (started && isBusy(e)) throw new DatabaseBusy();
-          throw e;
+          throw isBusy(e) ? e : explainFileFailure(location, e);
         }
-      }, waitMs);
+      }, deadline);
     });
-  const location = isFile ? filePath(url) : url.replace(/\?.*$/, '');
+  };
   return {
     driver: 'client',
     location,
@@ -233,17 +246,10 @@ async function checkProblems(db: Db, transaction: Transaction, location: string,
   } catch (e) {
     if (e instanceof ProbeRollback) return [];
     if (e instanceof DatabaseBusy) return [`the database ${location} is locked by another process: ${e.message}`];
-    return [`the database ${location} cannot be written: ${explainWriteFailure(location, e)}`];
+    const explained = explainFileFailure(location, e);
+    return [explained instanceof DatabaseFailure ? explained.message : `the database ${location} cannot be written: ${safeDatabaseMessage(e)}`];
   }
   return [];
-}
-
-function explainWriteFailure(path: string, e: unknown): string {
-  const message = safeDatabaseMessage(e);
-  if (/readonly|read-only|permission|access/i.test(message) && isAbsolute(path)) {
-    return `${message} (svc needs write access to ${path} and to its folder ${dirname(path)}; check the owner and mode)`;
-  }
-  return message;
 }
 
 function fileIdentity(path: string): string | null {

@@ -44,9 +44,15 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
     if (err instanceof AppError) {
       return wantsHtml(c) ? c.text(err.message, STATUS[err.code]) : apiError(c, err.code, err.message);
     }
+    // The client went away (or shutdown cut the connection) before svc answered: nobody is there to read an error.
+    if (c.req.raw.signal.aborted) {
+      services.log.info('request_aborted', { path: c.req.path });
+      return c.body(null, 499 as never);
+    }
     if (err instanceof DatabaseBusy) {
       services.log.warn('database_busy', { path: c.req.path });
-      return apiError(c, 'unavailable', err.message, { 'Retry-After': String(err.retryAfter) });
+      const headers = { 'Retry-After': String(err.retryAfter) };
+      return wantsHtml(c) ? c.text(err.message, 503, headers) : apiError(c, 'unavailable', err.message, headers);
     }
     services.log.error('unhandled', { path: c.req.path, error: safeDatabaseMessage(err) });
     return c.json({ error: 'internal_error', message: 'svc failed to answer this request; the server log has details' }, 500);

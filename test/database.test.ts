@@ -1,0 +1,263 @@
+// The database layer on its own: the libsql bug it works around, the write transaction's guarantees, busy
+// waits, and the checks behind startup, `svc check` and /readyz. Locks are held by sqlite3, another process.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { mkdtempSync, rmSync, unlinkSync, writeFileSync, chmodSync, mkdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql } from 'drizzle-orm';
+import { openDatabase, type Database } from '../src/db/open.ts';
+import { DatabaseBusy, sqliteCode } from '../src/db/errors.ts';
+import { replacingConnection } from '../src/db/libsql-statements.ts';
+import { createUser } from '../src/store/users.ts';
+import { createToken, checkToken } from '../src/store/tokens.ts';
+import { holdWriteLock, sqlite3 } from './helpers/installation.ts';
+import { MAIN, TSX } from './helpers/workspace.ts';
+
+const Sqlite = createRequire(import.meta.url)('better-sqlite3') as new (path: string) => {
+  exec(sql: string): void;
+  prepare(sql: string): { run(...p: unknown[]): unknown; get(...p: unknown[]): unknown };
+  close(): void;
+  readonly inTransaction: boolean;
+};
+
+let dir: string;
+before(() => {
+  dir = mkdtempSync(join(tmpdir(), 'svc-db-'));
+});
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+const count = (path: string) => sqlite3(path, 'SELECT count(*) FROM t;').then(Number);
+
+describe('the libsql binding (0.5.29) and the connection that replaces itself', () => {
+  const busyStatement = async (path: string, connection: { exec(sql: string): void; prepare(sql: string): unknown }) => {
+    const lock = await holdWriteLock(path);
+    try {
+      connection.exec('PRAGMA busy_timeout = 20');
+      const insert = connection.prepare('INSERT INTO t VALUES (1)') as { run(): unknown };
+      assert.throws(() => insert.run(), /database is locked/);
+      return insert; // kept referenced, so garbage collection cannot hide what it leaves behind
+    } finally {
+      await lock.release();
+    }
+  };
+
+  test('upstream: after a statement fails busy, the raw connection can no longer commit (libsql-js#237)', async () => {
+    // When this starts failing, a fixed libsql has shipped: the replacement below may then go (README "Database").
+    const path = join(dir, 'upstream.db');
+    execFileSync('sqlite3', [path, 'PRAGMA journal_mode = WAL; CREATE TABLE t (x);']);
+    const raw = new Sqlite(path);
+    const kept = await busyStatement(path, raw);
+    raw.exec('BEGIN IMMEDIATE');
+    raw.prepare('INSERT INTO t VALUES (2)').run();
+    assert.throws(() => raw.exec('COMMIT'), /SQL statements in progress/);
+    raw.exec('ROLLBACK');
+    assert.equal(await count(path), 0);
+    raw.close();
+    void kept;
+  });
+
+  test('the writer is marked suspect, and once replaced it commits again', async () => {
+    const path = join(dir, 'writer.db');
+    execFileSync('sqlite3', [path, 'PRAGMA journal_mode = WAL; CREATE TABLE t (x);']);
+    const writer = replacingConnection(() => new Sqlite(path) as never, { replaceOnFailure: false });
+    const kept = await busyStatement(path, writer);
+    assert.equal(writer.suspect, true);
+    writer.replace();
+    writer.exec('BEGIN IMMEDIATE');
+    (writer.prepare('INSERT INTO t VALUES (2)') as { run(): unknown }).run();
+    writer.exec('COMMIT');
+    assert.equal(await count(path), 1);
+    writer.close();
+    void kept;
+  });
+
+  test('a reader is replaced at once, and statements prepared before keep working on the new connection', async () => {
+    const path = join(dir, 'reader.db');
+    execFileSync('sqlite3', [path, 'PRAGMA journal_mode = WAL; CREATE TABLE t (x);']);
+    const connection = replacingConnection(() => new Sqlite(path) as never, { replaceOnFailure: true });
+    const counter = connection.prepare('SELECT count(*) AS n FROM t') as { get(): { n: number } };
+    const kept = await busyStatement(path, connection);
+    assert.equal(connection.suspect, false, 'replaced already');
+    await sqlite3(path, 'INSERT INTO t VALUES (5);');
+    assert.equal(counter.get().n, 1, 'sees what another process committed');
+    connection.exec('INSERT INTO t VALUES (6)');
+    assert.equal(await count(path), 2, 'and its writes commit');
+    connection.close();
+    void kept;
+  });
+});
+
+describe('Database.write', () => {
+  let database: Database;
+  let path: string;
+  before(async () => {
+    path = join(dir, 'write.db');
+    database = await openDatabase(`file:${path}`, null);
+    await database.migrate();
+  });
+  after(() => database.close());
+  const users = () => sqlite3(path, 'SELECT group_concat(uid) FROM (SELECT uid FROM users ORDER BY uid);');
+
+  test('reads cannot change anything: the read connection is query-only', async () => {
+    await assert.rejects(async () => database.db.run(sql`DELETE FROM users`), (e) => sqliteCode(e) === 'SQLITE_READONLY');
+  });
+
+  test('a statement left in progress (INSERT … RETURNING through run) fails the commit: nothing is kept, the next write works', async () => {
+    await assert.rejects(
+      database.write(async (tx) => {
+        await tx.run(sql`INSERT INTO uids (uid, reserved_at) VALUES ('left-open', 1) RETURNING uid`);
+      }),
+      /^Error: the change was not committed \(cannot commit transaction - SQL statements in progress\); nothing was changed$/,
+    );
+    assert.equal(await sqlite3(path, "SELECT count(*) FROM uids WHERE uid = 'left-open';"), '0');
+    await database.write((tx) => createUser(tx, { uid: 'after', email: 'after@example.com' }));
+    assert.match(await users(), /after/);
+  });
+
+  test('a failed transaction keeps nothing of what it did', async () => {
+    await assert.rejects(
+      database.write(async (tx) => {
+        await createUser(tx, { uid: 'half', email: 'half@example.com' });
+        throw new Error('something after the insert failed');
+      }),
+      /something after/,
+    );
+    assert.doesNotMatch(await users(), /half/);
+  });
+
+  test('busy past the wait: DatabaseBusy and no change; queued writes share the wait instead of adding theirs', async () => {
+    const lock = await holdWriteLock(path);
+    const started = Date.now();
+    let results: PromiseSettledResult<unknown>[];
+    try {
+      results = await Promise.allSettled(
+        Array.from({ length: 8 }, (_, i) => database.write((tx) => createUser(tx, { uid: `queued${i}`, email: `q${i}@example.com` }), { waitMs: 400 })),
+      );
+    } finally {
+      await lock.release();
+    }
+    const elapsed = Date.now() - started;
+    for (const r of results) {
+      assert.equal(r.status, 'rejected');
+      assert.ok((r as PromiseRejectedResult).reason instanceof DatabaseBusy);
+    }
+    assert.ok(elapsed < 2000, `eight queued writes gave up after ${elapsed} ms, not 8 × 400 ms`);
+    assert.doesNotMatch(await users(), /queued/);
+    // waitMs 0: one try, for writes that may be dropped (last-used stamps).
+    const again = await holdWriteLock(path);
+    try {
+      const t0 = Date.now();
+      await assert.rejects(database.write(async () => undefined, { waitMs: 0 }), DatabaseBusy);
+      assert.ok(Date.now() - t0 < 200);
+    } finally {
+      await again.release();
+    }
+  });
+
+  test('a write waits for a lock released within the wait, then commits', async () => {
+    const lock = await holdWriteLock(path);
+    const pending = database.write((tx) => createUser(tx, { uid: 'patient', email: 'patient@example.com' }));
+    await new Promise((r) => setTimeout(r, 300));
+    await lock.release();
+    await pending;
+    assert.match(await users(), /patient/);
+  });
+
+  test('token expiry comes from the database clock, not the minting process clock', async () => {
+    const user = await database.write((tx) => createUser(tx, { uid: 'clocked', email: 'clocked@example.com' }));
+    const realNow = Date.now;
+    Date.now = () => realNow() - 2 * 3600_000; // a host two hours behind
+    let minted;
+    try {
+      minted = await database.write((tx) => createToken(tx, user.id, 'skewed', '1h'));
+    } finally {
+      Date.now = realNow;
+    }
+    assert.ok(Math.abs(minted.expiresAt! - (Date.now() + 3600_000)) < 5000, 'expires an hour from the database clock');
+    assert.equal((await checkToken(database, minted.token)).ok, true);
+  });
+});
+
+describe('what startup, svc check and /readyz see', () => {
+  test('a locked database, a deleted file and pending migrations are named', async () => {
+    const path = join(dir, 'problems.db');
+    const database = await openDatabase(`file:${path}`, null);
+    try {
+      assert.match((await database.problems())[0] ?? '', /migration\(s\) not applied/);
+      assert.deepEqual(await database.problems({ pendingIsProblem: false }), []);
+      await database.migrate();
+      assert.deepEqual(await database.problems(), []);
+      const lock = await holdWriteLock(path);
+      try {
+        assert.match((await database.problems({ waitMs: 100 }))[0] ?? '', /is locked by another process/);
+      } finally {
+        await lock.release();
+      }
+      unlinkSync(path);
+      assert.match((await database.problems())[0] ?? '', /was deleted while svc runs/);
+    } finally {
+      database.close();
+    }
+  });
+
+  const cli = (args: string[], user?: number) => {
+    const command = [process.execPath, '--import', TSX, MAIN, ...args];
+    const [file, ...argv] = user === undefined ? command : ['setpriv', `--reuid=${user}`, `--regid=${user}`, '--clear-groups', ...command];
+    try {
+      return { code: 0, out: execFileSync(file!, argv, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH, HOME: tmpdir() } }) };
+    } catch (e) {
+      const err = e as { status: number; stderr: string; stdout: string };
+      return { code: err.status, out: err.stdout + err.stderr };
+    }
+  };
+  const configIn = (folder: string) => {
+    const path = join(folder, 'svc.ini');
+    writeFileSync(path, '[server]\ndatabase = file:svc.db\n[auth]\ntoken\n    enabled true\n');
+    return path;
+  };
+
+  test('svc check proves the database is writable: a root-owned file used by another user is named, with the reason', () => {
+    const folder = join(dir, 'owned');
+    mkdirSync(folder);
+    chmodSync(dir, 0o755);
+    chmodSync(folder, 0o777);
+    const config = configIn(folder);
+    chmodSync(config, 0o644);
+    assert.equal(cli(['migrate', '--config', config]).code, 0); // as root, like `sudo svc migrate`
+    const asNobody = cli(['check', '--config', config], 65534);
+    assert.equal(asNobody.code, 1, asNobody.out);
+    assert.match(asNobody.out, new RegExp(`svc: check: server\\.database: .*${join(folder, 'svc.db').replace(/[./]/g, '\\$&')}.*(not writable|read-only)`));
+    assert.equal(asNobody.out.trim().split('\n').length, 1, 'one line');
+    const asRoot = cli(['check', '--config', config]);
+    assert.equal(asRoot.code, 0, asRoot.out);
+    assert.match(asRoot.out, /can be read and written/);
+  });
+
+  test('a full disk and a read-only folder are one line that says what to fix', () => {
+    const tiny = join(dir, 'tiny');
+    mkdirSync(tiny);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=48k', 'tmpfs', tiny]);
+    try {
+      const full = cli(['migrate', '--config', configIn(tiny)]);
+      assert.equal(full.code, 1);
+      assert.match(full.out, /^svc migrate: the disk holding the database .*svc\.db is full; nothing was changed; free some space and try again\n$/);
+    } finally {
+      execFileSync('umount', [tiny]);
+    }
+    const readOnly = join(dir, 'ro');
+    mkdirSync(readOnly);
+    const config = configIn(readOnly);
+    execFileSync('mount', ['--bind', '-o', 'ro', readOnly, readOnly]);
+    try {
+      const r = cli(['migrate', '--config', config]);
+      assert.equal(r.code, 1);
+      assert.match(r.out, /^svc migrate: cannot open the database .*svc\.db: the folder .*ro is not writable by this user/);
+      assert.equal(r.out.trim().split('\n').length, 1);
+    } finally {
+      execFileSync('umount', [readOnly]);
+    }
+  });
+});

@@ -1,0 +1,130 @@
+// svc installed as an operator runs it: a folder with svc.ini (its database given as a relative file: path),
+// the CLI and `svc serve` as separate processes, from source or as the single executable. Tests that kill,
+// restart or lock around svc use this rather than an in-process server.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MAIN, TSX, DEFAULT_AUTH, freePort, newSecret, type CliResult } from './workspace.ts';
+
+/** How to start svc: the node running these tests with tsx, or a built executable. */
+export interface Runner {
+  readonly name: string;
+  command(args: readonly string[]): { file: string; args: string[] };
+}
+
+export const sourceRunner: Runner = {
+  name: 'source',
+  command: (args) => ({ file: process.execPath, args: ['--import', TSX, MAIN, ...args] }),
+};
+
+export function binaryRunner(path: string): Runner {
+  return { name: 'single executable', command: (args) => ({ file: path, args: [...args] }) };
+}
+
+export interface Serving {
+  readonly child: ChildProcess;
+  readonly url: string;
+  readonly exited: Promise<number | null>;
+  log(): string;
+}
+
+export interface Installation {
+  readonly dir: string;
+  readonly dbPath: string;
+  readonly port: number;
+  readonly url: string;
+  readonly env: Record<string, string>;
+  cli(args: string[], stdin?: string): Promise<CliResult>;
+  serve(): Promise<Serving>;
+  remove(): void;
+}
+
+export async function install(runner: Runner, options: { auth?: string; env?: Record<string, string> } = {}): Promise<Installation> {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-install-'));
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const configPath = join(dir, 'svc.ini');
+  writeFileSync(configPath, `[server]\nlisten = 127.0.0.1:${port}\nbase_url = ${url}\ndatabase = file:svc.db\n[auth]\n${options.auth ?? DEFAULT_AUTH}\n`);
+  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SVC_SESSION_SECRET: newSecret(), ...options.env };
+  // Started from another folder than the config's: the relative database path must follow the config file.
+  const cwd = tmpdir();
+  const start = (args: string[], stdio: 'pipe' | 'ignore') => {
+    const { file, args: argv } = runner.command([...args, '--config', configPath]);
+    return spawn(file, argv, { cwd, env, stdio: [stdio === 'pipe' ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
+  };
+  return {
+    dir,
+    dbPath: join(dir, 'svc.db'),
+    port,
+    url,
+    env,
+    cli(args, stdin) {
+      return new Promise((resolve, reject) => {
+        const child = start(args, 'pipe');
+        let stdout = '';
+        let stderr = '';
+        child.stdout!.on('data', (d) => (stdout += d));
+        child.stderr!.on('data', (d) => (stderr += d));
+        child.on('error', reject);
+        child.on('close', (code) => resolve({ code, stdout, stderr }));
+        child.stdin!.end(stdin ?? '');
+      });
+    },
+    async serve() {
+      const child = start(['serve'], 'ignore');
+      let log = '';
+      child.stdout!.on('data', (d) => (log += d));
+      child.stderr!.on('data', (d) => (log += d));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        try {
+          if ((await fetch(`${url}/healthz`)).status === 200) break;
+        } catch {
+          // not listening yet
+        }
+        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`svc serve did not come up:\n${log}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      return { child, url, exited, log: () => log };
+    },
+    remove() {
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Runs sqlite3 (Debian's shell, a separate process) on the database file; returns its output. */
+export function sqlite3(dbPath: string, script: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('sqlite3', ['-batch', dbPath], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve(out.trim()) : reject(new Error(`sqlite3 exited ${code}: ${err}`))));
+    child.stdin.end(`.timeout 10000\n${script}\n`);
+  });
+}
+
+/** Another process (sqlite3) holding the database's write lock until release(). */
+export async function holdWriteLock(dbPath: string): Promise<{ release(): Promise<void> }> {
+  const child = spawn('sqlite3', ['-batch', dbPath], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  child.stdin.write(".timeout 10000\nBEGIN IMMEDIATE;\nSELECT 'held';\n");
+  const deadline = Date.now() + 10_000;
+  while (!out.includes('held')) {
+    if (Date.now() > deadline) throw new Error('sqlite3 did not take the write lock');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return {
+    async release() {
+      child.stdin.end('COMMIT;\n.quit\n');
+      await exited;
+    },
+  };
+}
