@@ -2,8 +2,10 @@
 //   1. authenticated `tools/call whoami` on /mcp vs. the same handler without the auth core (throughput)
 //   2. `search` over 100,000 generated items with the ACL filter vs. the bare FTS5 query (p50/p99 latency)
 //   3. the bearer lookup with 1,000,000 tokens in the table vs. 1,000 (cost per lookup)
+//   4. a token mint through svc's write path (queued BEGIN IMMEDIATE … COMMIT, commit check, synchronous=FULL) vs.
+//      the same INSERT in autocommit on a plain connection with synchronous=NORMAL (what svc did before)
 // Options: --quick (smaller sizes and shorter runs, for a smoke check), --rounds N, --seconds S,
-// --only mcp|search|lookup (one part).
+// --only mcp|search|lookup|writes (one part).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -216,11 +218,39 @@ async function benchLookup(): Promise<void> {
   say(`   ratio ${BIG_TOKENS.toLocaleString('en')} / 1,000: ${fmt(b / s)}   (target <= 1.2)`);
 }
 
+// ---------- 4. the write path: what durability costs per write ----------
+
+async function benchWrites(): Promise<void> {
+  const { path, database, close } = await prepareDb('writes');
+  const user = await database.write((tx) => createUser(tx, { uid: 'bench', email: 'bench@example.com' }));
+  const plain = new Sqlite(path);
+  plain.exec('PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;');
+  const insert = plain.prepare('INSERT INTO tokens (id, hash, user_id, name, created_at) VALUES (?, ?, ?, ?, ?)');
+  const n = QUICK ? 100 : 400;
+  const times: { svc: number[]; plain: number[] } = { svc: [], plain: [] };
+  for (let i = 0; i < n; i++) {
+    // Interleaved, so both see the same disk and machine state.
+    let t = performance.now();
+    await database.write((tx) => createToken(tx, user.id, `svc${i}`, undefined));
+    times.svc.push(performance.now() - t);
+    t = performance.now();
+    insert.run(`tok_plain${i}`, storedHash(randomBytes(20).toString('hex')), user.id, `plain${i}`, Date.now());
+    times.plain.push(performance.now() - t);
+  }
+  plain.close();
+  close();
+  const [a, b] = [median(times.svc), median(times.plain)];
+  say(`4. one token mint, ${n} interleaved pairs, median (the disk's fsync dominates both; writes are rare next to reads)`);
+  say(`   svc write path (queue, BEGIN IMMEDIATE … COMMIT, commit check, synchronous=FULL): ${fmt(a, 3)} ms`);
+  say(`   plain autocommit INSERT, synchronous=NORMAL:                                       ${fmt(b, 3)} ms`);
+  say(`   ratio svc / plain: ${fmt(a / b)}`);
+}
+
 try {
   if (pin) execFileSync('taskset', ['-pc', '1', String(process.pid)], { stdio: 'ignore' });
   say(`svc benchmark${QUICK ? ' (--quick: smaller sizes, not the reported figures)' : ''}, node ${process.version}`);
   say();
-  const parts = { mcp: benchMcp, search: benchSearch, lookup: benchLookup };
+  const parts = { mcp: benchMcp, search: benchSearch, lookup: benchLookup, writes: benchWrites };
   for (const [name, run] of Object.entries(parts)) {
     if (opts.only !== undefined && opts.only !== name) continue;
     await run();
