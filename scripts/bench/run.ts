@@ -19,7 +19,7 @@ import { openDatabase, type Database, type Db } from '../../src/db/open.ts';
 import { createUser } from '../../src/store/users.ts';
 import { createToken, checkToken } from '../../src/store/tokens.ts';
 import { searchVisible, ftsQuery } from '../../src/store/items.ts';
-import { storedHash } from '../../src/auth/secrets.ts';
+import { storedHash } from '../../src/domain/secrets.ts';
 
 const { values: opts } = parseArgs({
   options: { quick: { type: 'boolean' }, rounds: { type: 'string' }, seconds: { type: 'string' }, only: { type: 'string' } },

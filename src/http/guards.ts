@@ -60,5 +60,6 @@ export function caller(c: Ctx): Principal {
 
 /** The caller as the audit trail records them; only valid behind requireCaller or requireAdmin. */
 export function actorOf(c: Ctx): Actor {
-  return { principal: caller(c), peer: c.get('peer') };
+  const principal = caller(c);
+  return { uid: principal.user.uid, via: principal.via, peer: c.get('peer') };
 }

@@ -3,7 +3,7 @@
 // caller's credentials are checked on every request); it is bound to the user who opened it, so the same id
 // with another user's credentials is refused.
 import { encodeBase32LowerCaseNoPadding } from '@oslojs/encoding';
-import { randomId, sha256 } from '../auth/secrets.ts';
+import { randomId, sha256 } from '../domain/secrets.ts';
 
 function tag(nonce: string, userId: number): string {
   return encodeBase32LowerCaseNoPadding(sha256(`svc-mcp-session:${nonce}:${userId}`).subarray(0, 10));

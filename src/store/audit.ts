@@ -2,7 +2,6 @@
 import { and, desc, eq, gt, lt, sql } from 'drizzle-orm';
 import type { Database, Db, Tx } from '../db/open.ts';
 import { audit } from '../db/schema.ts';
-import type { Principal } from '../auth/core.ts';
 
 export interface AuditEvent {
   /** uid of whoever acted; null when nobody is signed in (a failed login) */
@@ -94,13 +93,15 @@ export function countedAuditRecorder(database: Database): (event: CountedEvent) 
 
 /** Who acts in a request: the signed-in caller and the address the request came from. */
 export interface Actor {
-  readonly principal: Principal;
+  readonly uid: string;
+  /** the channel they came through: token, session or header */
+  readonly via: string;
   readonly peer: string;
 }
 
 /** Records an action by a signed-in caller. */
 export async function recordActorAudit(tx: Tx, actor: Actor, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
-  await recordAudit(tx, { actor: actor.principal.user.uid, via: actor.principal.via, action, target, detail: detail ?? null, peer: actor.peer });
+  await recordAudit(tx, { actor: actor.uid, via: actor.via, action, target, detail: detail ?? null, peer: actor.peer });
 }
 
 /** Newest first; `before` is the id to continue below (paging). */

@@ -3,7 +3,7 @@
 import { eq, lt } from 'drizzle-orm';
 import type { Tx } from '../db/open.ts';
 import { oidcFlows } from '../db/schema.ts';
-import { randomId, storedHash } from '../auth/secrets.ts';
+import { randomId, storedHash } from '../domain/secrets.ts';
 
 export const FLOW_TTL_SECONDS = 600;
 

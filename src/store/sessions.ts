@@ -2,7 +2,7 @@
 import { eq, and, gt, lt, sql } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { sessions, users } from '../db/schema.ts';
-import { randomId, storedHash } from '../auth/secrets.ts';
+import { randomId, storedHash } from '../domain/secrets.ts';
 import { toUser, type User } from './users.ts';
 
 /** Starts a session and returns its secret id (the cookie carries it, signed). */

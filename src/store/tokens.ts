@@ -2,7 +2,7 @@
 import { eq, and, desc, sql, isNull, lt, or } from 'drizzle-orm';
 import type { Database, Db, Tx } from '../db/open.ts';
 import { tokens, users } from '../db/schema.ts';
-import { mintToken, randomId, storedHash, tokenWellFormed } from '../auth/secrets.ts';
+import { mintToken, randomId, storedHash, tokenWellFormed } from '../domain/secrets.ts';
 import { parseDuration, DURATION_HINT } from '../config/duration.ts';
 import { badRequest, notFound } from '../domain/errors.ts';
 import { toUser, type User } from './users.ts';

@@ -7,7 +7,7 @@ import type { Database } from '../../db/open.ts';
 import type { HeaderConfig, GroupsConfig } from '../../config/load.ts';
 import { normalizeIp } from '../../config/load.ts';
 import { provision } from '../provisioning.ts';
-import { sha256 } from '../secrets.ts';
+import { sha256 } from '../../domain/secrets.ts';
 import { countedAuditRecorder } from '../../store/audit.ts';
 import type { Logger } from '../../log.ts';
 import type { Channel, Rejection } from '../core.ts';

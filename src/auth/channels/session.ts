@@ -3,7 +3,7 @@
 import type { Db } from '../../db/open.ts';
 import type { SessionConfig } from '../../config/load.ts';
 import { sessionUser } from '../../store/sessions.ts';
-import { verifySessionCookie } from '../secrets.ts';
+import { verifySessionCookie } from '../../domain/secrets.ts';
 import type { Channel } from '../core.ts';
 
 export function sessionChannel(db: Db, session: SessionConfig): Channel {

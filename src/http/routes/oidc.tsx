@@ -9,7 +9,7 @@ import { setSessionCookie } from './session.tsx';
 import { createSession } from '../../store/sessions.ts';
 import { startFlow, takeFlow, FLOW_TTL_SECONDS } from '../../store/oidc-flows.ts';
 import { recordAudit } from '../../store/audit.ts';
-import { signSessionId, verifySessionCookie } from '../../auth/secrets.ts';
+import { signSessionId, verifySessionCookie } from '../../domain/secrets.ts';
 import { provision, type Arrival } from '../../auth/provisioning.ts';
 import { OidcFailure, OidcUnavailable } from '../../auth/oidc-errors.ts';
 import type { RelyingParty } from '../../auth/oidc.ts';

@@ -11,7 +11,7 @@ import { passwordHashOf, updateUser } from '../../store/users.ts';
 import { createSession, endSession } from '../../store/sessions.ts';
 import { retryAfter, recordFailure, clearFailures, ACCOUNT_LIMIT, ADDRESS_LIMIT } from '../../store/throttle.ts';
 import { verifyPassword, dummyHash, needsRehash, hashPassword, PASSWORD_MAX } from '../../auth/passwords.ts';
-import { signSessionId } from '../../auth/secrets.ts';
+import { signSessionId } from '../../domain/secrets.ts';
 import type { SessionConfig } from '../../config/load.ts';
 import { recordAudit } from '../../store/audit.ts';
 
