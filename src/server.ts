@@ -25,8 +25,17 @@ export const SHUTDOWN_GRACE_MS = 10_000;
 /** After connections are cut, how long handlers still running get to notice before the database closes. */
 const SETTLE_MS = 2_000;
 
-export async function startServer(config: Config, log: Logger, options: { graceMs?: number } = {}): Promise<Running> {
+/**
+ * Limits that keep a slow or greedy client from holding the server: all of a request's headers within 10 s, the
+ * whole request within 60 s (bodies are at most 4 MiB), idle keep-alive connections closed after 5 s, checked
+ * every second, and at most 1,000 connections at once (more are refused at accept).
+ */
+export const CONNECTION_LIMITS = { headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, keepAliveTimeoutMs: 5_000, checkEveryMs: 1_000, maxConnections: 1_000 };
+type ConnectionLimits = typeof CONNECTION_LIMITS;
+
+export async function startServer(config: Config, log: Logger, options: { graceMs?: number; limits?: Partial<ConnectionLimits> } = {}): Promise<Running> {
   const graceMs = options.graceMs ?? SHUTDOWN_GRACE_MS;
+  const limits = { ...CONNECTION_LIMITS, ...options.limits };
   const database = await openDatabase(config.server.database, config.server.databaseToken);
   try {
     await database.migrate();
@@ -58,7 +67,21 @@ export async function startServer(config: Config, log: Logger, options: { graceM
   };
 
   const server: ServerType = await new Promise((resolve, reject) => {
-    const s = serve({ fetch, hostname: config.server.host, port: config.server.port }, () => resolve(s));
+    const s = serve(
+      {
+        fetch,
+        hostname: config.server.host,
+        port: config.server.port,
+        serverOptions: {
+          headersTimeout: limits.headersTimeoutMs,
+          requestTimeout: limits.requestTimeoutMs,
+          keepAliveTimeout: limits.keepAliveTimeoutMs,
+          connectionsCheckingInterval: limits.checkEveryMs,
+        },
+      },
+      () => resolve(s),
+    );
+    s.maxConnections = limits.maxConnections;
     s.once('error', reject);
   });
   const address = server.address();

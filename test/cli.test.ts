@@ -1,6 +1,6 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect } from 'node:net';
 import { createWorkspace, type Workspace } from './helpers/workspace.ts';
@@ -158,8 +158,28 @@ describe('svc CLI', () => {
     writeFileSync(join(dir, 'aa-new.md'), '# would be new');
     const bad = await ws.svc(['item', 'import', dir]);
     assert.equal(bad.code, 1);
-    assert.match(bad.stderr, /zz-bad\.md: labels: invalid label "NOT"/);
+    assert.match(bad.stderr, /zz-bad\.md:2: labels: invalid label "NOT"/);
     assert.equal(JSON.parse((await ws.svc(['item', 'list', '--json'])).stdout).length, 3);
+
+    // Each of these once imported a confidential document as readable by everyone. Now each is refused, every
+    // bad file is named with its line, and nothing is written.
+    rmSync(join(dir, 'zz-bad.md'));
+    writeFileSync(join(dir, 'block-list.md'), '---\ntitle: Board\nlabels:\n  - board\n---\nsecret');
+    writeFileSync(join(dir, 'capital.md'), '---\nLabels: board\n---\nsecret');
+    const attacks = await ws.svc(['item', 'import', dir]);
+    assert.equal(attacks.code, 1);
+    assert.match(attacks.stderr, /block-list\.md:4: lists, nested values/);
+    assert.match(attacks.stderr, /capital\.md:2: unknown key "Labels"/);
+    assert.equal(JSON.parse((await ws.svc(['item', 'list', '--json'])).stdout).length, 3);
+    // A BOM, CRLF and a delimiter with a trailing space are read, labels included.
+    rmSync(join(dir, 'block-list.md'));
+    rmSync(join(dir, 'capital.md'));
+    rmSync(join(dir, 'aa-new.md'));
+    writeFileSync(join(dir, 'bom.md'), '\uFEFF---\r\ntitle: Board\r\nlabels: board\r\n---\r\nsecret');
+    writeFileSync(join(dir, 'space.md'), '--- \nlabels: board\n---\nsecret');
+    assert.equal((await ws.svc(['item', 'import', dir])).code, 0);
+    const listed = JSON.parse((await ws.svc(['item', 'list', '--json'])).stdout) as { id: string; labels: string[] }[];
+    assert.deepEqual(listed.filter((i) => i.id === 'bom' || i.id === 'space').map((i) => i.labels), [['board'], ['board']]);
 
     const badId = await ws.svc(['item', 'put', '../escape', '--title', 't'], { stdin: 'x' });
     assert.equal(badId.code, 1);

@@ -1,4 +1,6 @@
 import { test, describe, before, after } from 'node:test';
+import { createHash, createHmac } from 'node:crypto';
+import { encodeBase32LowerCaseNoPadding } from '@oslojs/encoding';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -151,16 +153,38 @@ describe('/mcp', () => {
   test('an MCP session id is bound to its user: another user\'s credentials with it are refused', async () => {
     const { client, transport } = await connectAs(s.url, bearer(tokens.enguser!));
     const sessionId = transport.sessionId;
-    assert.match(sessionId ?? '', /^[a-z2-7]{24}\.[a-z2-7]{16}$/);
+    assert.match(sessionId ?? '', /^[a-z2-7]{24}\.[a-z2-7]{24}$/);
     const mine = await post(s.url, { ...bearer(tokens.enguser!), 'mcp-session-id': sessionId! }, '{"jsonrpc":"2.0","id":2,"method":"tools/list"}');
     assert.equal(mine.status, 200);
     const theirs = await post(s.url, { ...bearer(tokens.finuser!), 'mcp-session-id': sessionId! }, '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fetch","arguments":{"id":"eng"}}}');
     assert.equal(theirs.status, 403);
     const text = await theirs.text();
     assert.doesNotMatch(text, /quarterly report/i);
-    const forged = await post(s.url, { ...bearer(tokens.finuser!), 'mcp-session-id': 'not-a-session' }, '{"jsonrpc":"2.0","id":2,"method":"tools/list"}');
-    assert.equal(forged.status, 404);
+    const malformed = await post(s.url, { ...bearer(tokens.finuser!), 'mcp-session-id': 'not-a-session' }, '{"jsonrpc":"2.0","id":2,"method":"tools/list"}');
+    assert.equal(malformed.status, 404);
+    // Anyone can compute an unkeyed hash of a nonce and a user id; such an id is refused.
+    const nonce = sessionId!.split('.')[0]!;
+    for (const made of [
+      createHash('sha256').update(`${nonce}:${users.finuser!.id}`).digest(),
+      createHash('sha256').update(`svc-mcp-session:${nonce}:${users.finuser!.id}`).digest(),
+      createHmac('sha256', '').update(`${nonce}:${users.finuser!.id}`).digest(),
+    ]) {
+      const forged = `${nonce}.${encodeBase32LowerCaseNoPadding(made.subarray(0, 15))}`;
+      assert.equal((await post(s.url, { ...bearer(tokens.finuser!), 'mcp-session-id': forged }, '{"jsonrpc":"2.0","id":2,"method":"tools/list"}')).status, 403);
+    }
     await client.close();
+  });
+
+  test('session ids reveal no user id: without the key, no user id can be tried against them', async () => {
+    const a = (await connectAs(s.url, bearer(tokens.enguser!))).transport.sessionId!;
+    const b = (await connectAs(s.url, bearer(tokens.enguser!))).transport.sessionId!;
+    assert.notEqual(a.split('.')[1], b.split('.')[1]);
+    const [nonce, tagged] = a.split('.') as [string, string];
+    for (let id = 0; id <= 1000; id++) {
+      for (const guess of [`${nonce}:${id}`, `svc-mcp-session:${nonce}:${id}`]) {
+        assert.notEqual(encodeBase32LowerCaseNoPadding(createHash('sha256').update(guess).digest().subarray(0, 15)), tagged);
+      }
+    }
   });
 
   test('a browser session can use /mcp too (via session)', async () => {
@@ -235,5 +259,25 @@ describe('/mcp', () => {
     assert.ok(pages >= 2);
     await assert.rejects(client.listResources({ cursor: '!!' }), /cursor/);
     await client.close();
+  });
+});
+
+describe('/mcp session ids without a session secret (token-only configuration)', () => {
+  test('are keyed by the database: they survive a restart and stay bound to their user', async () => {
+    const s = await startTestServer({ auth: 'token\n    enabled true\n' });
+    try {
+      const alice = await s.addUser({ uid: 'alice', email: 'alice@example.com' });
+      const bob = await s.addUser({ uid: 'bob', email: 'bob@example.com' });
+      const [ta, tb] = [await s.tokenFor(alice), await s.tokenFor(bob)];
+      const { client, transport } = await connectAs(s.url, bearer(ta));
+      const id = transport.sessionId!;
+      await client.close();
+      await s.restart();
+      const list = '{"jsonrpc":"2.0","id":2,"method":"tools/list"}';
+      assert.equal((await post(s.url, { ...bearer(ta), 'mcp-session-id': id }, list)).status, 200);
+      assert.equal((await post(s.url, { ...bearer(tb), 'mcp-session-id': id }, list)).status, 403);
+    } finally {
+      await s.stop();
+    }
   });
 });

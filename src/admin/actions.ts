@@ -66,8 +66,11 @@ export async function adminCreateUser(database: Database, actor: Actor, body: Re
   });
 }
 
-/** Body: any of {email, name, labels, admin, password}; password null removes it. */
-export async function adminUpdateUser(database: Database, actor: Actor, uid: string, body: Record<string, unknown>): Promise<User> {
+/**
+ * Body: any of {email, name, labels, admin, password}; password null removes it. A new or removed password ends
+ * the user's sessions but `keepSessionId`, the browser session making the change (when it is their own).
+ */
+export async function adminUpdateUser(database: Database, actor: Actor, uid: string, body: Record<string, unknown>, keepSessionId?: string): Promise<User> {
   rejectUnknown(body, new Set([...KNOWN_USER_FIELDS].filter((k) => k !== 'uid')));
   const change: UserChange = {};
   const email = optionalString(body, 'email');
@@ -81,7 +84,7 @@ export async function adminUpdateUser(database: Database, actor: Actor, uid: str
   if (body.password !== undefined) change.passwordHash = await passwordHashFrom(body.password);
   if (Object.keys(change).length === 0) return getUser(database.db, uid);
   return database.write(async (tx) => {
-    const user = await updateUser(tx, uid, change);
+    const user = await updateUser(tx, uid, change, keepSessionId === undefined ? {} : { keepSessionId });
     const detail: Record<string, unknown> = {};
     if (email !== undefined) detail.email = user.email;
     if (name !== undefined) detail.name = user.name;

@@ -6,9 +6,13 @@ import ini from 'ini';
 import { parseLabels, LabelError, type LabelSet } from '../domain/labels.ts';
 import { parseDuration, DURATION_HINT } from './duration.ts';
 import { parseTree, type TreeNode } from './tree.ts';
+import { normalizeIp, parseNetwork } from '../domain/addresses.ts';
 
 export interface SessionConfig {
+  /** the session cookie's name as sent: `__Host-<cookie_name>` when base_url is https */
   readonly cookieName: string;
+  /** the single sign-on flow cookie's name: `__Secure-<cookie_name>_oidc` when base_url is https */
+  readonly flowCookieName: string;
   readonly ttlSeconds: number;
   readonly secret: Buffer;
 }
@@ -45,6 +49,10 @@ export interface Config {
     readonly secure: boolean;
     readonly database: string;
     readonly databaseToken: string | null;
+    /** addresses and networks of reverse proxies whose X-Forwarded-For names the client */
+    readonly trustedProxies: readonly string[];
+    /** browser origins besides base_url's that may call /mcp */
+    readonly allowedOrigins: readonly string[];
   };
   readonly auth: {
     readonly session: SessionConfig | null;
@@ -74,7 +82,7 @@ export interface LoadOptions {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-const SERVER_KEYS = ['listen', 'base_url', 'database', 'database_token_env'] as const;
+const SERVER_KEYS = ['listen', 'base_url', 'database', 'database_token_env', 'trusted_proxies', 'allowed_origins'] as const;
 
 type Kind = 'bool' | 'text' | 'duration' | 'env' | 'labels' | 'header' | 'map';
 const AUTH_SPEC: Record<string, Record<string, Kind>> = {
@@ -100,7 +108,7 @@ export function loadConfig(text: string, env: Env, options: LoadOptions): Config
   const problems: string[] = [];
   const sections = splitSections(text, problems);
   const server = readServer(sections.get('server'), env, options.baseDir ?? process.cwd(), problems);
-  const auth = readAuth(sections.get('auth') ?? [], env, options, problems);
+  const auth = readAuth(sections.get('auth') ?? [], env, options, server?.secure ?? false, problems);
   if (problems.length > 0) throw new ConfigError(problems.map((p) => `svc: config: ${p}`));
   return deepFreeze({ server: server!, auth: auth! });
 }
@@ -195,8 +203,25 @@ function readServer(lines: Lines | undefined, env: Env, baseDir: string, problem
   let databaseToken: string | null = null;
   if (tokenEnv !== '') databaseToken = readEnv('server.database_token_env', tokenEnv, env, problems);
 
+  const trustedProxies = str('trusted_proxies', '').split(/[\s,]+/).filter((p) => p !== '');
+  for (const p of trustedProxies) {
+    if (!parseNetwork(p)) problems.push(`server.trusted_proxies: "${p}" is not an IP address or network (such as 10.0.0.5 or 10.0.0.0/8)`);
+  }
+  const allowedOrigins: string[] = [];
+  for (const o of str('allowed_origins', '').split(/[\s,]+/).filter((p) => p !== '')) {
+    let origin: string | null = null;
+    try {
+      const u = new URL(o);
+      if ((u.protocol === 'http:' || u.protocol === 'https:') && u.origin === o.replace(/\/$/, '')) origin = u.origin;
+    } catch {
+      // reported below
+    }
+    if (origin === null) problems.push(`server.allowed_origins: "${o}" is not an origin (scheme://host[:port], no path)`);
+    else allowedOrigins.push(origin);
+  }
+
   if (!hostPort) return null;
-  return { host: hostPort.host, port: hostPort.port, baseUrl, secure, database, databaseToken };
+  return { host: hostPort.host, port: hostPort.port, baseUrl, secure, database, databaseToken, trustedProxies, allowedOrigins };
 }
 
 export function parseHostPort(text: string): { host: string; port: number } | null {
@@ -263,7 +288,7 @@ class Section {
   }
 }
 
-function readAuth(lines: Lines, env: Env, options: LoadOptions, problems: string[]): Config['auth'] | null {
+function readAuth(lines: Lines, env: Env, options: LoadOptions, secure: boolean, problems: string[]): Config['auth'] | null {
   const tree = parseTree(lines);
   for (const p of tree.problems) problems.push(`auth: line ${p.line}: ${p.message}`);
 
@@ -342,7 +367,13 @@ function readAuth(lines: Lines, env: Env, options: LoadOptions, problems: string
         `${sessionSection.path('secret_env')}: the secret in ${sessionSection.raw('secret_env')} is ${Buffer.byteLength(secret)} bytes; it must be at least ${MIN_SECRET_BYTES} (try: openssl rand -base64 48)`,
       );
     }
-    session = { cookieName, ttlSeconds: ttlSeconds ?? 0, secret: Buffer.from(secret ?? '') };
+    // Over https the prefixes make browsers refuse a cookie set by a subdomain or over plain http.
+    session = {
+      cookieName: secure ? `__Host-${cookieName}` : cookieName,
+      flowCookieName: secure ? `__Secure-${cookieName}_oidc` : `${cookieName}_oidc`,
+      ttlSeconds: ttlSeconds ?? 0,
+      secret: Buffer.from(secret ?? ''),
+    };
   } else {
     checkOptionalDuration(sessionSection, 'ttl', problems);
   }
@@ -445,13 +476,6 @@ function isHttpUrl(text: string): boolean {
   } catch {
     return false;
   }
-}
-
-/** Peer addresses arrive as IPv4-mapped IPv6 (::ffff:127.0.0.1) on dual-stack sockets; compare them as IPv4. */
-export function normalizeIp(address: string): string {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped) return mapped[1]!;
-  return address.toLowerCase();
 }
 
 function deepFreeze<T>(value: T): T {

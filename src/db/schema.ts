@@ -125,3 +125,12 @@ export const oidcFlows = sqliteTable(
   },
   (t) => [index('oidc_flows_expiry').on(t.expiresAt)],
 );
+
+/**
+ * Random keys made by the database itself at migration, shared by every svc process on it, for HMACs that must
+ * verify on any instance when no configured secret serves (MCP session ids without a session secret).
+ */
+export const serverKeys = sqliteTable('server_keys', {
+  name: text('name').primaryKey(),
+  key: text('key').notNull(),
+});

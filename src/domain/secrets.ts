@@ -50,3 +50,8 @@ export function verifySessionCookie(value: string, secret: Buffer): string | nul
   const expected = new TextEncoder().encode(signSessionId(id, secret));
   return constantTimeEqual(expected, new TextEncoder().encode(value)) ? id : null;
 }
+
+/** A key for one purpose from a configured secret, so no two uses of the secret can ever verify each other. */
+export function deriveKey(secret: Buffer, purpose: string): Buffer {
+  return createHmac('sha256', secret).update(`svc key for: ${purpose}`).digest();
+}

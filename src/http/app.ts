@@ -2,7 +2,7 @@
 import { Hono } from 'hono';
 import type { Env, Services, Ctx } from './context.ts';
 import { apiError, STATUS, wantsHtml } from './context.ts';
-import { securityHeaders, bodyLimits, requestLog, resolveCaller, sameOriginForAmbient } from './middleware.ts';
+import { securityHeaders, bodyLimits, requestLog, resolveCaller, sameOriginForAmbient, mcpOrigin } from './middleware.ts';
 import { sessionRoutes } from './routes/session.tsx';
 import { tokenRoutes } from './routes/tokens.tsx';
 import { mcpRoutes } from './routes/mcp.ts';
@@ -22,6 +22,7 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
   app.use(securityHeaders());
   app.use(requestLog(services));
   app.use(bodyLimits());
+  app.use('/mcp', mcpOrigin(services));
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', async (c) => {
     const problems = await services.database.problems({ waitMs: READY_WAIT_MS });

@@ -22,7 +22,10 @@ export interface Env {
     resolution: Resolution;
     /** random per response, for the Content-Security-Policy of pages */
     nonce: string;
+    /** the TCP peer: what the header channel trusts, never a forwarded-for header */
     peer: string;
+    /** the client behind trusted_proxies (X-Forwarded-For), else the peer: for throttling, the audit trail, the log */
+    client: string;
   };
 }
 

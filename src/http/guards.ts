@@ -61,5 +61,5 @@ export function caller(c: Ctx): Principal {
 /** The caller as the audit trail records them; only valid behind requireCaller or requireAdmin. */
 export function actorOf(c: Ctx): Actor {
   const principal = caller(c);
-  return { uid: principal.user.uid, via: principal.via, peer: c.get('peer') };
+  return { uid: principal.user.uid, via: principal.via, peer: c.get('client') };
 }

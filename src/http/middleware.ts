@@ -5,6 +5,7 @@ import type { MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { getCookie } from 'hono/cookie';
 import { apiError, principalOf, wantsHtml, type Env, type Services } from './context.ts';
+import { addressMatcher, clientAddress } from '../domain/addresses.ts';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -57,7 +58,7 @@ export function requestLog(services: Services): MiddlewareHandler<Env> {
       path: c.req.path,
       status: c.res.status,
       ms: Math.round((performance.now() - start) * 10) / 10,
-      peer: c.get('peer'),
+      peer: c.get('client'),
       via: r?.kind === 'principal' ? r.principal.via : undefined,
       uid: r?.kind === 'principal' ? r.principal.user.uid : undefined,
       rejected: r?.kind === 'rejected' ? r.rejection.reason : undefined,
@@ -67,9 +68,11 @@ export function requestLog(services: Services): MiddlewareHandler<Env> {
 
 /** Resolves the caller once per request; routes read it with principalOf(). */
 export function resolveCaller(services: Services, peerOf: (c: Parameters<MiddlewareHandler<Env>>[0]) => string): MiddlewareHandler<Env> {
+  const trustedProxy = addressMatcher(services.config.server.trustedProxies);
   return async (c, next) => {
     const peer = peerOf(c);
     c.set('peer', peer);
+    c.set('client', clientAddress(peer, c.req.header('x-forwarded-for') ?? null, trustedProxy));
     const resolution = await services.auth.resolve({
       method: c.req.method,
       headers: c.req.raw.headers,
@@ -82,6 +85,22 @@ export function resolveCaller(services: Services, peerOf: (c: Parameters<Middlew
 }
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * /mcp from a browser page: the MCP transport requires servers to validate Origin (DNS rebinding). A request that
+ * carries one must come from base_url's origin or an allowed_origins entry; clients that send none are not
+ * browsers and pass.
+ */
+export function mcpOrigin(services: Services): MiddlewareHandler<Env> {
+  const allowed = new Set([services.config.server.baseUrl, ...services.config.server.allowedOrigins]);
+  return async (c, next) => {
+    const origin = c.req.header('origin');
+    if (origin !== undefined && !allowed.has(origin)) {
+      return apiError(c, 'forbidden', `requests from the origin ${JSON.stringify(origin.slice(0, 100))} are not allowed; add it to [server] allowed_origins`);
+    }
+    return next();
+  };
+}
 
 /** True when Origin (or, without it, Referer) names base_url's origin. */
 export function sameOrigin(headers: Headers, baseUrl: string): boolean {

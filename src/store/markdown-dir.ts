@@ -4,7 +4,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative, sep, basename } from 'node:path';
 import type { Tx } from '../db/open.ts';
-import { parseMarkdown } from '../domain/front-matter.ts';
+import { parseMarkdown, FrontMatterError } from '../domain/front-matter.ts';
 import { AppError } from '../domain/errors.ts';
 import { checkItemId, checkItemInput, putItem, type ItemInput } from './items.ts';
 
@@ -23,20 +23,29 @@ export interface MarkdownItem {
   readonly input: ItemInput;
 }
 
-/** Reads and checks every *.md under dir; the id is the relative path without .md. Writes nothing. */
+/**
+ * Reads and checks every *.md under dir; the id is the relative path without .md. Writes nothing. Every bad file
+ * is reported, one a line, naming the file and the line.
+ */
 export function readMarkdownDir(dir: string): MarkdownItem[] {
-  return markdownFiles(dir).map((file) => {
+  const problems: string[] = [];
+  const items: MarkdownItem[] = [];
+  for (const file of markdownFiles(dir)) {
     const id = relative(dir, file).slice(0, -'.md'.length).split(sep).join('/');
-    const doc = parseMarkdown(readFileSync(file, 'utf8'));
-    const input = { title: doc.title ?? basename(id), text: doc.body, labels: doc.labels ?? '' };
     try {
+      const doc = parseMarkdown(readFileSync(file, 'utf8'));
+      const input = { title: doc.title ?? basename(id), text: doc.body, labels: doc.labels ?? '' };
       checkItemId(id);
       checkItemInput(input);
+      items.push({ id, input });
     } catch (e) {
-      throw e instanceof AppError ? new AppError(e.code, `${file}: ${e.message}`) : e;
+      if (e instanceof FrontMatterError) problems.push(`${file}:${e.line}: ${e.message}`);
+      else if (e instanceof AppError) problems.push(`${file}: ${e.message}`);
+      else throw e;
     }
-    return { id, input };
-  });
+  }
+  if (problems.length > 0) throw new AppError('bad_request', `nothing was imported; fix these files first:\n${problems.join('\n')}`);
+  return items;
 }
 
 /** Creates or replaces the items; call it inside one write so an import is whole or not at all. */

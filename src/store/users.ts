@@ -1,7 +1,8 @@
 // User records. Input is validated here, once, for every caller (CLI, admin API, single sign-on).
-import { eq, sql, asc, and, isNull, gt, or } from 'drizzle-orm';
+import { eq, sql, asc, and, isNull, gt, or, ne } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
-import { users, identities, tokens } from '../db/schema.ts';
+import { users, identities, tokens, sessions } from '../db/schema.ts';
+import { storedHash } from '../domain/secrets.ts';
 import { parseLabels, formatLabels, storedLabels, LabelError, type LabelSet } from '../domain/labels.ts';
 import { uidProblem, emailProblem } from '../domain/uid.ts';
 import { AppError, badRequest, conflict, notFound } from '../domain/errors.ts';
@@ -135,8 +136,13 @@ function isUidTaken(e: unknown): boolean {
   return /svc: uid reserved|UNIQUE constraint failed: (users\.uid|uids\.uid)/.test(text);
 }
 
+/**
+ * The user with this uid, in any letter case: uids are unique regardless of case. Users made before that rule
+ * whose uids differ only by case are found by their exact spelling alone.
+ */
 export async function findUser(db: Db, uid: string): Promise<User | null> {
-  const row = await db.select().from(users).where(eq(users.uid, uid)).get();
+  const rows = await db.select().from(users).where(sql`${users.uid} = ${uid} COLLATE NOCASE`).limit(8).all();
+  const row = rows.find((r) => r.uid === uid) ?? (rows.length === 1 ? rows[0] : undefined);
   return row ? toUser(row) : null;
 }
 
@@ -153,8 +159,15 @@ const hasSsoIdentity = sql<number>`EXISTS (SELECT 1 FROM identities WHERE identi
  * column holds: such users never sign in by password.
  */
 export async function passwordHashOf(db: Db, uid: string): Promise<{ user: User; hash: string | null } | null> {
-  const row = await db.select({ u: users, sso: hasSsoIdentity }).from(users).where(eq(users.uid, uid)).get();
-  return row ? { user: toUser(row.u), hash: row.sso ? null : row.u.passwordHash } : null;
+  const found = await findUser(db, uid);
+  if (!found) return null;
+  const row = await db.select({ hash: users.passwordHash, sso: hasSsoIdentity }).from(users).where(eq(users.id, found.id)).get();
+  return row ? { user: found, hash: row.sso ? null : row.hash } : null;
+}
+
+/** Stores a fresh hash of the same password (new parameters at login): nothing else changes. */
+export async function rehashPassword(tx: Tx, userId: number, hash: string): Promise<void> {
+  await tx.update(users).set({ passwordHash: hash }).where(eq(users.id, userId));
 }
 
 export async function listUsers(db: Db): Promise<User[]> {
@@ -169,9 +182,14 @@ const anotherAdminExists = (uid: string) =>
   sql`(SELECT count(*) FROM users AS other WHERE other.admin = 1 AND other.uid <> ${uid}) > 0`;
 const LAST_ADMIN = 'the last admin cannot be removed or lose the admin flag; make another user admin first';
 
-/** Applies a change in one UPDATE, so concurrent changes of different fields both land. */
-export async function updateUser(tx: Tx, uid: string, change: UserChange, now = Date.now()): Promise<User> {
-  const set: Partial<typeof users.$inferInsert> = { updatedAt: now };
+/**
+ * Applies a change in one UPDATE, so concurrent changes of different fields both land. A new or removed password
+ * ends the user's sessions, except `keepSessionId` (the browser that made the change); tokens stay, as on GitHub.
+ */
+export async function updateUser(tx: Tx, uidGiven: string, change: UserChange, options: { keepSessionId?: string; now?: number } = {}): Promise<User> {
+  const uid = (await findUser(tx, uidGiven))?.uid;
+  if (uid === undefined) throw notFound(`no user "${uidGiven}"`);
+  const set: Partial<typeof users.$inferInsert> = { updatedAt: options.now ?? Date.now() };
   if (change.email !== undefined) set.email = checkEmail(change.email);
   if (change.name !== undefined) set.name = checkName(change.name);
   if (change.labels !== undefined) set.labels = formatLabels(checkLabels(change.labels));
@@ -183,23 +201,24 @@ export async function updateUser(tx: Tx, uid: string, change: UserChange, now = 
   }
   const keepsAnAdmin = change.admin === false ? or(eq(users.admin, false), anotherAdminExists(uid)) : undefined;
   const rows = await tx.update(users).set(set).where(and(eq(users.uid, uid), keepsAnAdmin)).returning();
-  if (rows.length === 0) {
-    if (await findUser(tx, uid)) throw conflict(LAST_ADMIN, 'admin');
-    throw notFound(`no user "${uid}"`);
+  if (rows.length === 0) throw conflict(LAST_ADMIN, 'admin');
+  const user = toUser(rows[0]!);
+  if (change.passwordHash !== undefined) {
+    const keep = options.keepSessionId === undefined ? sql`1` : ne(sessions.id, storedHash(options.keepSessionId));
+    await tx.delete(sessions).where(and(eq(sessions.userId, user.id), keep));
   }
-  return toUser(rows[0]!);
+  return user;
 }
 
 /** Removes a user; triggers end their sessions and tokens, and the uid stays reserved. */
-export async function removeUser(tx: Tx, uid: string): Promise<void> {
+export async function removeUser(tx: Tx, uidGiven: string): Promise<void> {
+  const uid = (await findUser(tx, uidGiven))?.uid;
+  if (uid === undefined) throw notFound(`no user "${uidGiven}"`);
   const rows = await tx
     .delete(users)
     .where(and(eq(users.uid, uid), or(eq(users.admin, false), anotherAdminExists(uid))))
     .returning({ id: users.id });
-  if (rows.length === 0) {
-    if (await findUser(tx, uid)) throw conflict(LAST_ADMIN, 'uid');
-    throw notFound(`no user "${uid}"`);
-  }
+  if (rows.length === 0) throw conflict(LAST_ADMIN, 'uid');
 }
 
 export interface SignInSummary {

@@ -1,26 +1,18 @@
 // The trusted reverse proxy channel. It engages on any request that carries user_header, and such a request is
 // honoured only when its TCP peer is trusted_proxy and secret_header matches the shared secret. Anything else
 // is refused with 403 and nothing is provisioned: identity headers from anywhere else are forgeries.
-import { BlockList, isIP } from 'node:net';
 import { timingSafeEqual } from 'node:crypto';
 import type { Database } from '../../db/open.ts';
 import type { HeaderConfig, GroupsConfig } from '../../config/load.ts';
-import { normalizeIp } from '../../config/load.ts';
+import { addressMatcher } from '../../domain/addresses.ts';
 import { provision } from '../provisioning.ts';
 import { sha256 } from '../../domain/secrets.ts';
 import { countedAuditRecorder } from '../../store/audit.ts';
 import type { Logger } from '../../log.ts';
 import type { Channel, Rejection } from '../core.ts';
 
-export function trustedPeers(addresses: readonly string[]): (peer: string) => boolean {
-  const list = new BlockList();
-  for (const a of addresses) list.addAddress(normalizeIp(a), isIP(normalizeIp(a)) === 6 ? 'ipv6' : 'ipv4');
-  return (peer) => {
-    const p = normalizeIp(peer);
-    const family = isIP(p);
-    return family !== 0 && list.check(p, family === 6 ? 'ipv6' : 'ipv4');
-  };
-}
+/** The proxy's own addresses (trusted_proxy): only the TCP peer counts, never a forwarded-for header. */
+export const trustedPeers = addressMatcher;
 
 /**
  * A check for the proxy secret that takes the same time whatever is sent: both sides are compared as SHA-256

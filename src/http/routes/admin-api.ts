@@ -1,7 +1,7 @@
 // /admin/api: JSON administration for admins on any channel (a bearer token suits automation).
 import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
-import { requireAdmin, actorOf } from '../guards.ts';
+import { requireAdmin, actorOf, caller } from '../guards.ts';
 import { readBody } from '../forms.ts';
 import { userJson, itemJson, itemSummaryJson, iso } from '../../domain/json.ts';
 import { listUsers, getUser, signInSummaries } from '../../store/users.ts';
@@ -33,7 +33,7 @@ export function adminApiRoutes(services: Services): Hono<Env> {
     const user = await getUser(db, c.req.param('uid'));
     return c.json(userJson(user, (await signInSummaries(db)).get(user.id) ?? { providers: [], activeTokens: 0 }));
   });
-  app.patch('/admin/api/users/:uid', async (c) => c.json(userJson(await adminUpdateUser(database, actorOf(c), c.req.param('uid'), await jsonBody(c)))));
+  app.patch('/admin/api/users/:uid', async (c) => c.json(userJson(await adminUpdateUser(database, actorOf(c), c.req.param('uid'), await jsonBody(c), caller(c).sessionId))));
   app.delete('/admin/api/users/:uid', async (c) => {
     await adminRemoveUser(database, actorOf(c), c.req.param('uid'));
     return c.body(null, 204);

@@ -103,7 +103,7 @@ export function adminPageRoutes(services: Services): Hono<Env> {
     if (form.clear_password === 'on') change.password = null;
     else if (form.password) change.password = form.password;
     try {
-      await adminUpdateUser(database, actorOf(c), uid, change);
+      await adminUpdateUser(database, actorOf(c), uid, change, caller(c).sessionId);
       return c.redirect(back(uid, 'saved'), 303);
     } catch (e) {
       if (e instanceof AppError && (e.code === 'bad_request' || e.code === 'conflict')) {

@@ -4,7 +4,7 @@ import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/
 import type { Env, Services } from '../context.ts';
 import { requireCaller, caller } from '../guards.ts';
 import { buildMcpServer } from '../../mcp/server.ts';
-import { newSessionId, checkSessionId } from '../../mcp/session-id.ts';
+import { newSessionId, checkSessionId, sessionIdKey } from '../../mcp/session-id.ts';
 
 function rpcError(status: number, code: number, message: string): Response {
   return new Response(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }), {
@@ -20,14 +20,16 @@ function isInitialize(body: unknown): boolean {
 
 export function mcpRoutes(services: Services): Hono<Env> {
   const app = new Hono<Env>();
+  let key: Promise<Buffer> | null = null;
   app.on(['GET', 'POST', 'DELETE'], '/mcp', requireCaller(), async (c) => {
     const principal = caller(c);
     // No server-initiated stream in stateless mode: the spec's answer to GET is 405.
     if (c.req.method === 'GET') return c.body(null, 405, { Allow: 'POST, DELETE' });
 
     const sessionId = c.req.header('mcp-session-id');
+    key ??= sessionIdKey(services.config, services.database.db);
     if (sessionId !== undefined) {
-      const check = checkSessionId(sessionId, principal.user.id);
+      const check = checkSessionId(await key, sessionId, principal.user.id);
       if (check === 'malformed') return rpcError(404, -32001, 'Session not found');
       if (check === 'other_user') return rpcError(403, -32000, 'this MCP session belongs to another user');
     }
@@ -48,7 +50,7 @@ export function mcpRoutes(services: Services): Hono<Env> {
     await server.connect(transport);
     try {
       const response = await transport.handleRequest(c.req.raw, { parsedBody });
-      if (response.ok && isInitialize(parsedBody)) response.headers.set('mcp-session-id', newSessionId(principal.user.id));
+      if (response.ok && isInitialize(parsedBody)) response.headers.set('mcp-session-id', newSessionId(await key, principal.user.id));
       return response;
     } finally {
       void server.close();

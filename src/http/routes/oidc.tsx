@@ -9,7 +9,7 @@ import { setSessionCookie } from './session.tsx';
 import { createSession } from '../../store/sessions.ts';
 import { startFlow, takeFlow, FLOW_TTL_SECONDS } from '../../store/oidc-flows.ts';
 import { recordAudit } from '../../store/audit.ts';
-import { signSessionId, verifySessionCookie } from '../../domain/secrets.ts';
+import { deriveKey, signSessionId, verifySessionCookie } from '../../domain/secrets.ts';
 import { provision, type Arrival } from '../../auth/provisioning.ts';
 import { OidcFailure, OidcUnavailable } from '../../auth/oidc-errors.ts';
 import type { RelyingParty } from '../../auth/oidc.ts';
@@ -17,7 +17,9 @@ import type { RelyingParty } from '../../auth/oidc.ts';
 export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
   const { database, config } = services;
   const session = config.auth.session!; // required whenever oidc is enabled (config validation)
-  const flowCookie = `${session.cookieName}_oidc`;
+  // Its own name and key: a flow cookie can never verify as a session, nor a session cookie as a flow.
+  const flowCookie = session.flowCookieName;
+  const flowKey = deriveKey(session.secret, 'oidc-flow-cookie');
   const app = new Hono<Env>();
   const page = (c: Ctx, status: 400 | 403 | 502 | 503, title: string, message: string) =>
     c.html(<MessagePage nonce={c.get('nonce')} title={title} message={message} link={{ href: '/login', text: 'Back to sign-in' }} />, status);
@@ -31,7 +33,7 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
       throw e;
     }
     const id = await database.write((tx) => startFlow(tx, begun.flow));
-    setCookie(c, flowCookie, signSessionId(id, session.secret), {
+    setCookie(c, flowCookie, signSessionId(id, flowKey), {
       httpOnly: true,
       sameSite: 'Lax',
       path: '/oidc',
@@ -44,7 +46,7 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
   app.get('/oidc/callback', async (c) => {
     const cookie = getCookie(c, flowCookie);
     deleteCookie(c, flowCookie, { path: '/oidc', secure: config.server.secure });
-    const id = cookie === undefined ? null : verifySessionCookie(cookie, session.secret);
+    const id = cookie === undefined ? null : verifySessionCookie(cookie, flowKey);
     const flow = id === null ? null : await database.write((tx) => takeFlow(tx, id));
     const restart = 'This sign-in has expired, was used already, or was started in another browser. Please start again.';
     if (!flow) return page(c, 400, 'Sign-in expired', restart);
@@ -52,7 +54,7 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
 
     let arrival: Arrival;
     try {
-      arrival = { ...(await rp.finish(new URL(c.req.url).search, flow)), peer: c.get('peer') };
+      arrival = { ...(await rp.finish(new URL(c.req.url).search, flow)), peer: c.get('client') };
     } catch (e) {
       if (e instanceof OidcFailure) {
         services.log.warn('oidc_failed', { reason: e.message });
@@ -64,7 +66,7 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
     const result = await provision(database, arrival, { jit: rp.config.jit, defaultAcl: rp.config.defaultAcl, groups: config.auth.groups });
     if (!result.ok) {
       const target = (arrival.uidClaim ?? arrival.subject).slice(0, 64);
-      await database.write((tx) => recordAudit(tx, { actor: null, via: 'anonymous', action: 'login.failure', target, detail: { method: 'oidc', reason: result.reason }, peer: c.get('peer') }));
+      await database.write((tx) => recordAudit(tx, { actor: null, via: 'anonymous', action: 'login.failure', target, detail: { method: 'oidc', reason: result.reason }, peer: c.get('client') }));
       return page(c, 403, 'Not set up in svc', result.message);
     }
     const sessionId = await database.write(async (tx) => {
@@ -72,7 +74,7 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
       await recordAudit(tx, {
         actor: result.user.uid, via: 'session', action: 'login.success', target: result.user.uid,
         detail: { method: 'oidc', ...(result.created ? { provisioned: true } : {}), ...(result.linked && !result.created ? { linked: true } : {}) },
-        peer: c.get('peer'),
+        peer: c.get('client'),
       });
       return id;
     });

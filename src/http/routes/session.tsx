@@ -7,9 +7,9 @@ import { principalOf } from '../context.ts';
 import { LoginPage } from '../pages/login.tsx';
 import { readBody, safeNext, safeNextPath } from '../forms.ts';
 import { sameOrigin, crossSite } from '../middleware.ts';
-import { passwordHashOf, updateUser } from '../../store/users.ts';
+import { passwordHashOf, rehashPassword } from '../../store/users.ts';
 import { createSession, endSession } from '../../store/sessions.ts';
-import { retryAfter, recordFailure, clearFailures, ACCOUNT_LIMIT, ADDRESS_LIMIT } from '../../store/throttle.ts';
+import { reserveAttempt, releaseAttempt, ACCOUNT_LIMIT, ADDRESS_LIMIT } from '../../store/throttle.ts';
 import { verifyPassword, dummyHash, needsRehash, hashPassword, PASSWORD_MAX } from '../../auth/passwords.ts';
 import { signSessionId } from '../../domain/secrets.ts';
 import type { SessionConfig } from '../../config/load.ts';
@@ -51,14 +51,12 @@ export function sessionRoutes(services: Services): Hono<Env> {
     if (username === '' || password === '') return page(c, 400, { next, username, error: 'Enter a username and a password.' });
 
     const accountKey = `account:${username.toLowerCase()}`;
-    const addressKey = `address:${c.get('peer')}`;
-    const wait = Math.max(
-      await retryAfter(db, accountKey, ACCOUNT_LIMIT),
-      await retryAfter(db, addressKey, ADDRESS_LIMIT),
-    );
-    if (wait > 0) {
-      c.header('Retry-After', String(wait));
-      return page(c, 429, { next, username, error: `Too many failed sign-ins. Try again in ${Math.ceil(wait / 60)} minute(s).` });
+    const addressKey = `address:${c.get('client')}`;
+    // Counted before the password is checked, so parallel guesses cannot all be checked.
+    const reserved = await database.write((tx) => reserveAttempt(tx, [[accountKey, ACCOUNT_LIMIT], [addressKey, ADDRESS_LIMIT]]));
+    if (!reserved.ok) {
+      c.header('Retry-After', String(reserved.retryAfter));
+      return page(c, 429, { next, username, error: `Too many failed sign-ins. Try again in ${Math.ceil(reserved.retryAfter / 60)} minute(s).` });
     }
 
     const found = password.length <= PASSWORD_MAX ? await passwordHashOf(db, username) : null;
@@ -66,19 +64,17 @@ export function sessionRoutes(services: Services): Hono<Env> {
     // Without a stored hash, verify against a dummy so the answer takes as long as a wrong password.
     const ok = (await verifyPassword(hash ?? (await dummyHash()), password)) && hash !== null;
     if (!ok || !found) {
-      await database.write(async (tx) => {
-        await recordFailure(tx, [accountKey, addressKey]);
-        await recordAudit(tx, { actor: null, via: 'anonymous', action: 'login.failure', target: username.slice(0, 64), peer: c.get('peer') });
-      });
-      services.log.warn('login_failed', { peer: c.get('peer') });
+      // The reserved attempt stays: it is the failure.
+      await database.write((tx) => recordAudit(tx, { actor: null, via: 'anonymous', action: 'login.failure', target: username.slice(0, 64), peer: c.get('client') }));
+      services.log.warn('login_failed', { peer: c.get('client') });
       return page(c, 401, { next, username, error: GENERIC_FAILURE });
     }
     const rehashed = needsRehash(hash!) ? await hashPassword(password) : null;
     const sessionId = await database.write(async (tx) => {
-      await clearFailures(tx, accountKey);
-      if (rehashed) await updateUser(tx, found.user.uid, { passwordHash: rehashed });
+      await releaseAttempt(tx, reserved.ids, accountKey);
+      if (rehashed) await rehashPassword(tx, found.user.id, rehashed);
       const id = await createSession(tx, found.user.id, session.ttlSeconds);
-      await recordAudit(tx, { actor: found.user.uid, via: 'session', action: 'login.success', target: found.user.uid, detail: { method: 'password' }, peer: c.get('peer') });
+      await recordAudit(tx, { actor: found.user.uid, via: 'session', action: 'login.success', target: found.user.uid, detail: { method: 'password' }, peer: c.get('client') });
       return id;
     });
     setSessionCookie(c, services, session, sessionId);

@@ -1,0 +1,54 @@
+// IP addresses: lists of trusted addresses and networks, and the client address behind trusted reverse proxies.
+import { BlockList, isIP } from 'node:net';
+
+/** Peer addresses arrive as IPv4-mapped IPv6 (::ffff:127.0.0.1) on dual-stack sockets; compare them as IPv4. */
+export function normalizeIp(address: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return mapped[1]!;
+  return address.toLowerCase();
+}
+
+/** "10.0.0.0/8" or "::1" as a network, or null when it is neither an address nor a CIDR. */
+export function parseNetwork(text: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | null {
+  const [raw, bits, extra] = text.split('/');
+  if (raw === undefined || extra !== undefined) return null;
+  const address = normalizeIp(raw);
+  const version = isIP(address);
+  if (version === 0) return null;
+  const max = version === 4 ? 32 : 128;
+  const prefix = bits === undefined ? max : /^\d{1,3}$/.test(bits) ? Number(bits) : NaN;
+  if (!(prefix >= 0 && prefix <= max)) return null;
+  return { address, prefix, family: version === 4 ? 'ipv4' : 'ipv6' };
+}
+
+/** A test for "is this peer one of these addresses or networks"; entries must have passed parseNetwork. */
+export function addressMatcher(entries: readonly string[]): (address: string) => boolean {
+  const list = new BlockList();
+  for (const entry of entries) {
+    const n = parseNetwork(entry);
+    if (n) list.addSubnet(n.address, n.prefix, n.family);
+  }
+  return (address) => {
+    const a = normalizeIp(address);
+    const family = isIP(a);
+    return family !== 0 && list.check(a, family === 6 ? 'ipv6' : 'ipv4');
+  };
+}
+
+/**
+ * The client's address. From a peer that is a trusted proxy, the right-most X-Forwarded-For entry that is not
+ * itself a trusted proxy (entries further left are whatever the client claimed); from anyone else, the peer.
+ * An entry that is not an address stops the walk at the proxy that added it.
+ */
+export function clientAddress(peer: string, forwardedFor: string | null, trusted: (address: string) => boolean): string {
+  let client = normalizeIp(peer);
+  if (forwardedFor === null || !trusted(client)) return client;
+  const hops = forwardedFor.split(',').map((h) => h.trim()).filter((h) => h !== '');
+  for (let i = hops.length - 1; i >= 0; i--) {
+    const hop = normalizeIp(hops[i]!);
+    if (isIP(hop) === 0) return client;
+    client = hop;
+    if (!trusted(hop)) return client;
+  }
+  return client;
+}
