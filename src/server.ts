@@ -110,7 +110,8 @@ export async function startServer(config: Config, log: Logger, options: { graceM
           settled = r;
           setTimeout(r, SETTLE_MS).unref();
         });
-        void drained.then(() => {
+        void drained.then(async () => {
+          await services.auth.close?.().catch(() => undefined);
           database.close();
           log.info('stopped');
           resolve();

@@ -32,6 +32,8 @@ export interface Rejection {
 export interface Channel {
   readonly name: Via;
   authenticate(request: AuthRequest): Promise<Principal | Rejection | null>;
+  /** writes what the channel still holds (counted audit rows) before the database closes */
+  close?(): Promise<void>;
 }
 
 export type Resolution =
@@ -45,6 +47,7 @@ export function isRejection(answer: Principal | Rejection): answer is Rejection 
 
 export interface Authenticator {
   resolve(request: AuthRequest): Promise<Resolution>;
+  close?(): Promise<void>;
 }
 
 /** Channels in the order they are tried: bearer token, then header, then session cookie. */
@@ -57,6 +60,9 @@ export function createAuthenticator(channels: readonly Channel[]): Authenticator
         return isRejection(answer) ? { kind: 'rejected', rejection: answer } : { kind: 'principal', principal: answer };
       }
       return { kind: 'anonymous' };
+    },
+    async close() {
+      await Promise.all(channels.map((c) => c.close?.()));
     },
   };
 }

@@ -70,24 +70,39 @@ type CountedEvent = Parameters<typeof recordCountedAudit>[1];
  * is written at once, the rest are counted here and added shortly before the minute ends. A flood of refused
  * requests then costs no write each.
  */
-export function countedAuditRecorder(database: Database): (event: CountedEvent) => Promise<void> {
-  const open = new Map<string, { until: number; pending: number; timer: NodeJS.Timeout | null }>();
+export interface CountedAuditRecorder {
+  record(event: CountedEvent): Promise<void>;
+  /** writes what is counted but not written yet (at shutdown) */
+  flush(): Promise<void>;
+}
+
+export function countedAuditRecorder(database: Database): CountedAuditRecorder {
+  const open = new Map<string, { event: CountedEvent; until: number; pending: number; timer: NodeJS.Timeout | null }>();
   const MAX_OPEN = 10_000;
   const write = (event: CountedEvent, count: number) => database.write((tx) => recordCountedAudit(tx, event, count));
-  return async (event) => {
-    const now = Date.now();
-    const key = `${event.action}\n${event.peer}\n${event.reason}`;
+  const settle = (key: string) => {
     const entry = open.get(key);
-    if (entry && entry.until > now) {
-      entry.pending++;
-      entry.timer ??= setTimeout(() => {
-        open.delete(key);
-        if (entry.pending > 0) void write(event, entry.pending).catch(() => undefined);
-      }, Math.max(0, entry.until - now - 1000)).unref();
-      return;
-    }
-    if (open.size < MAX_OPEN) open.set(key, { until: now + COUNTED_WINDOW_MS, pending: 0, timer: null });
-    await write(event, 1);
+    open.delete(key);
+    if (entry?.timer) clearTimeout(entry.timer);
+    return entry && entry.pending > 0 ? write(entry.event, entry.pending) : Promise.resolve();
+  };
+  return {
+    async record(event) {
+      const now = Date.now();
+      const key = `${event.action}\n${event.peer}\n${event.reason}`;
+      const entry = open.get(key);
+      if (entry && entry.until > now) {
+        entry.pending++;
+        entry.timer ??= setTimeout(() => void settle(key).catch(() => undefined), Math.max(0, entry.until - now - 1000)).unref();
+        return;
+      }
+      if (entry) await settle(key);
+      if (open.size < MAX_OPEN) open.set(key, { event, until: now + COUNTED_WINDOW_MS, pending: 0, timer: null });
+      await write(event, 1);
+    },
+    async flush() {
+      await Promise.all([...open.keys()].map((key) => settle(key)));
+    },
   };
 }
 

@@ -64,6 +64,14 @@ ${mapLines(o.names)}
   }
   server {
     listen 127.0.0.1:${o.port};
+    # The sign-in form needs no proxy authentication; nginx passes the client's address on.
+    location = /login {
+      proxy_pass http://127.0.0.1:${o.upstreamPort};
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host $http_host;
+      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+    }
     location / {
       auth_basic "svc";
       auth_basic_user_file ${dir}/htpasswd;
@@ -78,6 +86,7 @@ ${mapLines(o.names)}
       proxy_set_header X-Authenticated-Name $svc_name;
       proxy_set_header X-Authenticated-Groups $svc_groups;
       proxy_set_header X-Auth-Secret "${o.secret}";
+      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
     }
   }
 }

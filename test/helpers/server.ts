@@ -27,17 +27,22 @@ export interface TestServerOptions {
   log?: Logger;
   /** base_url when svc sits behind a proxy at another address */
   baseUrl?: string;
+  /** more [server] lines */
+  serverExtra?: string;
+  /** options for startServer */
+  serverOptions?: Parameters<typeof startServer>[2];
 }
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const ws = await createWorkspace({
     ...(options.auth === undefined ? {} : { auth: options.auth }),
     ...(options.baseUrl === undefined ? {} : { baseUrl: options.baseUrl }),
+    ...(options.serverExtra === undefined ? {} : { serverExtra: options.serverExtra }),
   });
   Object.assign(ws.env, options.env);
   const load = () => loadConfig(readFileSync(ws.configPath, 'utf8'), ws.env, { mode: 'serve' });
   let config = load();
-  let running: Running = await startServer(config, options.log ?? silentLogger);
+  let running: Running = await startServer(config, options.log ?? silentLogger, options.serverOptions);
   const database = await openDatabase(ws.dbUrl, null);
   return {
     ws,
@@ -50,7 +55,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       await running.stop();
       if (env) Object.assign(ws.env, env);
       config = load();
-      running = await startServer(config, options.log ?? silentLogger);
+      running = await startServer(config, options.log ?? silentLogger, options.serverOptions);
     },
     async addUser({ password, ...user }) {
       const passwordHash = password ? await hashPassword(password) : null;

@@ -57,7 +57,7 @@ export interface CliResult {
 
 export type AuthSection = string | ((where: { port: number; baseUrl: string }) => string);
 
-export async function createWorkspace(options: { auth?: AuthSection; server?: string; baseUrl?: string } = {}): Promise<Workspace> {
+export async function createWorkspace(options: { auth?: AuthSection; server?: string; serverExtra?: string; baseUrl?: string } = {}): Promise<Workspace> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-test-'));
   const port = await freePort();
   const baseUrl = options.baseUrl ?? `http://127.0.0.1:${port}`;
@@ -71,7 +71,7 @@ export async function createWorkspace(options: { auth?: AuthSection; server?: st
     baseUrl,
     env: { SVC_SESSION_SECRET: newSecret() },
     writeConfig(auth = DEFAULT_AUTH, server) {
-      const serverSection = server ?? `listen = 127.0.0.1:${port}\nbase_url = ${baseUrl}\ndatabase = ${dbUrl}\n`;
+      const serverSection = server ?? `listen = 127.0.0.1:${port}\nbase_url = ${baseUrl}\ndatabase = ${dbUrl}\n${options.serverExtra ?? ''}`;
       writeFileSync(configPath, `[server]\n${serverSection}\n[auth]\n${auth}\n`);
     },
     svc(args, opts = {}) {

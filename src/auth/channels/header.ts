@@ -26,14 +26,15 @@ export function secretChecker(expected: Buffer): (given: string) => boolean {
 export function headerChannel(database: Database, header: HeaderConfig, groups: GroupsConfig | null, log: Logger): Channel {
   const trusted = trustedPeers(header.trustedProxies);
   const secretMatches = secretChecker(header.sharedSecret);
-  const recordRejection = countedAuditRecorder(database);
+  const rejections = countedAuditRecorder(database);
   const refuse = async (peer: string, reason: string, message: string): Promise<Rejection> => {
     log.warn('header_rejected', { peer, reason });
-    await recordRejection({ via: 'header', action: 'header.rejected', peer, reason });
+    await rejections.record({ via: 'header', action: 'header.rejected', peer, reason });
     return { status: 403, code: 'forbidden', message, reason: `header: ${reason}` };
   };
   return {
     name: 'header',
+    close: () => rejections.flush(),
     async authenticate(request) {
       const subject = request.headers.get(header.userHeader);
       if (subject === null) return null;

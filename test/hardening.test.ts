@@ -1,0 +1,310 @@
+// The weaknesses an adversarial review found, each tried the way an attacker would.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { count, eq, sql } from 'drizzle-orm';
+import { startTestServer, type TestServer } from './helpers/server.ts';
+import { Browser, bearer, rawRequest } from './helpers/http.ts';
+import { audit, loginFailures, sessions } from '../src/db/schema.ts';
+import { openDatabase } from '../src/db/open.ts';
+import { safeDatabaseMessage } from '../src/db/errors.ts';
+import { createUser, findUser } from '../src/store/users.ts';
+import { hashPassword } from '../src/auth/passwords.ts';
+import { clientAddress, addressMatcher } from '../src/domain/addresses.ts';
+import { ROOT } from './helpers/workspace.ts';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const json = (body: unknown) => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+describe('uids are unique and reserved regardless of letter case', () => {
+  let s: TestServer;
+  let admin: string;
+  before(async () => {
+    s = await startTestServer();
+    admin = await s.tokenFor(await s.addUser({ uid: 'root', email: 'root@example.com', admin: true }));
+    await s.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1' });
+  });
+  after(() => s.stop());
+  const create = (uid: string) => fetch(`${s.url}/admin/api/users`, { ...json({ uid, email: `${uid}@example.com` }), headers: { ...bearer(admin), 'content-type': 'application/json' } });
+
+  test('Alice cannot join alice, and a removed tp7 cannot come back as TP7', async () => {
+    assert.equal((await create('Alice')).status, 409);
+    assert.equal((await create('ALICE')).status, 409);
+    assert.equal((await create('tp7')).status, 201);
+    assert.equal((await fetch(`${s.url}/admin/api/users/tp7`, { method: 'DELETE', headers: bearer(admin) })).status, 204);
+    assert.equal((await create('TP7')).status, 409);
+    assert.equal((await create('Tp7')).status, 409);
+    const cli = await s.ws.svc(['user', 'add', 'aLiCe', '--email', 'x@example.com']);
+    assert.equal(cli.code, 1);
+    assert.match(cli.stderr, /taken or was used before/);
+    const uids = ((await (await fetch(`${s.url}/admin/api/users`, { headers: bearer(admin) })).json()) as { uid: string }[]).map((u) => u.uid);
+    assert.deepEqual(uids.sort(), ['alice', 'root']);
+  });
+
+  test('the spelling is kept, and a user is found in any case (sign-in, API)', async () => {
+    assert.equal((await create('MixedCase')).status, 201);
+    assert.equal(((await (await fetch(`${s.url}/admin/api/users/mixedcase`, { headers: bearer(admin) })).json()) as { uid: string }).uid, 'MixedCase');
+    assert.equal((await new Browser(s.url).login('ALICE', 'alice password 1')).status, 303);
+  });
+
+  test('the migration keeps existing case-duplicates as they are, each found by its exact spelling, and allows no new one', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-case-'));
+    const path = join(dir, 'old.db');
+    try {
+      // A database as svc left it before migration 0004, with two users differing only by case.
+      const { default: Sqlite } = await import('better-sqlite3');
+      const old = new Sqlite(path);
+      old.exec('CREATE TABLE __drizzle_migrations (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)');
+      const journal = JSON.parse(readFileSync(join(ROOT, 'drizzle/meta/_journal.json'), 'utf8')) as { entries: { tag: string; when: number }[] };
+      for (const { tag, when } of journal.entries.filter((e) => e.tag < '0004')) {
+        const text = readFileSync(join(ROOT, 'drizzle', `${tag}.sql`), 'utf8');
+        for (const statement of text.split('--> statement-breakpoint')) old.exec(statement);
+        old.prepare('INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)').run(createHash('sha256').update(text).digest('hex'), when);
+      }
+      old.exec("INSERT INTO users (uid, email, created_at, updated_at) VALUES ('Bob', 'b1@example.com', 1, 1), ('bob', 'b2@example.com', 1, 1)");
+      old.close();
+      const database = await openDatabase(`file:${path}`, null);
+      try {
+        assert.deepEqual(await database.migrate(), ['0004_uid_case_and_server_keys']);
+        assert.equal((await findUser(database.db, 'Bob'))?.email, 'b1@example.com');
+        assert.equal((await findUser(database.db, 'bob'))?.email, 'b2@example.com');
+        assert.equal(await findUser(database.db, 'BOB'), null, 'ambiguous in other spellings');
+        await assert.rejects(database.write((tx) => createUser(tx, { uid: 'BOB', email: 'b3@example.com' })), /taken or was used before/);
+      } finally {
+        database.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a password change or removal ends the user\'s other sessions (tokens stay)', () => {
+  let s: TestServer;
+  before(async () => {
+    s = await startTestServer();
+  });
+  after(() => s.stop());
+
+  test('changed by an admin: all the user\'s sessions end; changed by the user on their own page: theirs stays', async () => {
+    await s.addUser({ uid: 'boss', email: 'boss@example.com', password: 'boss password 1', admin: true });
+    const carol = await s.addUser({ uid: 'carol', email: 'carol@example.com', password: 'carol password 1', admin: true });
+    const carolToken = await s.tokenFor(carol);
+    const [c1, c2, boss] = [new Browser(s.url), new Browser(s.url), new Browser(s.url)];
+    for (const b of [c1, c2]) assert.equal((await b.login('carol', 'carol password 1')).status, 303);
+    assert.equal((await boss.login('boss', 'boss password 1')).status, 303);
+
+    assert.equal((await boss.request('/admin/api/users/carol', { method: 'PATCH', json: { password: 'carol password 2' } })).status, 200);
+    assert.equal((await c1.request('/')).status, 303, 'signed out');
+    assert.equal((await c2.request('/')).status, 303, 'signed out');
+    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(carolToken) })).status, 200, 'tokens stay');
+    assert.equal((await boss.request('/')).status, 200, 'the admin stays signed in');
+
+    for (const b of [c1, c2]) assert.equal((await b.login('carol', 'carol password 2')).status, 303);
+    // carol changes her own password from her page: that browser stays signed in, the other one does not.
+    const own = await c1.request('/admin/users/carol', { form: { email: 'carol@example.com', name: '', labels: '', admin: 'on', password: 'carol password 3' } });
+    assert.equal(own.status, 303);
+    assert.equal((await c1.request('/')).status, 200);
+    assert.equal((await c2.request('/')).status, 303);
+    // Removing the password ends the rest.
+    assert.equal((await boss.request('/admin/api/users/carol', { method: 'PATCH', json: { password: null } })).status, 200);
+    assert.equal((await c1.request('/')).status, 303);
+    const left = await s.database.db.select({ n: count() }).from(sessions).where(eq(sessions.userId, carol.id)).get();
+    assert.equal(left!.n, 0);
+  });
+
+  test('the CLI ends them too', async () => {
+    await s.addUser({ uid: 'dave', email: 'dave@example.com', password: 'dave password 1' });
+    const d = new Browser(s.url);
+    assert.equal((await d.login('dave', 'dave password 1')).status, 303);
+    const r = await s.ws.svc(['user', 'set', 'dave', '--password-stdin'], { stdin: 'dave password 2\n' });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal((await d.request('/')).status, 303);
+  });
+});
+
+describe('login throttling under a burst', () => {
+  test('30 parallel wrong passwords for one account: at most 5 are checked, the rest get 429', async () => {
+    const s = await startTestServer();
+    try {
+      await s.addUser({ uid: 'target', email: 'target@example.com', password: 'the right password' });
+      const answers = await Promise.all(Array.from({ length: 30 }, () => new Browser(s.url).login('target', 'a wrong guess')));
+      const statuses = answers.map((a) => a.status);
+      assert.equal(statuses.filter((x) => x === 401).length, 5, statuses.join(','));
+      assert.equal(statuses.filter((x) => x === 429).length, 25);
+      const failures = await s.database.db.select({ n: count() }).from(audit).where(eq(audit.action, 'login.failure')).get();
+      assert.equal(failures!.n, 5, 'five passwords were checked');
+      assert.equal((await new Browser(s.url).login('target', 'the right password')).status, 429);
+    } finally {
+      await s.stop();
+    }
+  });
+
+  test('a successful sign-in does not count against the address', async () => {
+    const s = await startTestServer();
+    try {
+      await s.addUser({ uid: 'busy', email: 'busy@example.com', password: 'the right password' });
+      for (let i = 0; i < 60; i++) assert.equal((await new Browser(s.url).login('busy', 'the right password')).status, 303);
+      const rows = await s.database.db.select({ n: count() }).from(loginFailures).get();
+      assert.equal(rows!.n, 0);
+    } finally {
+      await s.stop();
+    }
+  });
+});
+
+describe('the client address behind trusted proxies', () => {
+  test('the right-most X-Forwarded-For entry that is not a trusted proxy; other peers\' headers are ignored', () => {
+    const trusted = addressMatcher(['10.0.0.0/8', '127.0.0.1']);
+    assert.equal(clientAddress('127.0.0.1', '203.0.113.9', trusted), '203.0.113.9');
+    assert.equal(clientAddress('127.0.0.1', '6.6.6.6, 203.0.113.9, 10.1.2.3', trusted), '203.0.113.9', 'the client cannot choose its address');
+    assert.equal(clientAddress('::ffff:10.0.0.7', '203.0.113.9', trusted), '203.0.113.9');
+    assert.equal(clientAddress('198.51.100.4', '203.0.113.9', trusted), '198.51.100.4', 'an untrusted peer\'s header is ignored');
+    assert.equal(clientAddress('127.0.0.1', null, trusted), '127.0.0.1');
+    assert.equal(clientAddress('127.0.0.1', 'unknown, 10.0.0.1', trusted), '10.0.0.1', 'garbage stops at the proxy that added it');
+    assert.equal(clientAddress('127.0.0.1', '10.0.0.1, 10.0.0.2', trusted), '10.0.0.1');
+  });
+});
+
+describe('refused proxy requests cannot flood the audit trail', () => {
+  test('300 forged requests: 300 refusals and log lines, one audit row with a count of 300', async () => {
+    const lines: string[] = [];
+    const log = { info() {}, warn: (event: string) => void lines.push(event), error() {} };
+    const s = await startTestServer({
+      auth: `token\n    enabled true\nheader\n    enabled true\n    user_header X-User\n    email_header X-Email\n    secret_header X-Secret\n    shared_secret_env SVC_PROXY_SECRET\n    trusted_proxy 127.0.0.1\n`,
+      env: { SVC_PROXY_SECRET: 'proxy-shared-secret-0123456789abcdef' },
+      log,
+    });
+    try {
+      const statuses = await Promise.all(
+        Array.from({ length: 300 }, () => rawRequest(`${s.url}/`, ['GET / HTTP/1.1', 'X-User: admin', 'X-Email: admin@example.com'], { localAddress: '127.0.0.2' })),
+      );
+      assert.ok(statuses.every((r) => r.status === 403));
+      assert.equal(lines.filter((l) => l === 'header_rejected').length, 300);
+      const rows = () => s.database.db.select().from(audit).where(eq(audit.action, 'header.rejected')).all();
+      assert.equal((await rows()).length, 1, 'one row for this peer and reason this minute');
+      // The rest is counted in memory and added before the minute ends, or at shutdown.
+      await s.restart();
+      const [row, ...more] = await rows();
+      assert.equal(more.length, 0);
+      assert.deepEqual(JSON.parse(row!.detail!), { reason: 'untrusted peer', count: 300 });
+      assert.equal(row!.peer, '127.0.0.2');
+    } finally {
+      await s.stop();
+    }
+  });
+});
+
+describe('/mcp checks Origin (DNS rebinding)', () => {
+  test('another origin is 403; base_url\'s origin, allowed_origins and no Origin at all are served', async () => {
+    const s = await startTestServer({ serverExtra: 'allowed_origins = https://agent.example.com\n' });
+    try {
+      const token = await s.tokenFor(await s.addUser({ uid: 'u', email: 'u@example.com' }));
+      const call = (origin?: string) =>
+        fetch(`${s.url}/mcp`, {
+          method: 'POST',
+          headers: { ...bearer(token), 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(origin ? { origin } : {}) },
+          body: '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"whoami","arguments":{}}}',
+        });
+      for (const evil of ['http://evil.example', 'http://127.0.0.1.evil.example', 'null', `${s.url}.evil.example`]) {
+        const r = await call(evil);
+        assert.equal(r.status, 403, evil);
+        assert.doesNotMatch(await r.text(), /"uid"/);
+      }
+      for (const good of [undefined, s.url, 'https://agent.example.com']) assert.equal((await call(good)).status, 200, String(good));
+    } finally {
+      await s.stop();
+    }
+  });
+});
+
+describe('cookies over https', () => {
+  test('the session cookie is __Host- prefixed, Secure, Path=/, without Domain', async () => {
+    const s = await startTestServer({ baseUrl: 'https://svc.example.com' });
+    try {
+      await s.addUser({ uid: 'h', email: 'h@example.com', password: 'h password 12' });
+      const res = await fetch(`${s.url}/login`, {
+        method: 'POST',
+        headers: { origin: 'https://svc.example.com', 'content-type': 'application/x-www-form-urlencoded' },
+        body: 'username=h&password=h+password+12',
+        redirect: 'manual',
+      });
+      assert.equal(res.status, 303);
+      const cookie = res.headers.getSetCookie().find((c) => c.startsWith('__Host-svc_session='));
+      assert.ok(cookie, res.headers.getSetCookie().join(' | '));
+      assert.match(cookie, /; Secure/i);
+      assert.match(cookie, /; Path=\//i);
+      assert.doesNotMatch(cookie, /Domain=/i);
+      const value = cookie.split(';')[0]!.split('=').slice(1).join('=');
+      assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: { cookie: `__Host-svc_session=${value}` } })).status, 200);
+      assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: { cookie: `svc_session=${value}` } })).status, 401, 'the unprefixed name is not read');
+    } finally {
+      await s.stop();
+    }
+  });
+});
+
+describe('connection limits', () => {
+  test('a client sending one header byte at a time is cut off, and others are served meanwhile', async () => {
+    const s = await startTestServer({ serverOptions: { limits: { headersTimeoutMs: 1000, checkEveryMs: 200 } } });
+    try {
+      const started = Date.now();
+      const cut = new Promise<number>((resolve) => {
+        const socket = connect(s.ws.port, '127.0.0.1');
+        const header = 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ' + 'a'.repeat(100);
+        let i = 0;
+        const drip = setInterval(() => {
+          if (i < header.length && !socket.destroyed) socket.write(header[i++]!);
+        }, 150);
+        socket.on('error', () => undefined);
+        socket.on('close', () => {
+          clearInterval(drip);
+          resolve(Date.now() - started);
+        });
+      });
+      let served = 0;
+      while (Date.now() - started < 900) {
+        if ((await fetch(`${s.url}/healthz`)).status === 200) served++;
+        await sleep(50);
+      }
+      const after = await cut;
+      assert.ok(served > 5, `others were served meanwhile (${served})`);
+      assert.ok(after >= 900 && after < 3000, `cut after ${after} ms`);
+    } finally {
+      await s.stop();
+    }
+  });
+});
+
+describe('database errors never carry the values they were given', () => {
+  test('on the @libsql/client driver, a failed statement\'s message holds its parameters; what svc prints does not', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-params-'));
+    const database = await openDatabase(`file:${join(dir, 'p.db')}`, null, { forceClient: true });
+    try {
+      await database.migrate();
+      const hash = await hashPassword('a secret password');
+      const user = await database.write((tx) => createUser(tx, { uid: 'p', email: 'p@example.com', passwordHash: hash }));
+      let failure: unknown;
+      try {
+        // A second user with the same uid and the hash as a parameter: the insert fails.
+        await database.write(async (tx) => {
+          await tx.run(sql`INSERT INTO users (id, uid, email, password_hash, created_at, updated_at) VALUES (${user.id}, 'p', 'q@example.com', ${hash}, 1, 1)`);
+        });
+      } catch (e) {
+        failure = e;
+      }
+      const everything = JSON.stringify(failure, Object.getOwnPropertyNames(failure)) + String((failure as Error).message) + String((failure as { cause?: Error }).cause?.message);
+      assert.ok(everything.includes(hash.slice(-20)), 'the driver\'s own error does carry the hash (so this test can fail)');
+      const shown = safeDatabaseMessage(failure);
+      assert.ok(!shown.includes('argon2') && !shown.includes(hash.slice(-20)), shown);
+      assert.match(shown, /SQLITE_CONSTRAINT/);
+    } finally {
+      database.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
