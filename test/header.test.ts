@@ -8,7 +8,7 @@ import { startTestServer, type TestServer } from './helpers/server.ts';
 import { startNginx, type Nginx } from './helpers/nginx.ts';
 import { freePort } from './helpers/workspace.ts';
 import { rawRequest, bearer } from './helpers/http.ts';
-import { users, tokens } from '../src/db/schema.ts';
+import { users, tokens, audit } from '../src/db/schema.ts';
 import { trustedPeers } from '../src/auth/channels/header.ts';
 import { getUser, findUser } from '../src/store/users.ts';
 
@@ -225,5 +225,41 @@ describe('header channel behind nginx', () => {
     assert.equal(erin.email, 'erin@example.com', 'email refreshed on login');
     assert.equal(await userCount(), before + 1);
     assert.equal((await fetch(`${proxyUrl}/auth/tokens`, { headers: basic('carol', 'carol-pw') })).status, 200, 'known users still get in');
+  });
+});
+
+describe('client addresses behind nginx ([server] trusted_proxies)', () => {
+  let s: TestServer;
+  let proxy: Nginx;
+  let proxyUrl: string;
+  before(async () => {
+    const proxyPort = await freePort();
+    proxyUrl = `http://127.0.0.1:${proxyPort}`;
+    s = await startTestServer({ baseUrl: proxyUrl, serverExtra: 'trusted_proxies = 127.0.0.1\n' });
+    proxy = await startNginx({ port: proxyPort, upstreamPort: s.ws.port, secret: SECRET, users: {} });
+  });
+  after(async () => {
+    await proxy?.stop();
+    await s?.stop();
+  });
+
+  const login = (via: string, from: string, username: string, extra: string[] = []) => {
+    const body = new URLSearchParams({ username, password: 'a wrong password' }).toString();
+    return rawRequest(`${via}/login`, ['POST /login HTTP/1.1', `Origin: ${proxyUrl}`, 'Content-Type: application/x-www-form-urlencoded', ...extra], { localAddress: from, body });
+  };
+
+  test('50 failures from one client lock only that client out, whatever X-Forwarded-For it sends', async () => {
+    for (let i = 0; i < 50; i++) assert.equal((await login(proxyUrl, '127.0.0.2', `nobody${i}`)).status, 401);
+    assert.equal((await login(proxyUrl, '127.0.0.2', 'someone-else')).status, 429);
+    assert.equal((await login(proxyUrl, '127.0.0.2', 'someone-else', ['X-Forwarded-For: 127.0.0.9'])).status, 429, 'a claimed address does not help');
+    assert.equal((await login(proxyUrl, '127.0.0.3', 'someone-else')).status, 401, 'another client behind the same proxy is not locked out');
+    // Straight to svc, not through the proxy: X-Forwarded-For from an untrusted peer is ignored.
+    assert.equal((await login(s.url, '127.0.0.4', 'someone-else', ['X-Forwarded-For: 127.0.0.2'])).status, 401);
+    const from = await s.database.db.select({ peer: audit.peer, n: count() }).from(audit).where(eq(audit.action, 'login.failure')).groupBy(audit.peer).all();
+    assert.deepEqual(
+      Object.fromEntries(from.map((r) => [r.peer, r.n])),
+      { '127.0.0.2': 50, '127.0.0.3': 1, '127.0.0.4': 1 },
+      'the audit trail names the client, not the proxy',
+    );
   });
 });

@@ -58,7 +58,8 @@ export function rawRequest(url: string, head: string[], options: { localAddress?
   const lines = [...head, `Host: ${u.host}`, 'Connection: close', ...(body ? [`Content-Length: ${Buffer.byteLength(body)}`] : [])];
   return new Promise((resolve, reject) => {
     const socket = connect({ port: Number(u.port), host: u.hostname, ...(options.localAddress ? { localAddress: options.localAddress } : {}) }, () =>
-      socket.end(`${lines.join('\r\n')}\r\n\r\n${body}`),
+      // Written without half-closing: a proxy such as nginx drops a request whose client has closed its side.
+      socket.write(`${lines.join('\r\n')}\r\n\r\n${body}`),
     );
     let out = '';
     socket.on('data', (d) => (out += d));
