@@ -3,12 +3,13 @@ import assert from 'node:assert/strict';
 import { count, sql } from 'drizzle-orm';
 import { writeFileSync } from 'node:fs';
 import { startTestServer, type TestServer } from './helpers/server.ts';
-import { startProvider, startLyingDiscovery, Agent, CLIENT_ID, CLIENT_SECRET, type TestProvider } from './helpers/oidc-provider.ts';
+import { startProvider, startLyingDiscovery, Agent, CLIENT_ID, CLIENT_SECRET, type TestProvider, type Account } from './helpers/oidc-provider.ts';
 import { freePort, DEFAULT_AUTH } from './helpers/workspace.ts';
 import { Browser } from './helpers/http.ts';
 import { launchChromium } from './helpers/chromium.ts';
 import { users, oidcFlows } from '../src/db/schema.ts';
 import { getUser, findUser, updateUser } from '../src/store/users.ts';
+import { verifySessionCookie } from '../src/domain/secrets.ts';
 
 const OTHER = { client_id: 'other-app', client_secret: 'other-app-secret-0123456789', redirect_uris: ['http://127.0.0.1:9/other-callback'] };
 
@@ -32,8 +33,9 @@ groups
 
 async function untilReady(url: string): Promise<void> {
   for (let i = 0; i < 100; i++) {
-    const res = await fetch(`${url}/oidc/login`, { redirect: 'manual' });
-    if (res.status === 302) return;
+    // A pooled connection to the server before a restart fails once; like a browser, try again.
+    const res = await fetch(`${url}/oidc/login`, { redirect: 'manual' }).catch(() => null);
+    if (res?.status === 302) return;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error('svc did not finish OIDC discovery');
@@ -88,6 +90,21 @@ describe('OIDC single sign-on against oidc-provider', () => {
     assert.match(cookie, /^svc_session_oidc=.*HttpOnly/);
     assert.match(cookie, /Path=\/oidc/);
     assert.match(cookie, /SameSite=Lax/);
+  });
+
+  test('the flow cookie is signed with its own key: it never verifies as a session, nor a session as a flow', async () => {
+    const start = await fetch(`${s.url}/oidc/login`, { redirect: 'manual' });
+    const flow = /^svc_session_oidc=([^;]+)/.exec(start.headers.get('set-cookie')!)![1]!;
+    // The signature itself does not verify under the session key (it did when both used the session secret).
+    assert.equal(verifySessionCookie(decodeURIComponent(flow), s.config.auth.session!.secret), null);
+    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: { cookie: `svc_session=${flow}` } })).status, 401);
+    await s.addUser({ uid: 'keyed', email: 'keyed@example.com', password: 'keyed password 1' });
+    const b = new Browser(s.url);
+    assert.equal((await b.login('keyed', 'keyed password 1')).status, 303);
+    const session = b.cookies.get('svc_session')!;
+    const state = new URL(start.headers.get('location')!).searchParams.get('state')!;
+    const callback = await fetch(`${s.url}/oidc/callback?code=x&state=${state}`, { headers: { cookie: `svc_session_oidc=${session}` }, redirect: 'manual' });
+    assert.equal(callback.status, 400);
   });
 
   test('first login with jit: user created with default_acl + mapped groups; session; / and /mcp as that user', async () => {
@@ -283,6 +300,76 @@ describe('OIDC single sign-on against oidc-provider', () => {
     assert.equal(await userCount(), before + 1);
   });
 });
+
+// CONTRACT §4: a pre-provisioned user is linked only when the provider vouches for the match. Each arrival here
+// claims the admin "carol" some other way; her record must not change, under jit on and off.
+for (const jit of [true, false]) {
+  describe(`pre-provisioned accounts cannot be taken over (jit ${jit})`, () => {
+    let s: TestServer;
+    let idp: TestProvider;
+    before(async () => {
+      const idpPort = await freePort();
+      s = await startTestServer({ env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET }, auth: ({ baseUrl }) => oidcAuth(`http://127.0.0.1:${idpPort}`, baseUrl, jit) });
+      idp = await startProvider({ port: idpPort, redirectUris: [`${s.url}/oidc/callback`] });
+      await untilReady(s.url);
+      await s.addUser({ uid: 'carol', email: 'carol@example.com', name: 'Carol Admin', labels: 'board, finance', admin: true });
+      await s.addUser({ uid: 'dana', email: 'dana@example.com', labels: 'finance' });
+      await s.addUser({ uid: 'erin', email: 'erin@example.com', labels: 'finance' });
+    });
+    after(async () => {
+      await s?.stop();
+      await idp?.stop();
+    });
+    const record = async (uid: string) => {
+      const row = await s.database.db.select().from(users).where(sql`${users.uid} = ${uid}`).get();
+      const linked = await s.database.db.all(sql`SELECT provider, subject FROM identities WHERE user_id = ${row!.id}`);
+      return { ...row, linked };
+    };
+
+    const attempts: [string, Account][] = [
+      ['no preferred_username, an attacker\'s address with her local part', { email: 'carol@attacker.example' }],
+      ['an invalid preferred_username', { email: 'carol@attacker.example', preferred_username: 'carol smith!' }],
+      ['her local part in capitals', { email: 'Carol@attacker.example' }],
+      ['her exact email, unverified', { email: 'carol@example.com', email_verified: false }],
+      ['her local part at another domain, verified', { email: 'carol@example.org' }],
+      ['her email in other letter case, verified', { email: 'Carol@example.com' }],
+      ['a Unicode look-alike of her email and uid', { email: 'c\u0430rol@example.com', preferred_username: 'c\u0430rol' }],
+      ['her uid in other letter case', { email: 'someone@attacker.example', preferred_username: 'Carol' }],
+      ['a fullwidth look-alike uid', { email: 'someone2@attacker.example', preferred_username: '\uff43arol' }],
+    ];
+    for (const [name, account] of attempts) {
+      test(`${name}: no link, her record unchanged`, async () => {
+        const before = await record('carol');
+        const sub = `sub-${Math.random().toString(36).slice(2)}`;
+        idp.accounts.set(sub, account);
+        const agent = new Agent();
+        const { res } = await agent.signIn(s.url, sub);
+        if (jit) {
+          assert.equal(res.status, 303, 'a new user instead');
+          const who = await whoami(agent, s.url);
+          assert.notEqual(who.uid.toLowerCase(), 'carol');
+          assert.equal((who as { admin?: boolean }).admin, false);
+        } else {
+          assert.equal(res.status, 403);
+        }
+        assert.deepEqual(await record('carol'), before);
+      });
+    }
+
+    test('controls: the provider vouching by uid claim, or by her exact verified email, does link', async () => {
+      idp.accounts.set('sub-dana', { email: 'dana@elsewhere.example', preferred_username: 'dana' });
+      const byUid = new Agent();
+      assert.equal((await byUid.signIn(s.url, 'sub-dana')).res.status, 303);
+      assert.equal((await whoami(byUid, s.url)).uid, 'dana');
+      idp.accounts.set('sub-erin', { email: 'erin@example.com', email_verified: true, preferred_username: 'erin.e' });
+      const byEmail = new Agent();
+      assert.equal((await byEmail.signIn(s.url, 'sub-erin')).res.status, 303);
+      assert.equal((await whoami(byEmail, s.url)).uid, 'erin');
+      assert.deepEqual((await record('erin')).linked, [{ provider: `oidc:${idp.issuer}`, subject: 'sub-erin' }]);
+      assert.deepEqual((await record('carol')).linked, [], 'nobody took carol');
+    });
+  });
+}
 
 describe('OIDC with a provider that is down or lies about its issuer', () => {
   test('provider down: svc serves the other channels, /oidc/login is 503, svc check says what is wrong', async () => {

@@ -6,6 +6,8 @@ import Provider from 'oidc-provider';
 
 export interface Account {
   email?: string;
+  /** true unless given: the provider vouches for the email */
+  email_verified?: boolean;
   name?: string;
   preferred_username?: string;
   groups?: string[];
@@ -80,6 +82,9 @@ export async function startProvider(options: {
         res.end(out);
       });
     });
+    // Connections cut at stop() end here quietly.
+    upstream.on('error', () => res.destroy());
+    req.on('error', () => upstream.destroy());
     req.pipe(upstream);
   });
   await new Promise<void>((resolve) => front.listen(options.port, '127.0.0.1', resolve));
