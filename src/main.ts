@@ -17,6 +17,12 @@ void runCli(process.argv.slice(2), { ...process.env }, {
   err: (line) => process.stderr.write(line + '\n'),
   readStdin,
   version: VERSION,
-}).then((code) => {
-  process.exitCode = code;
-});
+})
+  .then((code) => {
+    process.exitCode = code;
+  })
+  .catch((e: unknown) => {
+    // Whatever escaped the command (a native addon that cannot be loaded, say): one line, no stack.
+    process.stderr.write(`svc: ${e instanceof Error ? e.message : String(e)}\n`);
+    process.exitCode = 1;
+  });

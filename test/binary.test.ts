@@ -4,7 +4,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdtempSync, mkdirSync, copyFileSync, writeFileSync, rmSync, readdirSync, readFileSync, openSync, writeSync, closeSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, copyFileSync, writeFileSync, rmSync, readdirSync, readFileSync, openSync, writeSync, closeSync, chownSync, chmodSync, symlinkSync, lstatSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -143,8 +143,9 @@ describe('svc as a single executable', () => {
     }
     for (const s of servers) assert.equal(await s.exited, 0, s.log());
     const [build] = readdirSync(cache);
-    // Only the native addons are unpacked (migrations are read from the executable itself), and no temporary files stay.
-    assert.deepEqual(readdirSync(join(cache, build!)).sort(), ['argon2.node', 'libsql.node']);
+    // Only the database's native addon is unpacked: migrations are read from the executable itself, argon2 is
+    // loaded at the first password check, and no temporary files stay.
+    assert.deepEqual(readdirSync(join(cache, build!)).sort(), ['libsql.node']);
   });
 
   test('an unusable cache override falls back; a tampered cached addon is replaced before it is loaded', async () => {
@@ -164,6 +165,60 @@ describe('svc as a single executable', () => {
     const again = await svc(['user', 'list', '--config', cfg], { env: { SVC_CACHE_DIR: cache } });
     assert.equal(again.code, 0, again.stderr);
     assert.equal(readFileSync(join(cache, build!, 'libsql.node')).subarray(0, 4).toString('latin1'), '\x7fELF', 'the damaged copy was replaced in place');
+  });
+
+  test('only a private folder holds code it loads: another owner, mode 0777 and a symlinked folder are refused, a symlinked file replaced', async () => {
+    const cfg = config(join(work, 'app'), await freePort(), 'private.db');
+    const home = join(work, 'private-home');
+    mkdirSync(home);
+    const run = (cacheDir: string, extra: Record<string, string> = {}) => svc(['migrate', '--config', cfg], { env: { SVC_CACHE_DIR: cacheDir, HOME: home, ...extra } });
+    const homeCache = join(home, '.cache', 'svc');
+    const planted = () => readdirSync(join(work, 'hostile'), { recursive: true }).length;
+
+    mkdirSync(join(work, 'hostile'));
+    const foreign = join(work, 'hostile', 'foreign');
+    mkdirSync(foreign, { mode: 0o700 });
+    chownSync(foreign, 65534, 65534);
+    const open = join(work, 'hostile', 'open');
+    mkdirSync(open);
+    chmodSync(open, 0o777);
+    const target = join(work, 'hostile', 'target');
+    mkdirSync(target, { mode: 0o700 });
+    const linked = join(work, 'hostile', 'linked');
+    symlinkSync(target, linked);
+    const before = planted();
+    for (const refused of [foreign, open, linked]) {
+      rmSync(homeCache, { recursive: true, force: true });
+      const r = await run(refused);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(readdirSync(homeCache).length, 1, `${refused}: fell back to the next folder`);
+    }
+    assert.equal(planted(), before, 'nothing was written into a refused folder');
+
+    // A cached addon replaced by a link to someone else's file: replaced by a checked copy before loading.
+    const [build] = readdirSync(homeCache);
+    const addon = join(homeCache, build!, 'libsql.node');
+    const evil = join(work, 'hostile', 'evil.node');
+    writeFileSync(evil, 'not the addon');
+    rmSync(addon);
+    symlinkSync(evil, addon);
+    const r = await run(foreign);
+    assert.equal(r.code, 0, r.stderr);
+    assert.ok(!lstatSync(addon).isSymbolicLink(), 'a regular file now');
+    assert.equal(readFileSync(addon).subarray(0, 4).toString('latin1'), '\x7fELF');
+    assert.equal(readFileSync(evil, 'utf8'), 'not the addon', 'the link target was not written through');
+
+    // Nothing usable but the temporary directory: a fresh private folder there, removed at exit.
+    const tmp = join(work, 'tmp');
+    mkdirSync(tmp);
+    const viaTemp = await svc(['migrate', '--config', cfg], { env: { SVC_CACHE_DIR: open, HOME: foreign, TMPDIR: tmp } });
+    assert.equal(viaTemp.code, 0, viaTemp.stderr);
+    assert.deepEqual(readdirSync(tmp), [], 'the private temporary folder is gone');
+    // Nothing usable at all: one line that says what to do.
+    const none = await svc(['migrate', '--config', cfg], { env: { SVC_CACHE_DIR: open, HOME: foreign, TMPDIR: join(work, 'nonexistent') } });
+    assert.equal(none.code, 1);
+    assert.match(none.stderr, /^svc migrate: no private folder to unpack native code into \(set SVC_CACHE_DIR to a folder only this user can write/);
+    assert.equal(none.stderr.trim().split('\n').length, 1, none.stderr);
   });
 
   // CONTRACT §5 "Durability", the same scenarios as test/durability.test.ts, on the executable.

@@ -1,8 +1,11 @@
 // Password hashing: argon2id with OWASP's parameters, PHC strings, run on libuv's thread pool so the event
 // loop stays free. Only login and password changes call this.
-import { hash, verify, Algorithm } from '@node-rs/argon2';
+// The native addon is loaded at first use, so commands that hash nothing never load it (nor, in the single
+// executable, unpack it).
+const argon2 = () => import('@node-rs/argon2');
 
-const PARAMS = { algorithm: Algorithm.Argon2id, memoryCost: 19456, timeCost: 2, parallelism: 1 } as const;
+/** Argon2id (Algorithm.Argon2id = 2), m=19 MiB, t=2, p=1: OWASP's parameters. */
+const PARAMS = { algorithm: 2, memoryCost: 19456, timeCost: 2, parallelism: 1 } as const;
 const PHC_PARAMS = `$argon2id$v=19$m=${PARAMS.memoryCost},t=${PARAMS.timeCost},p=${PARAMS.parallelism}$`;
 
 export const PASSWORD_MIN = 8;
@@ -14,11 +17,12 @@ export function passwordProblem(password: string): string | null {
   return null;
 }
 
-export function hashPassword(password: string): Promise<string> {
-  return hash(password, PARAMS);
+export async function hashPassword(password: string): Promise<string> {
+  return (await argon2()).hash(password, PARAMS);
 }
 
 export async function verifyPassword(phc: string, password: string): Promise<boolean> {
+  const { verify } = await argon2();
   try {
     return await verify(phc, password);
   } catch {

@@ -1,8 +1,9 @@
 // Where svc finds the files it ships. From a checkout they sit in the repository. Inside the single executable
-// they are SEA assets: native addons and migrations are extracted once to a private, versioned cache directory,
-// atomically, and checked against the hashes recorded at build time before anything is loaded from there.
+// they are SEA assets: migrations are read from the executable itself, and native addons, which must be files to
+// be loaded, are unpacked into a folder only this user can write, checked against the hashes recorded at build
+// time, and loaded from there.
 import { createHash } from 'node:crypto';
-import { mkdirSync, renameSync, writeFileSync, accessSync, openSync, readSync, closeSync, readFileSync, constants as fsConstants } from 'node:fs';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync, openSync, readSync, closeSync, readFileSync, lstatSync, statSync, realpathSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { homedir, tmpdir, constants as osConstants } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -41,28 +42,74 @@ function repositoryRoot(): string {
 }
 
 /**
- * Cache roots, first usable wins: $SVC_CACHE_DIR (override), $XDG_CACHE_HOME/svc, ~/.cache/svc, then the
- * system temporary directory. Each build gets its own folder, so versions never mix.
+ * Where native addons may be unpacked, first usable wins: $SVC_CACHE_DIR (override), $XDG_CACHE_HOME/svc,
+ * ~/.cache/svc. Each build gets its own folder there, so versions never mix. Failing those, a fresh private
+ * folder in the system temporary directory, removed at exit; never a shared, predictable path.
  */
 function cacheRoots(): string[] {
   const env = process.env;
-  const roots = [
-    env.SVC_CACHE_DIR,
-    env.XDG_CACHE_HOME ? join(env.XDG_CACHE_HOME, 'svc') : undefined,
-    env.HOME || homedir() ? join(env.HOME || homedir(), '.cache', 'svc') : undefined,
-    join(tmpdir(), `svc-${process.getuid?.() ?? 'user'}`),
-  ];
+  const home = env.HOME || homedir();
+  const roots = [env.SVC_CACHE_DIR, env.XDG_CACHE_HOME ? join(env.XDG_CACHE_HOME, 'svc') : undefined, home ? join(home, '.cache', 'svc') : undefined];
   return roots.filter((r): r is string => typeof r === 'string' && r !== '');
 }
 
-/** SHA-256 of a file, read in small chunks: no large buffer, and nothing of it stays resident. */
-function fileSha256(path: string): string | null {
-  let fd: number;
+const uid = () => process.getuid?.() ?? -1;
+
+/**
+ * Why a folder is not safe to load code from, or null when it is: it must be a real folder (no symlink) owned by
+ * this user and writable by nobody else, and no folder above it may let another user rename it away (owned by
+ * root or this user, and not writable by others unless sticky, as /tmp is).
+ */
+export function unsafeFolder(dir: string): string | null {
+  let info;
   try {
-    fd = openSync(path, 'r');
+    info = lstatSync(dir);
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code ?? 'cannot be read';
+  }
+  if (info.isSymbolicLink()) return 'is a symbolic link';
+  if (!info.isDirectory()) return 'is not a folder';
+  if (info.uid !== uid()) return `is owned by user ${info.uid}, not by this user (${uid()})`;
+  if ((info.mode & 0o077) !== 0) return `is open to other users (mode ${(info.mode & 0o777).toString(8)}); it must be 700`;
+  for (let up = dirname(realpathSync(dir)); ; up = dirname(up)) {
+    const a = statSync(up);
+    if (a.uid !== 0 && a.uid !== uid()) return `${up} above it is owned by another user`;
+    if ((a.mode & 0o022) !== 0 && (a.mode & 0o1000) === 0) return `${up} above it can be written by other users`;
+    if (up === dirname(up)) return null;
+  }
+}
+
+/** Makes dir (0700) if it is missing; then it must pass unsafeFolder. */
+function privateFolder(dir: string): string {
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  } catch (e) {
+    throw new Error(`${dir} cannot be made (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  const unsafe = unsafeFolder(dir);
+  if (unsafe) throw new Error(`${dir} ${unsafe}`);
+  return dir;
+}
+
+let temporary: string | null = null;
+function temporaryFolder(): string {
+  if (temporary === null) {
+    temporary = mkdtempSync(join(tmpdir(), 'svc-'));
+    const made = temporary;
+    process.once('exit', () => rmSync(made, { recursive: true, force: true }));
+  }
+  return privateFolder(temporary);
+}
+
+/** SHA-256 of a regular file of this user's, read in small chunks; null for anything else. */
+function fileSha256(path: string): string | null {
+  try {
+    const info = lstatSync(path);
+    if (!info.isFile() || info.uid !== uid()) return null;
   } catch {
     return null;
   }
+  const fd = openSync(path, 'r');
   try {
     const hash = createHash('sha256');
     const chunk = Buffer.allocUnsafe(256 * 1024);
@@ -74,45 +121,43 @@ function fileSha256(path: string): string | null {
 }
 
 /**
- * Makes `dest` hold the asset `key`, checked against the hash recorded at build time: an intact copy is kept,
- * anything else is replaced atomically (other processes see the old file or the new one, never half of one).
+ * Makes `dir/key` hold the asset, checked against the hash recorded at build time. `dir` is private (see
+ * unsafeFolder), so what is checked here is what is loaded: nobody else can change it in between. A copy that is
+ * damaged, not a regular file, or a link is replaced atomically.
  */
-function place(dest: string, key: string): void {
+function place(dir: string, key: string): string {
   const expected = BUILD!.assets[key];
-  if (!sea || expected === undefined) throw new Error(`svc: this build has no asset ${key}`);
-  if (fileSha256(dest) === expected) return;
-  mkdirSync(dirname(dest), { recursive: true, mode: 0o700 });
+  if (!sea || expected === undefined) throw new Error(`this build has no asset ${key}`);
+  const dest = join(dir, key);
+  if (fileSha256(dest) === expected) return dest;
   const tmp = `${dest}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
-  writeFileSync(tmp, new Uint8Array(sea.getRawAsset(key)), { mode: 0o700 });
-  if (fileSha256(tmp) !== expected) throw new Error(`svc: the embedded ${key} does not match its recorded hash; the executable is damaged`);
+  writeFileSync(tmp, new Uint8Array(sea.getRawAsset(key)), { mode: 0o700, flag: 'wx' });
   renameSync(tmp, dest);
+  if (fileSha256(dest) !== expected) throw new Error(`the unpacked ${key} does not match its recorded hash`);
+  return dest;
 }
 
-/** Extracts the assets under `prefix` into the first usable cache root that `use` accepts; returns that folder. */
-function extract<T>(keys: readonly string[], use: (dir: string) => T): T {
+/** Unpacks `key` into the first usable private folder; returns the file to load. */
+function extract(key: string): string {
   const problems: string[] = [];
-  for (const root of cacheRoots()) {
-    const dir = join(root, BUILD!.id);
+  const candidates: (() => string)[] = [...cacheRoots().map((root) => () => privateFolder(join(privateFolder(root), BUILD!.id))), temporaryFolder];
+  for (const folder of candidates) {
     try {
-      mkdirSync(dir, { recursive: true, mode: 0o700 });
-      accessSync(dir, fsConstants.W_OK);
-      for (const key of keys) place(join(dir, key), key);
-      return use(dir);
+      return place(folder(), key);
     } catch (e) {
-      problems.push(`${dir}: ${(e as Error).message}`);
+      problems.push((e as Error).message);
     }
   }
-  throw new Error(`svc: no usable cache directory for the files this executable unpacks (set SVC_CACHE_DIR to a writable, non-noexec folder):\n  ${problems.join('\n  ')}`);
+  throw new Error(`no private folder to unpack native code into (set SVC_CACHE_DIR to a folder only this user can write, on a filesystem that allows executing files): ${problems.join('; ')}`);
 }
 
 /** A native addon: from the single executable's assets (extracted and loaded), else the installed package. */
 export function loadNativeAddon(key: string, packageId: string): unknown {
   if (!sea) return require(packageId);
-  return extract([key], (dir) => {
-    const mod = { exports: {} as unknown };
-    process.dlopen(mod, join(dir, key), osConstants.dlopen.RTLD_NOW);
-    return mod.exports;
-  });
+  const path = extract(key);
+  const mod = { exports: {} as unknown };
+  process.dlopen(mod, path, osConstants.dlopen.RTLD_NOW);
+  return mod.exports;
 }
 
 /**
