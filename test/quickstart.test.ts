@@ -24,7 +24,7 @@ async function quickstart(dataDir: string, port: number): Promise<{ stdout: stri
     const health = await (await fetch(`http://127.0.0.1:${port}/healthz`)).json();
     return { stdout, health, exit: await (process.kill(-child.pid!, 'SIGTERM'), exited) };
   } finally {
-    if (child.exitCode === null) process.kill(-child.pid!, 'SIGKILL');
+    if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid!, 'SIGKILL');
   }
 }
 
