@@ -1,6 +1,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { connect } from 'node:net';
 import { createWorkspace, type Workspace } from './helpers/workspace.ts';
@@ -186,5 +187,23 @@ describe('svc CLI', () => {
     assert.match(badId.stderr, /id: an item id is a relative path/);
     assert.equal((await ws.svc(['item', 'remove', 'plain'])).code, 0);
     assert.equal((await ws.svc(['item', 'remove', 'plain'])).code, 1);
+  });
+
+  test('an import that fails part-way writes nothing', async () => {
+    const dir = join(ws.dir, 'many');
+    mkdirSync(dir);
+    for (let i = 0; i < 300; i++) writeFileSync(join(dir, `f${String(i).padStart(3, '0')}.md`), `---\ntitle: File ${i}\n---\ntext ${i}`);
+    const db = ws.dbUrl.slice('file:'.length);
+    const before = execFileSync('sqlite3', [db, 'SELECT count(*) FROM items;'], { encoding: 'utf8' }).trim();
+    // The seventh write fails inside the database, as a full disk would.
+    execFileSync('sqlite3', [db, "CREATE TRIGGER fail_seventh BEFORE INSERT ON items WHEN NEW.id = 'f006' BEGIN SELECT RAISE(ABORT, 'forced failure'); END;"]);
+    try {
+      const r = await ws.svc(['item', 'import', dir]);
+      assert.equal(r.code, 1);
+      assert.match(r.stderr, /forced failure/);
+      assert.equal(execFileSync('sqlite3', [db, 'SELECT count(*) FROM items;'], { encoding: 'utf8' }).trim(), before, 'not one of the six before it');
+    } finally {
+      execFileSync('sqlite3', [db, 'DROP TRIGGER fail_seventh;']);
+    }
   });
 });

@@ -4,7 +4,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync, unlinkSync, writeFileSync, chmodSync, mkdirSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
@@ -15,6 +15,7 @@ import { createUser } from '../src/store/users.ts';
 import { createToken, checkToken } from '../src/store/tokens.ts';
 import { holdWriteLock, sqlite3 } from './helpers/installation.ts';
 import { MAIN, TSX } from './helpers/workspace.ts';
+import { startTestServer } from './helpers/server.ts';
 
 const Sqlite = createRequire(import.meta.url)('better-sqlite3') as new (path: string) => {
   exec(sql: string): void;
@@ -234,6 +235,56 @@ describe('what startup, svc check and /readyz see', () => {
     const asRoot = cli(['check', '--config', config]);
     assert.equal(asRoot.code, 0, asRoot.out);
     assert.match(asRoot.out, /can be read and written/);
+    // serve refuses it too, rather than answering 500 to every sign-in.
+    const serve = cli(['serve', '--config', config], 65534);
+    assert.equal(serve.code, 1, serve.out);
+    assert.match(serve.out, /svc\.db.*(read-only|not writable)/);
+  });
+
+  test('/readyz: 200 when the database reads and writes; 503 naming the problem when it is locked or its file is gone', async () => {
+    const s = await startTestServer();
+    try {
+      assert.deepEqual(await (await fetch(`${s.url}/readyz`)).json(), { status: 'ready' });
+      const lock = await holdWriteLock(s.ws.dbUrl.slice('file:'.length));
+      try {
+        const locked = await fetch(`${s.url}/readyz`);
+        assert.equal(locked.status, 503);
+        assert.match(((await locked.json()) as { problems: string[] }).problems[0]!, /locked by another process/);
+        assert.equal((await fetch(`${s.url}/healthz`)).status, 200, 'still alive');
+      } finally {
+        await lock.release();
+      }
+      assert.equal((await fetch(`${s.url}/readyz`)).status, 200);
+      unlinkSync(s.ws.dbUrl.slice('file:'.length));
+      const gone = await fetch(`${s.url}/readyz`);
+      assert.equal(gone.status, 503);
+      assert.match(((await gone.json()) as { problems: string[] }).problems[0]!, /was deleted while svc runs/);
+    } finally {
+      await s.stop();
+    }
+  });
+
+  test('four CLI writers at once on a new database, no server: every write succeeds', async () => {
+    const folder = mkdtempSync(join(dir, 'parallel-'));
+    const config = configIn(folder);
+    const put = (id: string) =>
+      new Promise<number | null>((resolve) => {
+        const child = spawn(process.execPath, ['--import', TSX, MAIN, 'item', 'put', id, '--title', id, '--config', config], { stdio: ['pipe', 'ignore', 'pipe'] });
+        let err = '';
+        child.stderr.on('data', (d) => (err += d));
+        child.on('close', (code) => {
+          if (code !== 0) process.stderr.write(err);
+          resolve(code);
+        });
+        child.stdin.end('text');
+      });
+    const codes = (await Promise.all([0, 1, 2, 3].map(async (loop) => {
+      const out = [];
+      for (let i = 0; i < 5; i++) out.push(await put(`loop${loop}/item${i}`));
+      return out;
+    }))).flat();
+    assert.deepEqual(codes, Array(20).fill(0));
+    assert.equal(await sqlite3(join(folder, 'svc.db'), 'SELECT count(*) FROM items;'), '20');
   });
 
   test('a full disk and a read-only folder are one line that says what to fix', () => {
