@@ -4,8 +4,8 @@ import { count, eq, sql } from 'drizzle-orm';
 import { writeFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startTestServer, type TestServer } from './helpers/server.ts';
-import { startNginx, type Nginx } from './helpers/nginx.ts';
+import { startTestServer, type TestServer, type TestServerOptions } from './helpers/server.ts';
+import { startNginx, type Nginx, type NginxOptions } from './helpers/nginx.ts';
 import { freePort } from './helpers/workspace.ts';
 import { rawRequest, bearer } from './helpers/http.ts';
 import { users, tokens, audit } from '../src/db/schema.ts';
@@ -54,22 +54,28 @@ describe('address comparison', () => {
   });
 });
 
+/** svc behind Debian's nginx on loopback, base_url being the proxy's URL. */
+async function behindNginx(server: Omit<TestServerOptions, 'baseUrl'>, nginx: Pick<NginxOptions, 'users' | 'groups' | 'names'>) {
+  const proxyPort = await freePort();
+  const proxyUrl = `http://127.0.0.1:${proxyPort}`;
+  const s = await startTestServer({ ...server, baseUrl: proxyUrl });
+  const proxy = await startNginx({ ...nginx, port: proxyPort, upstreamPort: s.ws.port, secret: SECRET });
+  return { s, proxy, proxyUrl };
+}
+
 describe('header channel behind nginx', () => {
   let s: TestServer;
   let proxy: Nginx;
   let proxyUrl: string;
   before(async () => {
-    const proxyPort = await freePort();
-    proxyUrl = `http://127.0.0.1:${proxyPort}`;
-    s = await startTestServer({ auth: authConfig(true), env: { SVC_PROXY_SECRET: SECRET }, baseUrl: proxyUrl });
-    proxy = await startNginx({
-      port: proxyPort,
-      upstreamPort: s.ws.port,
-      secret: SECRET,
-      users: { carol: 'carol-pw', dave: 'dave-pw', erin: 'erin-pw', frank: 'frank-pw' },
-      groups: { carol: 'idp-engineering,idp-unmapped' },
-      names: { carol: 'Carol C' },
-    });
+    ({ s, proxy, proxyUrl } = await behindNginx(
+      { auth: authConfig(true), env: { SVC_PROXY_SECRET: SECRET } },
+      {
+        users: { carol: 'carol-pw', dave: 'dave-pw', erin: 'erin-pw', frank: 'frank-pw' },
+        groups: { carol: 'idp-engineering,idp-unmapped' },
+        names: { carol: 'Carol C' },
+      },
+    ));
   });
   after(async () => {
     await proxy?.stop();
@@ -233,10 +239,7 @@ describe('client addresses behind nginx ([server] trusted_proxies)', () => {
   let proxy: Nginx;
   let proxyUrl: string;
   before(async () => {
-    const proxyPort = await freePort();
-    proxyUrl = `http://127.0.0.1:${proxyPort}`;
-    s = await startTestServer({ baseUrl: proxyUrl, serverExtra: 'trusted_proxies = 127.0.0.1\n' });
-    proxy = await startNginx({ port: proxyPort, upstreamPort: s.ws.port, secret: SECRET, users: {} });
+    ({ s, proxy, proxyUrl } = await behindNginx({ serverExtra: 'trusted_proxies = 127.0.0.1\n' }, { users: {} }));
   });
   after(async () => {
     await proxy?.stop();
