@@ -273,7 +273,7 @@ describe('connection limits', () => {
       }
       const after = await cut;
       assert.ok(served > 5, `others were served meanwhile (${served})`);
-      assert.ok(after >= 900 && after < 3000, `cut after ${after} ms`);
+      assert.ok(after >= 900 && after < 6000, `cut after ${after} ms (Node's default would wait 60 s)`);
     } finally {
       await s.stop();
     }
