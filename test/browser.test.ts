@@ -46,7 +46,7 @@ test('sign in, create a token, see it once, use it, revoke it', async () => {
   assert.equal(await page.locator('#new-token').count(), 0);
   assert.ok(!(await page.content()).includes(token));
   const row = page.locator('tr', { hasText: 'e2e agent' });
-  assert.equal((await row.locator('td').nth(4).textContent())!.trim(), 'active');
+  assert.equal((await row.locator('td.state-active').textContent())!.trim(), 'active');
 
   const api = await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) });
   assert.equal(api.status, 200);
@@ -55,7 +55,7 @@ test('sign in, create a token, see it once, use it, revoke it', async () => {
 
   await row.getByRole('button', { name: 'Revoke e2e agent' }).click();
   await page.getByRole('heading', { name: 'Personal access tokens' }).waitFor();
-  assert.equal((await page.locator('tr', { hasText: 'e2e agent' }).locator('td').nth(4).textContent())!.trim(), 'revoked');
+  assert.equal((await page.locator('tr', { hasText: 'e2e agent' }).locator('td.state-revoked').textContent())!.trim(), 'revoked');
   assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) })).status, 401);
 
   await page.getByRole('button', { name: 'Sign out' }).click();

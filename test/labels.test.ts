@@ -41,6 +41,8 @@ describe('uids', () => {
 });
 
 const USERS = [[], ['eng'], ['finance'], ['eng', 'finance'], ['eng', 'finance', 'leadership', 'oncall']];
+/** Per user: no restriction, a subset of their labels, a label they lack (alone and beside theirs), an empty intersection. */
+const RESTRICTIONS = (user: string[]): (string[] | null)[] => [null, user.slice(0, 1), ['leadership'], [...user.slice(0, 1), 'leadership'], ['nobody-has-this'], []];
 const ITEMS: Record<string, string[]> = {
   open: [],
   eng: ['eng'],
@@ -57,6 +59,20 @@ describe('visibility', () => {
     assert.equal(visible(['eng', 'finance'], ['eng']), false);
   });
 
+  test('a token restriction narrows and never widens: labels the owner lacks grant nothing', () => {
+    assert.equal(visible(['eng'], ['eng', 'finance'], ['finance']), false);
+    assert.equal(visible(['finance'], ['eng', 'finance'], ['finance']), true);
+    assert.equal(visible(['leadership'], ['eng'], ['leadership']), false);
+    assert.equal(visible([], ['eng'], []), true, 'unrestricted items stay visible');
+    for (const user of USERS) {
+      for (const restriction of RESTRICTIONS(user)) {
+        for (const labels of Object.values(ITEMS)) {
+          if (visible(labels, user, restriction)) assert.ok(visible(labels, user), 'never more than the owner');
+        }
+      }
+    }
+  });
+
   for (const forceClient of [false, true]) {
     test(`the SQL predicate agrees with visible() for every user/item pair (${forceClient ? '@libsql/client' : 'embedded'} driver)`, async () => {
       const dir = mkdtempSync(join(tmpdir(), 'svc-vis-'));
@@ -67,19 +83,23 @@ describe('visibility', () => {
           await database.write((tx) => putItem(tx, id, { title: `doc ${id}`, text: `shared word plus ${id}`, labels }));
         }
         for (const user of USERS) {
-          const expected = Object.keys(ITEMS).filter((id) => visible(ITEMS[id]!, user)).sort();
-          const fetched = [];
-          for (const id of Object.keys(ITEMS)) if (await fetchVisible(database.db, id, user)) fetched.push(id);
-          const searched = (await searchVisible(database.db, 'shared word', user, 50)).map((h) => h.id).sort();
-          const listed = (await listVisible(database.db, user, undefined, 50)).items.map((i) => i.id).sort();
-          assert.deepEqual(fetched.sort(), expected, `fetch for [${user}]`);
-          assert.deepEqual(searched, expected, `search for [${user}]`);
-          assert.deepEqual(listed, expected, `list for [${user}]`);
+          for (const restriction of RESTRICTIONS(user)) {
+            const access = { labels: user, restriction };
+            const who = `[${user}] restricted to ${restriction === null ? 'nothing' : `[${restriction}]`}`;
+            const expected = Object.keys(ITEMS).filter((id) => visible(ITEMS[id]!, user, restriction)).sort();
+            const fetched = [];
+            for (const id of Object.keys(ITEMS)) if (await fetchVisible(database.db, id, access)) fetched.push(id);
+            const searched = (await searchVisible(database.db, 'shared word', access, 50)).map((h) => h.id).sort();
+            const listed = (await listVisible(database.db, access, undefined, 50)).items.map((i) => i.id).sort();
+            assert.deepEqual(fetched.sort(), expected, `fetch for ${who}`);
+            assert.deepEqual(searched, expected, `search for ${who}`);
+            assert.deepEqual(listed, expected, `list for ${who}`);
+          }
         }
         // Relabelling an item changes who sees it at once (item_labels follow items.labels).
         await database.write((tx) => putItem(tx, 'open', { title: 'doc open', text: 'shared word', labels: 'oncall' }));
-        assert.equal(await fetchVisible(database.db, 'open', ['eng']), null);
-        assert.ok(await fetchVisible(database.db, 'open', ['oncall']));
+        assert.equal(await fetchVisible(database.db, 'open', { labels: ['eng'], restriction: null }), null);
+        assert.ok(await fetchVisible(database.db, 'open', { labels: ['oncall'], restriction: null }));
       } finally {
         database.close();
         rmSync(dir, { recursive: true, force: true });

@@ -91,7 +91,7 @@ describe('/mcp', () => {
       assert.ok(t.outputSchema, `${t.name} has an output schema`);
     }
     const who = await call(client, 'whoami');
-    assert.deepEqual(who.structuredContent, { uid: 'bothuser', name: 'User bothuser', email: 'bothuser@example.com', labels: ['eng', 'finance'], admin: false, via: 'token' });
+    assert.deepEqual(who.structuredContent, { uid: 'bothuser', name: 'User bothuser', email: 'bothuser@example.com', labels: ['eng', 'finance'], admin: false, via: 'token', restriction: null });
     assert.deepEqual(JSON.parse(who.content[0]!.text), who.structuredContent);
     await client.close();
   });

@@ -28,7 +28,7 @@ describe('personal access tokens', () => {
     const res = await b.request('/auth/tokens', { form: { name: 'laptop', ttl: '30d' } });
     assert.equal(res.status, 201);
     const body = await res.json();
-    assert.deepEqual(Object.keys(body).sort(), ['expires_at', 'id', 'name', 'token']);
+    assert.deepEqual(Object.keys(body).sort(), ['expires_at', 'id', 'labels', 'name', 'token']);
     assert.match(body.token, /^svc_[a-z2-7]{48}$/);
     assert.equal(body.name, 'laptop');
     const days = (Date.parse(body.expires_at) - Date.now()) / 86400_000;
@@ -36,7 +36,7 @@ describe('personal access tokens', () => {
 
     const list = await (await b.request('/auth/tokens')).json();
     const mine = list.find((t: { id: string }) => t.id === body.id);
-    assert.deepEqual(Object.keys(mine).sort(), ['created_at', 'expires_at', 'id', 'last_used_at', 'name', 'state']);
+    assert.deepEqual(Object.keys(mine).sort(), ['created_at', 'expires_at', 'id', 'labels', 'last_used_at', 'name', 'state']);
     assert.equal(mine.state, 'active');
     assert.equal(mine.last_used_at, null);
     assert.ok(!JSON.stringify(list).includes(body.token));

@@ -2,6 +2,8 @@
 // a Principal, or a Rejection; channels are tried in a fixed order and the first that answers decides, so
 // a request carrying a bad token is refused, never treated as anonymous or as its cookie's user.
 import type { User } from '../store/users.ts';
+import type { LabelSet } from '../domain/labels.ts';
+import type { Access } from '../domain/visibility.ts';
 
 export type Via = 'token' | 'session' | 'header';
 
@@ -18,6 +20,8 @@ export interface Principal {
   readonly via: Via;
   readonly sessionId?: string;
   readonly tokenId?: string;
+  /** a token's label restriction; absent or null: the user's whole access */
+  readonly restriction?: LabelSet | null;
 }
 
 export interface Rejection {
@@ -65,4 +69,9 @@ export function createAuthenticator(channels: readonly Channel[]): Authenticator
       await Promise.all(channels.map((c) => c.close?.()));
     },
   };
+}
+
+/** What the caller may read: the user's labels, read afresh on this request, narrowed by a token's restriction. */
+export function accessOf(principal: Principal): Access {
+  return { labels: principal.user.labels, restriction: principal.restriction ?? null };
 }

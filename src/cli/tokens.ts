@@ -6,17 +6,17 @@ import { UsageError } from './errors.ts';
 export const tokenCommands: Command[] = [
   {
     name: ['token', 'create'],
-    usage: 'token create UID --name N [--ttl D]',
+    usage: 'token create UID --name N [--ttl D] [--labels L]',
     summary: 'mint a personal access token and print it once',
-    help: 'Mints a token for UID and prints it once on standard output (for bootstrap and automation).\nOptions:\n  --name N   what the token is for (required)\n  --ttl D    lifetime such as 90d; omitted, the token never expires',
+    help: 'Mints a token for UID and prints it once on standard output (for bootstrap and automation).\nOptions:\n  --name N     what the token is for (required)\n  --ttl D      lifetime such as 90d; omitted, the token never expires\n  --labels L   restrict it to these labels ("finance, reports"; "" for unlabelled documents only);\n               it never sees more than its owner',
     positionals: ['UID'],
-    options: { name: { type: 'string' }, ttl: { type: 'string' } },
+    options: { name: { type: 'string' }, ttl: { type: 'string' }, labels: { type: 'string' } },
     configMode: 'data',
     async run(ctx) {
       const name = str(ctx, 'name');
       if (name === undefined) throw new UsageError('--name is required');
       const created = await withDatabase(ctx.config(), (database) =>
-        database.write(async (tx) => createToken(tx, (await getUser(tx, ctx.positionals[0]!)).id, name, str(ctx, 'ttl'))),
+        database.write(async (tx) => createToken(tx, (await getUser(tx, ctx.positionals[0]!)).id, name, str(ctx, 'ttl'), str(ctx, 'labels') ?? null)),
       );
       ctx.io.out(created.token);
       return 0;

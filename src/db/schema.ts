@@ -60,6 +60,8 @@ export const tokens = sqliteTable(
     expiresAt: integer('expires_at'),
     lastUsedAt: integer('last_used_at'),
     revokedAt: integer('revoked_at'),
+    /** a label restriction (canonical label string, '' for none of them), or null: the owner's whole access */
+    labels: text('labels'),
   },
   (t) => [uniqueIndex('tokens_hash').on(t.hash), index('tokens_user').on(t.userId)],
 );

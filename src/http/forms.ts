@@ -2,13 +2,19 @@
 import { badRequest } from '../domain/errors.ts';
 import type { Ctx } from './context.ts';
 
-/** A form (urlencoded or multipart) or JSON object body, as plain string/unknown fields. */
-export async function readBody(c: Ctx): Promise<Record<string, unknown>> {
+/**
+ * A form (urlencoded or multipart) or JSON object body, as plain string/unknown fields. Form fields named in
+ * `lists` (checkboxes) come as arrays of their values; other fields repeated keep their first value.
+ */
+export async function readBody(c: Ctx, options: { lists?: readonly string[] } = {}): Promise<Record<string, unknown>> {
   const type = (c.req.header('content-type') ?? '').toLowerCase();
   if (type.startsWith('application/x-www-form-urlencoded') || type.startsWith('multipart/form-data')) {
-    const body = await c.req.parseBody();
+    const body = await c.req.parseBody({ all: true });
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(body)) out[k] = typeof v === 'string' ? v : undefined;
+    for (const [k, v] of Object.entries(body)) {
+      const values = (Array.isArray(v) ? v : [v]).filter((x): x is string => typeof x === 'string');
+      out[k] = options.lists?.includes(k) ? values : values[0];
+    }
     return out;
   }
   if (type.startsWith('application/json')) {

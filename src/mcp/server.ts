@@ -11,7 +11,8 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { Db } from '../db/open.ts';
-import type { Principal } from '../auth/core.ts';
+import { accessOf, type Principal } from '../auth/core.ts';
+import { effectiveLabels } from '../domain/visibility.ts';
 import { fetchVisible, listVisible, searchVisible, ITEM_ID_MAX } from '../store/items.ts';
 
 const validator = new AjvJsonSchemaValidator();
@@ -25,9 +26,10 @@ const whoamiOutput = {
   uid: z.string(),
   name: z.string(),
   email: z.string(),
-  labels: z.array(z.string()),
+  labels: z.array(z.string()).describe('the labels that decide what this connection can read: the user\'s, narrowed by a token restriction'),
   admin: z.boolean(),
   via: z.enum(['token', 'session', 'header']),
+  restriction: z.array(z.string()).nullable().describe('the token\'s label restriction, or null for the user\'s whole access'),
 };
 const hit = z.object({ id: z.string(), title: z.string(), snippet: z.string() });
 const itemOutput = { id: z.string(), title: z.string(), text: z.string(), labels: z.array(z.string()) };
@@ -43,8 +45,9 @@ function json(value: unknown) {
 }
 
 export function buildMcpServer(db: Db, principal: Principal): McpServer {
-  // Labels come from the user record read for this very request, so a label change applies on the next call.
-  const labels = principal.user.labels;
+  // Labels come from the user record read for this very request, so a label change applies on the next call; a
+  // token's restriction narrows them inside every query.
+  const access = accessOf(principal);
   const server = new McpServer(SERVER_INFO, {
     jsonSchemaValidator: validator,
     capabilities: { resources: {} },
@@ -56,13 +59,14 @@ export function buildMcpServer(db: Db, principal: Principal): McpServer {
     'whoami',
     {
       title: 'Who am I',
-      description: 'Tells which svc user this connection acts as: uid, name, email, ACL labels, admin flag and how it signed in (token, session or header).',
+      description: 'Tells which svc user this connection acts as: uid, name, email, the ACL labels it reads with, admin flag, how it signed in (token, session or header), and a token\'s label restriction.',
       outputSchema: whoamiOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async () => {
       const u = principal.user;
-      const result = { uid: u.uid, name: u.name, email: u.email, labels: [...u.labels], admin: u.admin, via: principal.via };
+      const restriction = access.restriction === null ? null : [...access.restriction];
+      const result = { uid: u.uid, name: u.name, email: u.email, labels: [...effectiveLabels(access)], admin: u.admin, via: principal.via, restriction };
       return { content: json(result), structuredContent: result };
     },
   );
@@ -78,7 +82,7 @@ export function buildMcpServer(db: Db, principal: Principal): McpServer {
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ query, limit }) => {
-      const results = await searchVisible(db, query, labels, limit);
+      const results = await searchVisible(db, query, access, limit);
       return { content: json(results), structuredContent: { results } };
     },
   );
@@ -93,7 +97,7 @@ export function buildMcpServer(db: Db, principal: Principal): McpServer {
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ id }) => {
-      const item = await fetchVisible(db, id, labels);
+      const item = await fetchVisible(db, id, access);
       // Missing and not visible are the same answer, from the same single query.
       if (!item) return { content: [{ type: 'text', text: `not found: no document "${id}"` }], isError: true };
       const result = { id: item.id, title: item.title, text: item.text, labels: [...item.labels] };
@@ -112,7 +116,7 @@ export function buildMcpServer(db: Db, principal: Principal): McpServer {
     const cursor = request.params?.cursor;
     let page;
     try {
-      page = await listVisible(db, labels, cursor, RESOURCE_PAGE);
+      page = await listVisible(db, access, cursor, RESOURCE_PAGE);
     } catch {
       throw new McpError(-32602, 'invalid cursor');
     }
@@ -124,7 +128,7 @@ export function buildMcpServer(db: Db, principal: Principal): McpServer {
   low.setRequestHandler(ReadResourceRequestSchema, async (request) => {
     const uri = request.params.uri;
     const id = uri.startsWith(RESOURCE_PREFIX) ? decodeId(uri.slice(RESOURCE_PREFIX.length)) : null;
-    const item = id === null ? null : await fetchVisible(db, id, labels);
+    const item = id === null ? null : await fetchVisible(db, id, access);
     if (!item) throw new McpError(RESOURCE_NOT_FOUND, `Resource not found: ${uri}`);
     return { contents: [{ uri, mimeType: 'text/markdown', text: item.text }] };
   });

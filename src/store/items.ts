@@ -3,7 +3,7 @@ import { eq, asc, gt, and, sql } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { items } from '../db/schema.ts';
 import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
-import { visibleSql } from '../domain/visibility.ts';
+import { accessSql, type Access } from '../domain/visibility.ts';
 import { badRequest, notFound } from '../domain/errors.ts';
 import { checkLabels } from './users.ts';
 
@@ -88,11 +88,11 @@ export async function getAnyItem(db: Db, id: string): Promise<Item> {
 }
 
 /** The item if it exists and the user may see it; invisible and missing are the same answer. */
-export async function fetchVisible(db: Db, id: string, userLabels: LabelSet): Promise<Item | null> {
+export async function fetchVisible(db: Db, id: string, access: Access): Promise<Item | null> {
   const row = await db
     .select()
     .from(items)
-    .where(and(eq(items.id, id), visibleSql(items.seq, userLabels)))
+    .where(and(eq(items.id, id), accessSql(items.seq, access)))
     .get();
   return row ? toItem(row) : null;
 }
@@ -100,7 +100,7 @@ export async function fetchVisible(db: Db, id: string, userLabels: LabelSet): Pr
 /** One page of visible items in a stable order; the cursor is opaque to callers. */
 export async function listVisible(
   db: Db,
-  userLabels: LabelSet,
+  access: Access,
   cursor: string | undefined,
   limit: number,
 ): Promise<{ items: ItemSummary[]; nextCursor?: string }> {
@@ -109,7 +109,7 @@ export async function listVisible(
   const rows = await db
     .select({ seq: items.seq, id: items.id, title: items.title, labels: items.labels })
     .from(items)
-    .where(and(gt(items.seq, after), visibleSql(items.seq, userLabels)))
+    .where(and(gt(items.seq, after), accessSql(items.seq, access)))
     .orderBy(asc(items.seq))
     .limit(limit + 1)
     .all();
@@ -125,13 +125,13 @@ export async function listVisible(
  * Full-text search, best first. The query is reduced to words, each quoted, so no user input is ever FTS5
  * syntax. Ordering by the FTS table's own rank lets SQLite stop after `limit` visible hits.
  */
-export async function searchVisible(db: Db, query: string, userLabels: LabelSet, limit: number): Promise<SearchHit[]> {
+export async function searchVisible(db: Db, query: string, access: Access, limit: number): Promise<SearchHit[]> {
   const match = ftsQuery(query);
   if (match === null) return [];
   return db.all<SearchHit>(sql`
     SELECT i.id AS id, i.title AS title, snippet(items_fts, 1, '', '', '…', 24) AS snippet
     FROM items_fts JOIN items i ON i.seq = items_fts.rowid
-    WHERE items_fts MATCH ${match} AND ${visibleSql(sql`i.seq`, userLabels)}
+    WHERE items_fts MATCH ${match} AND ${accessSql(sql`i.seq`, access)}
     ORDER BY items_fts.rank
     LIMIT ${limit}`);
 }

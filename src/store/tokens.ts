@@ -5,14 +5,16 @@ import { tokens, users } from '../db/schema.ts';
 import { mintToken, randomId, storedHash, tokenWellFormed } from '../domain/secrets.ts';
 import { parseDuration, DURATION_HINT } from '../config/duration.ts';
 import { badRequest, notFound } from '../domain/errors.ts';
-import { toUser, type User } from './users.ts';
-import { storedLabels } from '../domain/labels.ts';
+import { toUser, checkLabels, type User } from './users.ts';
+import { storedLabels, formatLabels, type LabelSet } from '../domain/labels.ts';
 
 export type TokenState = 'active' | 'expired' | 'revoked';
 
 export interface TokenInfo {
   readonly id: string;
   readonly name: string;
+  /** the label restriction, or null: the owner's whole access */
+  readonly labels: LabelSet | null;
   readonly createdAt: number;
   readonly expiresAt: number | null;
   readonly lastUsedAt: number | null;
@@ -30,6 +32,15 @@ export function checkTokenName(name: unknown): string {
     throw badRequest(`name: required, 1 to ${TOKEN_NAME_MAX} characters, no control characters`, 'name');
   }
   return trimmed;
+}
+
+/**
+ * A label restriction from a request: absent (undefined or null) means none, the owner's whole access; an array or
+ * a label string, even an empty one, restricts the token to those labels.
+ */
+export function checkTokenLabels(labels: unknown): LabelSet | null {
+  if (labels === undefined || labels === null) return null;
+  return checkLabels(labels as string | unknown[], 'labels');
 }
 
 /** Seconds of lifetime, or null for a token that never expires (ttl omitted or empty). */
@@ -56,15 +67,41 @@ export async function createToken(
   userId: number,
   name: unknown,
   ttl: unknown,
-): Promise<{ id: string; token: string; name: string; createdAt: number; expiresAt: number | null }> {
+  labels: unknown = null,
+): Promise<{ id: string; token: string; name: string; createdAt: number; expiresAt: number | null; labels: LabelSet | null }> {
   const checkedName = checkTokenName(name);
   const seconds = checkTokenTtl(ttl);
+  const restriction = checkTokenLabels(labels);
   const token = mintToken();
   const id = `tok_${randomId(10)}`;
   const now = await databaseNow(tx);
   const expiresAt = seconds === null ? null : now + seconds * 1000;
-  await tx.insert(tokens).values({ id, hash: storedHash(token), userId, name: checkedName, createdAt: now, expiresAt });
-  return { id, token, name: checkedName, createdAt: now, expiresAt };
+  await tx.insert(tokens).values({
+    id, hash: storedHash(token), userId, name: checkedName, createdAt: now, expiresAt,
+    labels: restriction === null ? null : formatLabels(restriction),
+  });
+  return { id, token, name: checkedName, createdAt: now, expiresAt, labels: restriction };
+}
+
+/** Sets or lifts (null) the restriction of one of the user's own tokens; someone else's is not found. */
+export async function restrictToken(tx: Tx, userId: number, id: string, labels: unknown): Promise<TokenInfo> {
+  const restriction = checkTokenLabels(labels);
+  const rows = await tx.update(tokens).set({ labels: restriction === null ? null : formatLabels(restriction) })
+    .where(and(eq(tokens.id, id), eq(tokens.userId, userId))).returning();
+  if (rows.length === 0) throw notFound('no such token');
+  return tokenInfo(rows[0]!, Date.now());
+}
+
+function tokenInfo(r: typeof tokens.$inferSelect, now: number): TokenInfo {
+  return {
+    id: r.id,
+    name: r.name,
+    labels: r.labels === null ? null : storedLabels(r.labels),
+    createdAt: r.createdAt,
+    expiresAt: r.expiresAt,
+    lastUsedAt: r.lastUsedAt,
+    state: stateOf(r, now),
+  };
 }
 
 /** The database's clock in milliseconds since the epoch. */
@@ -75,14 +112,7 @@ export async function databaseNow(db: Db): Promise<number> {
 
 export async function listTokens(db: Db, userId: number, now = Date.now()): Promise<TokenInfo[]> {
   const rows = await db.select().from(tokens).where(eq(tokens.userId, userId)).orderBy(desc(tokens.createdAt)).all();
-  return rows.map((r) => ({
-    id: r.id,
-    name: r.name,
-    createdAt: r.createdAt,
-    expiresAt: r.expiresAt,
-    lastUsedAt: r.lastUsedAt,
-    state: stateOf(r, now),
-  }));
+  return rows.map((r) => tokenInfo(r, now));
 }
 
 /** Revokes one of the user's own tokens; someone else's id is indistinguishable from an unknown one. */
@@ -102,11 +132,12 @@ export async function revokeAllTokens(tx: Tx, userId: number, now = Date.now()):
 }
 
 export type TokenCheck =
-  | { ok: true; user: User; tokenId: string }
+  | { ok: true; user: User; tokenId: string; restriction: LabelSet | null }
   | { ok: false; reason: 'malformed' | 'unknown' | 'expired' | 'revoked' };
 
 interface LookupRow {
   readonly tokenId: string;
+  readonly restriction: LabelSet | null;
   readonly expiresAt: number | null;
   readonly revokedAt: number | null;
   readonly lastUsedAt: number | null;
@@ -115,7 +146,7 @@ interface LookupRow {
 type Lookup = (hash: string) => LookupRow | undefined | Promise<LookupRow | undefined>;
 
 const LOOKUP_SQL = `SELECT t.id, t.expires_at, t.revoked_at, t.last_used_at,
-  u.id, u.uid, u.email, u.name, u.labels, u.admin, u.password_hash IS NOT NULL, u.created_at, u.updated_at
+  u.id, u.uid, u.email, u.name, u.labels, u.admin, u.password_hash IS NOT NULL, u.created_at, u.updated_at, t.labels
   FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?`;
 
 interface RawStatement {
@@ -140,6 +171,7 @@ function prepareLookup(db: Db): Lookup {
         expiresAt: r[1] as number | null,
         revokedAt: r[2] as number | null,
         lastUsedAt: r[3] as number | null,
+        restriction: r[13] === null ? null : storedLabels(r[13] as string),
         user: {
           id: r[4] as number, uid: r[5] as string, email: r[6] as string, name: r[7] as string,
           labels: storedLabels(r[8] as string), admin: r[9] === 1, hasPassword: r[10] === 1,
@@ -149,14 +181,17 @@ function prepareLookup(db: Db): Lookup {
     };
   }
   const query = db
-    .select({ t: { id: tokens.id, expiresAt: tokens.expiresAt, revokedAt: tokens.revokedAt, lastUsedAt: tokens.lastUsedAt }, u: users })
+    .select({ t: { id: tokens.id, expiresAt: tokens.expiresAt, revokedAt: tokens.revokedAt, lastUsedAt: tokens.lastUsedAt, labels: tokens.labels }, u: users })
     .from(tokens)
     .innerJoin(users, eq(users.id, tokens.userId))
     .where(eq(tokens.hash, sql.placeholder('hash')))
     .prepare();
   return async (hash) => {
     const row = await query.get({ hash });
-    return row && { tokenId: row.t.id, expiresAt: row.t.expiresAt, revokedAt: row.t.revokedAt, lastUsedAt: row.t.lastUsedAt, user: toUser(row.u) };
+    return row && {
+      tokenId: row.t.id, expiresAt: row.t.expiresAt, revokedAt: row.t.revokedAt, lastUsedAt: row.t.lastUsedAt,
+      restriction: row.t.labels === null ? null : storedLabels(row.t.labels), user: toUser(row.u),
+    };
   };
 }
 const lookups = new WeakMap<Db, Lookup>();
@@ -172,7 +207,7 @@ export async function checkToken(database: Database, token: string, now = Date.n
   const state = stateOf(row, now);
   if (state !== 'active') return { ok: false, reason: state };
   if (row.lastUsedAt === null || row.lastUsedAt < now - LAST_USED_GRANULARITY_MS) touchToken(database, row.tokenId, now);
-  return { ok: true, user: row.user, tokenId: row.tokenId };
+  return { ok: true, user: row.user, tokenId: row.tokenId, restriction: row.restriction };
 }
 
 /**

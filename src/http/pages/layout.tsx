@@ -34,6 +34,10 @@ pre { background: var(--card); padding: .75rem; border-radius: 6px; overflow-x: 
 .secret code { word-break: break-all; background: var(--card); padding: .4rem .5rem; border-radius: 6px; border: 1px solid var(--line); }
 .state-active { color: var(--ok); } .state-expired, .state-revoked { color: var(--muted); }
 .muted { color: var(--muted); }
+fieldset.access { border: 1px solid var(--line); border-radius: 6px; padding: .5rem .75rem; display: grid; gap: .35rem; }
+fieldset.access legend { font-weight: 600; }
+label.choice { display: flex; gap: .4rem; align-items: center; font-weight: 400; }
+.labels { display: flex; gap: .75rem; flex-wrap: wrap; padding-left: 1.5rem; }
 .sso { display: inline-block; padding: .5rem .9rem; border: 1px solid var(--accent); border-radius: 6px; text-decoration: none; font-weight: 600; }
 `;
 

@@ -10,7 +10,9 @@ export interface TokensProps {
   canLogout: boolean;
   baseUrl: string;
   tokens: readonly TokenInfo[];
-  created?: { token: string; name: string; expiresAt: number | null } | undefined;
+  /** the owner's labels, offered as a token's restriction */
+  labels: readonly string[];
+  created?: { token: string; name: string; expiresAt: number | null; labels: readonly string[] | null } | undefined;
   error?: string | undefined;
 }
 
@@ -24,6 +26,13 @@ const LIFETIMES = [
 
 function when(ms: number | null, never = 'never'): string {
   return ms === null ? never : formatTime(ms);
+}
+
+/** What a token can read, in words. */
+function accessText(labels: readonly string[] | null): string {
+  if (labels === null) return 'everything you can see';
+  if (labels.length === 0) return 'unlabelled documents only';
+  return `only ${labels.join(', ')}`;
 }
 
 // Progressive enhancement only: the token is selectable text without it.
@@ -45,7 +54,7 @@ export function TokensPage(p: TokensProps) {
       {p.created && (
         <section class="notice ok" aria-live="polite">
           <h2>New token “{p.created.name}”</h2>
-          <p>Copy it now: it is shown only once. Expires: {when(p.created.expiresAt)}.</p>
+          <p>Copy it now: it is shown only once. Expires: {when(p.created.expiresAt)}. Access: {accessText(p.created.labels)}.</p>
           <div class="secret">
             <code id="new-token">{p.created.token}</code>
             <button type="button" class="secondary" data-copy="new-token" hidden>Copy</button>
@@ -69,6 +78,20 @@ export function TokensPage(p: TokensProps) {
             ))}
           </select>
         </label>
+        <fieldset class="access">
+          <legend>Access</legend>
+          <label class="choice"><input type="radio" name="access" value="all" checked /> Everything I can see</label>
+          <label class="choice"><input type="radio" name="access" value="labels" /> Only documents with these labels (and unlabelled ones):</label>
+          <div class="labels">
+            {p.labels.length === 0 ? (
+              <span class="muted">You have no labels: such a token reads unlabelled documents only.</span>
+            ) : (
+              p.labels.map((l) => (
+                <label class="choice"><input type="checkbox" name="labels" value={l} /> <code>{l}</code></label>
+              ))
+            )}
+          </div>
+        </fieldset>
         <button type="submit">Create token</button>
       </form>
       <h2>Your tokens</h2>
@@ -78,12 +101,13 @@ export function TokensPage(p: TokensProps) {
         <div class="table-wrap">
           <table>
             <thead>
-              <tr><th>Name</th><th>Created</th><th>Expires</th><th>Last used</th><th>State</th><th><span class="muted">Action</span></th></tr>
+              <tr><th>Name</th><th>Access</th><th>Created</th><th>Expires</th><th>Last used</th><th>State</th><th><span class="muted">Action</span></th></tr>
             </thead>
             <tbody>
               {p.tokens.map((t) => (
                 <tr data-token-id={t.id}>
                   <td>{t.name}</td>
+                  <td class="token-access">{accessText(t.labels)}</td>
                   <td>{when(t.createdAt)}</td>
                   <td>{when(t.expiresAt)}</td>
                   <td>{when(t.lastUsedAt, '—')}</td>

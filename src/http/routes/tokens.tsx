@@ -7,9 +7,34 @@ import { iso } from '../../domain/json.ts';
 import { requireCaller, caller, actorOf } from '../guards.ts';
 import { readBody } from '../forms.ts';
 import { TokensPage } from '../pages/tokens.tsx';
-import { createToken, listTokens, revokeToken } from '../../store/tokens.ts';
-import { AppError } from '../../domain/errors.ts';
+import { createToken, listTokens, revokeToken, restrictToken, type TokenInfo } from '../../store/tokens.ts';
+import { AppError, badRequest } from '../../domain/errors.ts';
 import { recordActorAudit } from '../../store/audit.ts';
+
+function tokenJson(t: TokenInfo) {
+  return {
+    id: t.id,
+    name: t.name,
+    labels: t.labels === null ? null : [...t.labels],
+    created_at: iso(t.createdAt),
+    expires_at: iso(t.expiresAt),
+    last_used_at: iso(t.lastUsedAt),
+    state: t.state,
+  };
+}
+
+/**
+ * The restriction a create request asks for. The page sends access=all or access=labels with the checked labels
+ * (none checked: unlabelled documents only); API clients send `labels` (an array or a label string) or nothing.
+ */
+function requestedRestriction(body: Record<string, unknown>): unknown {
+  if (body.access === 'all') return null;
+  if (body.access === 'labels') return body.labels ?? [];
+  if (body.access !== undefined) throw badRequest('access: "all" or "labels"', 'access');
+  const labels = body.labels;
+  // A form's labels field arrives as a list of its values; one value is a label string like any other.
+  return Array.isArray(labels) && labels.length === 1 && typeof labels[0] === 'string' && /[\s,]/.test(labels[0]) ? labels[0] : labels;
+}
 
 export function tokenRoutes(services: Services): Hono<Env> {
   const { database, config } = services;
@@ -17,7 +42,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
   const app = new Hono<Env>();
   const browserOnly = requireCaller({ via: ['session', 'header'] });
 
-  const renderPage = async (c: Ctx, status: 200 | 201 | 400, extra: { created?: { token: string; name: string; expiresAt: number | null }; error?: string } = {}) => {
+  const renderPage = async (c: Ctx, status: 200 | 201 | 400, extra: { created?: { token: string; name: string; expiresAt: number | null; labels: readonly string[] | null }; error?: string } = {}) => {
     const principal = caller(c);
     return c.html(
       <TokensPage
@@ -27,6 +52,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
         canLogout={principal.via === 'session'}
         baseUrl={config.server.baseUrl}
         tokens={await listTokens(db, principal.user.id)}
+        labels={principal.user.labels}
         {...extra}
       />,
       status,
@@ -38,14 +64,14 @@ export function tokenRoutes(services: Services): Hono<Env> {
   app.post('/auth/tokens', browserOnly, async (c) => {
     const html = wantsHtml(c);
     try {
-      const body = await readBody(c);
+      const body = await readBody(c, { lists: ['labels'] });
       const created = await database.write(async (tx) => {
-        const token = await createToken(tx, caller(c).user.id, body.name, body.ttl);
-        await recordActorAudit(tx, actorOf(c), 'token.create', token.id, { name: token.name, expires_at: iso(token.expiresAt) });
+        const token = await createToken(tx, caller(c).user.id, body.name, body.ttl, requestedRestriction(body));
+        await recordActorAudit(tx, actorOf(c), 'token.create', token.id, { name: token.name, expires_at: iso(token.expiresAt), labels: token.labels });
         return token;
       });
       if (html) return renderPage(c, 201, { created });
-      return c.json({ id: created.id, token: created.token, name: created.name, expires_at: iso(created.expiresAt) }, 201);
+      return c.json({ id: created.id, token: created.token, name: created.name, expires_at: iso(created.expiresAt), labels: created.labels }, 201);
     } catch (e) {
       if (html && e instanceof AppError && e.code === 'bad_request') return renderPage(c, 400, { error: e.message });
       throw e;
@@ -55,15 +81,21 @@ export function tokenRoutes(services: Services): Hono<Env> {
   app.get('/auth/tokens', requireCaller(), async (c) => {
     const list = await listTokens(db, caller(c).user.id);
     return c.json(
-      list.map((t) => ({
-        id: t.id,
-        name: t.name,
-        created_at: iso(t.createdAt),
-        expires_at: iso(t.expiresAt),
-        last_used_at: iso(t.lastUsedAt),
-        state: t.state,
-      })),
+      list.map(tokenJson),
     );
+  });
+
+  // Only a signed-in browser (or the proxy) may change what a token can see: a token never widens itself.
+  app.patch('/auth/tokens/:id', browserOnly, async (c) => {
+    const body = await readBody(c);
+    if (!('labels' in body)) throw badRequest('labels: give an array or a label string to restrict the token, or null for your whole access', 'labels');
+    const id = c.req.param('id');
+    const token = await database.write(async (tx) => {
+      const changed = await restrictToken(tx, caller(c).user.id, id, body.labels);
+      await recordActorAudit(tx, actorOf(c), 'token.restrict', id, { labels: changed.labels });
+      return changed;
+    });
+    return c.json(tokenJson(token));
   });
 
   app.post('/auth/tokens/:id/revoke', requireCaller(), async (c) => {
