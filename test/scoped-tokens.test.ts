@@ -86,8 +86,12 @@ describe('label-scoped tokens', () => {
     assert.deepEqual(two.body.labels, ['eng', 'finance']);
     const none = await create(new URLSearchParams([['name', 'form none'], ['access', 'labels']]));
     assert.deepEqual(none.body.labels, []);
-    const all = await create(new URLSearchParams([['name', 'form all'], ['access', 'all'], ['labels', 'eng']]));
+    const all = await create(new URLSearchParams([['name', 'form all'], ['access', 'all']]));
     assert.equal(all.body.labels, null);
+    // Boxes checked with "everything" chosen: refused, never a wider token than the person meant.
+    const mixed = await create(new URLSearchParams([['name', 'form mixed'], ['access', 'all'], ['labels', 'eng']]));
+    assert.equal(mixed.status, 400);
+    assert.match(mixed.body.message!, /choose "Only documents with these labels"/);
     const page = await (await b.request('/', { headers: { accept: 'text/html' } })).text();
     assert.match(page, /<tr data-token-id="[^"]+"><td>form two<\/td><td class="token-access">only eng, finance<\/td>/);
     assert.match(page, /<td>form none<\/td><td class="token-access">unlabelled documents only<\/td>/);

@@ -8,6 +8,7 @@ import { tokenRoutes } from './routes/tokens.tsx';
 import { mcpRoutes } from './routes/mcp.ts';
 import { adminApiRoutes } from './routes/admin-api.ts';
 import { adminPageRoutes } from './routes/admin-pages.tsx';
+import { adminItemRoutes } from './routes/admin-items.tsx';
 import { oidcRoutes } from './routes/oidc.tsx';
 import { AppError } from '../domain/errors.ts';
 import { DatabaseBusy, safeDatabaseMessage } from '../db/errors.ts';
@@ -39,6 +40,7 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
   app.route('/', mcpRoutes(services));
   app.route('/', adminApiRoutes(services));
   app.route('/', adminPageRoutes(services));
+  app.route('/', adminItemRoutes(services));
 
   app.notFound((c) => apiError(c, 'not_found', `no such path: ${c.req.method} ${c.req.path}`));
   app.onError((err, c) => {

@@ -9,7 +9,7 @@ import { addressMatcher, clientAddress } from '../domain/addresses.ts';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
-export const LIMITS = { form: 16 * KiB, json: 1 * MiB, mcp: 4 * MiB } as const;
+export const LIMITS = { form: 16 * KiB, json: 1 * MiB, mcp: 4 * MiB, upload: 2 * MiB } as const;
 
 export function securityHeaders(): MiddlewareHandler<Env> {
   return async (c, next) => {
@@ -29,7 +29,7 @@ export function securityHeaders(): MiddlewareHandler<Env> {
   };
 }
 
-/** Forms 16 KiB, JSON 1 MiB, /mcp 4 MiB; larger is 413 before the body is read. */
+/** Forms 16 KiB, JSON 1 MiB, /mcp 4 MiB, a document uploaded on /admin/items 2 MiB; larger is 413 before the body is read. */
 export function bodyLimits(): MiddlewareHandler<Env> {
   const limiter = (maxSize: number) =>
     bodyLimit({
@@ -40,10 +40,12 @@ export function bodyLimits(): MiddlewareHandler<Env> {
   const mcp = limiter(LIMITS.mcp);
   const json = limiter(LIMITS.json);
   const form = limiter(LIMITS.form);
+  const upload = limiter(LIMITS.upload);
   return async (c, next) => {
     if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
     if (c.req.path === '/mcp') return mcp(c, next);
     const type = c.req.header('content-type') ?? '';
+    if (c.req.path === '/admin/items' && /^multipart\/form-data\b/i.test(type)) return upload(c, next);
     return (/^application\/json\b/i.test(type) ? json : form)(c, next);
   };
 }

@@ -3,15 +3,16 @@
 import { Layout, formatTime } from './layout.tsx';
 import type { User, SignInSummary } from '../../store/users.ts';
 import type { AuditEntry } from '../../store/audit.ts';
+import { itemPath } from './admin-items.tsx';
 
-interface Frame {
+export interface Frame {
   nonce: string;
   me: { uid: string; canLogout: boolean };
   notice?: string | undefined;
   error?: string | undefined;
 }
 
-function Notices(p: { notice?: string | undefined; error?: string | undefined }) {
+export function Notices(p: { notice?: string | undefined; error?: string | undefined }) {
   return (
     <>
       {p.notice && <p class="notice ok" role="status">{p.notice}</p>}
@@ -121,6 +122,8 @@ function AuditTable(p: { entries: readonly AuditEntry[] }) {
 export interface UserPageProps extends Frame {
   user: User;
   summary: SignInSummary | undefined;
+  /** what the user can read: how many documents, and a page of them (matching `query` when given) */
+  sees: { count: number; query: string; items: readonly { id: string; title: string }[] };
 }
 
 export function UserPage(p: UserPageProps) {
@@ -155,6 +158,19 @@ export function UserPage(p: UserPageProps) {
         <form method="post" action={`${base}/end-sessions`} class="inline"><button type="submit" class="danger">End all sessions</button></form>
         <a href={`${base}/remove`}>Remove user…</a>
       </div>
+      <h2 id="sees">What can this user see?</h2>
+      <p>{p.sees.count} document(s), through a session or an unrestricted token; a label-restricted token sees a part of them.</p>
+      <form method="get" action={`${base}#sees`} class="row" role="search">
+        <label>Search their documents <input name="see" value={p.sees.query} placeholder="words" /></label>
+        <button type="submit" class="secondary">Search</button>
+      </form>
+      {p.sees.items.length === 0 ? (
+        <p class="muted">{p.sees.query ? 'Nothing they can see matches.' : 'Nothing.'}</p>
+      ) : (
+        <ul class="sees">
+          {p.sees.items.map((i) => <li data-item={i.id}><a href={itemPath('view', i.id)}>{i.id}</a> <span class="muted">{i.title}</span></li>)}
+        </ul>
+      )}
     </Layout>
   );
 }

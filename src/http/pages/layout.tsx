@@ -15,7 +15,7 @@ h1 { font-size: 1.4rem; margin: .5rem 0 1rem; } h2 { font-size: 1.1rem; margin: 
 a { color: var(--accent); }
 form.stack { display: grid; gap: .75rem; max-width: 24rem; }
 label { display: grid; gap: .25rem; font-weight: 600; }
-input, select, button { font: inherit; padding: .5rem .6rem; border: 1px solid var(--line); border-radius: 6px; background: var(--bg); color: var(--fg); }
+input, select, button, textarea { font: inherit; padding: .5rem .6rem; border: 1px solid var(--line); border-radius: 6px; background: var(--bg); color: var(--fg); }
 button { cursor: pointer; background: var(--accent); color: #fff; border-color: var(--accent); font-weight: 600; }
 button.secondary { background: transparent; color: var(--accent); }
 button.danger { background: transparent; color: var(--bad); border-color: var(--bad); }
@@ -34,6 +34,8 @@ pre { background: var(--card); padding: .75rem; border-radius: 6px; overflow-x: 
 .secret code { word-break: break-all; background: var(--card); padding: .4rem .5rem; border-radius: 6px; border: 1px solid var(--line); }
 .state-active { color: var(--ok); } .state-expired, .state-revoked { color: var(--muted); }
 .muted { color: var(--muted); }
+code.label { background: var(--card); border: 1px solid var(--line); border-radius: 4px; padding: 0 .3rem; margin-right: .25rem; }
+.warn { color: var(--bad); font-weight: 600; }
 fieldset.access { border: 1px solid var(--line); border-radius: 6px; padding: .5rem .75rem; display: grid; gap: .35rem; }
 fieldset.access legend { font-weight: 600; }
 label.choice { display: flex; gap: .4rem; align-items: center; font-weight: 400; }
@@ -68,6 +70,7 @@ export function Layout(props: LayoutProps) {
           {props.signedIn && (
             <nav aria-label="account">
               {props.signedIn.admin && <a href="/admin/users">Users</a>}
+              {props.signedIn.admin && <a href="/admin/items">Documents</a>}
               <span class="muted">{props.signedIn.uid}</span>
               {props.signedIn.canLogout && (
                 <form method="post" action="/logout" class="inline">

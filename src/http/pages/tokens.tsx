@@ -35,8 +35,14 @@ function accessText(labels: readonly string[] | null): string {
   return `only ${labels.join(', ')}`;
 }
 
-// Progressive enhancement only: the token is selectable text without it.
+// Progressive enhancement only: the token is selectable text without it, and the server refuses checked labels
+// with "everything" chosen.
 const COPY_SCRIPT = `
+document.querySelectorAll('input[name="labels"]').forEach(function (box) {
+  box.addEventListener('change', function () {
+    if (box.checked) document.querySelector('input[name="access"][value="labels"]').checked = true;
+  });
+});
 document.querySelectorAll('[data-copy]').forEach(function (b) {
   b.hidden = false;
   b.addEventListener('click', function () {

@@ -7,6 +7,8 @@ import { readBody } from '../forms.ts';
 import { UsersPage, UserPage, RemovePage } from '../pages/admin.tsx';
 import { listUsers, getUser, signInSummaries, type User } from '../../store/users.ts';
 import { listAudit } from '../../store/audit.ts';
+import { listVisible, searchVisible } from '../../store/items.ts';
+import { countVisible } from '../../store/item-access.ts';
 import { AppError } from '../../domain/errors.ts';
 import { adminCreateUser, adminUpdateUser, adminRemoveUser, adminRevokeTokens, adminEndSessions } from '../../admin/actions.ts';
 
@@ -62,8 +64,14 @@ export function adminPageRoutes(services: Services): Hono<Env> {
     );
   };
 
-  const userPage = async (c: Ctx, user: User, status: 200 | 400 | 409 = 200, error?: string) =>
-    c.html(<UserPage {...frame(c, error ? { error } : {})} user={user} summary={(await signInSummaries(db)).get(user.id)} />, status);
+  const userPage = async (c: Ctx, user: User, status: 200 | 400 | 409 = 200, error?: string) => {
+    // The same queries the MCP tools run for this user.
+    const access = { labels: user.labels, restriction: null };
+    const query = (c.req.query('see') ?? '').trim();
+    const items = query ? await searchVisible(db, query, access, 50) : (await listVisible(db, access, undefined, 50)).items;
+    const sees = { count: await countVisible(db, access), query, items };
+    return c.html(<UserPage {...frame(c, error ? { error } : {})} user={user} summary={(await signInSummaries(db)).get(user.id)} sees={sees} />, status);
+  };
 
   const back = (uid: string, done: string) => `/admin/users/${encodeURIComponent(uid)}?done=${done}`;
 

@@ -28,7 +28,13 @@ function tokenJson(t: TokenInfo) {
  * (none checked: unlabelled documents only); API clients send `labels` (an array or a label string) or nothing.
  */
 function requestedRestriction(body: Record<string, unknown>): unknown {
-  if (body.access === 'all') return null;
+  if (body.access === 'all') {
+    // Checked labels with "everything" selected is a mistake a person makes; never answer it with a wider token.
+    if (Array.isArray(body.labels) && body.labels.length > 0) {
+      throw badRequest('labels: you checked labels but chose "Everything I can see"; choose "Only documents with these labels" to restrict the token, or uncheck them', 'labels');
+    }
+    return null;
+  }
   if (body.access === 'labels') return body.labels ?? [];
   if (body.access !== undefined) throw badRequest('access: "all" or "labels"', 'access');
   const labels = body.labels;

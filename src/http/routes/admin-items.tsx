@@ -1,0 +1,118 @@
+// /admin/items pages for admins signed in by session or through the proxy. Changes go through admin/actions.ts,
+// like the JSON API, so each is audited; uploads are read by the same strict front-matter parser as item import.
+import { Hono } from 'hono';
+import { basename } from 'node:path';
+import type { Env, Services, Ctx } from '../context.ts';
+import { requireAdmin, requireCaller, caller, actorOf } from '../guards.ts';
+import { readBody } from '../forms.ts';
+import { ItemsPage, ItemPage, RemoveItemPage, itemPath } from '../pages/admin-items.tsx';
+import { listItemsWithReaders, readersOf, ITEM_PAGE } from '../../store/item-access.ts';
+import { getAnyItem } from '../../store/items.ts';
+import { checkLabels } from '../../store/users.ts';
+import { formatLabels } from '../../domain/labels.ts';
+import { parseMarkdown, FrontMatterError } from '../../domain/front-matter.ts';
+import { AppError, badRequest } from '../../domain/errors.ts';
+import { adminPutItem, adminRemoveItem } from '../../admin/actions.ts';
+
+const DONE: Record<string, string> = { saved: 'Document saved.', labels: 'Labels changed.', removed: 'Document removed.' };
+
+/** The item a form describes: a file's front matter and body, with the form's fields filling what it leaves out. */
+async function itemFromForm(body: Record<string, unknown>): Promise<{ id: string; title: string; text: string; labels: string }> {
+  const field = (k: string) => (typeof body[k] === 'string' ? (body[k] as string) : '');
+  const file = body.file instanceof File && body.file.size > 0 ? body.file : null;
+  let id = field('id').trim();
+  let title = field('title').trim();
+  let labels = field('labels');
+  let text = field('text');
+  if (file) {
+    let doc;
+    try {
+      doc = parseMarkdown(await file.text());
+    } catch (e) {
+      if (e instanceof FrontMatterError) throw badRequest(`${file.name}:${e.line}: ${e.message}`, 'file');
+      throw e;
+    }
+    if (doc.labels !== null && labels.trim() !== '' && formatLabels(checkLabels(labels)) !== doc.labels) {
+      throw badRequest(`labels: the file says "${doc.labels}" and the form says "${labels.trim()}"; give them in one place`, 'labels');
+    }
+    if (doc.labels !== null) labels = doc.labels;
+    id ||= basename(file.name).replace(/\.md$/i, '');
+    title ||= doc.title ?? '';
+    text = doc.body;
+  }
+  if (title === '') title = basename(id);
+  return { id, title, text, labels };
+}
+
+export function adminItemRoutes(services: Services): Hono<Env> {
+  const { database } = services;
+  const db = database.db;
+  const app = new Hono<Env>();
+  const guard = [requireAdmin({ page: true }), requireCaller({ page: true, via: ['session', 'header'] })] as const;
+  app.use('/admin/items', ...guard);
+  app.use('/admin/items/*', ...guard);
+
+  const frame = (c: Ctx, error?: string) => {
+    const principal = caller(c);
+    return { nonce: c.get('nonce'), me: { uid: principal.user.uid, canLogout: principal.via === 'session' }, notice: DONE[c.req.query('done') ?? ''], ...(error ? { error } : {}) };
+  };
+
+  const listPage = async (c: Ctx, status: 200 | 400 | 404, error?: string, form?: Record<string, string>) => {
+    const query = c.req.query('q') ?? '';
+    const label = c.req.query('label') ?? '';
+    const page = Math.max(1, Number.parseInt(c.req.query('page') ?? '1', 10) || 1);
+    const { items, total } = await listItemsWithReaders(db, { query, label, page });
+    return c.html(
+      <ItemsPage {...frame(c, error)} items={items} total={total} query={query} label={label} page={page} pages={Math.max(1, Math.ceil(total / ITEM_PAGE))} form={form} />,
+      status,
+    );
+  };
+
+  const itemPage = async (c: Ctx, id: string, status: 200 | 400 = 200, error?: string) => {
+    const item = await getAnyItem(db, id);
+    const readers = (await readersOf(db, id))!;
+    return c.html(<ItemPage {...frame(c, error)} item={item} readers={readers.users} restrictedTokens={readers.restrictedTokens} />, status);
+  };
+
+  app.get('/admin/items', (c) => listPage(c, 200));
+
+  app.post('/admin/items', async (c) => {
+    const body = await c.req.parseBody();
+    let item;
+    try {
+      item = await itemFromForm(body);
+      await adminPutItem(database, actorOf(c), item.id, { title: item.title, text: item.text, labels: item.labels });
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'bad_request') {
+        const form = Object.fromEntries(['id', 'title', 'labels', 'text'].map((k) => [k, typeof body[k] === 'string' ? (body[k] as string) : '']));
+        return listPage(c, 400, e.message, form);
+      }
+      throw e;
+    }
+    return c.redirect(`${itemPath('view', item.id)}?done=saved`, 303);
+  });
+
+  app.get('/admin/items/view/:id{.+}', (c) => itemPage(c, c.req.param('id')));
+
+  app.post('/admin/items/labels/:id{.+}', async (c) => {
+    const id = c.req.param('id');
+    const body = await readBody(c);
+    const item = await getAnyItem(db, id);
+    try {
+      await adminPutItem(database, actorOf(c), id, { title: item.title, text: item.text, labels: typeof body.labels === 'string' ? body.labels : '' });
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'bad_request') return itemPage(c, id, 400, e.message);
+      throw e;
+    }
+    return c.redirect(`${itemPath('view', id)}?done=labels`, 303);
+  });
+
+  app.get('/admin/items/remove/:id{.+}', async (c) => c.html(<RemoveItemPage {...frame(c)} item={await getAnyItem(db, c.req.param('id'))} />));
+
+  app.post('/admin/items/remove/:id{.+}', async (c) => {
+    await adminRemoveItem(database, actorOf(c), c.req.param('id'));
+    return c.redirect('/admin/items?done=removed', 303);
+  });
+
+  return app;
+}
