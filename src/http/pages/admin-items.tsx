@@ -1,7 +1,7 @@
 // Administration pages for documents: the list (search, label filter, paging, how many users can read each, the
 // add-or-replace form), one document's page with "Who can see this?", and the confirmation before removal.
 import { Layout, formatTime } from './layout.tsx';
-import { Notices, type Frame } from './admin.tsx';
+import { Notices, Pager, type Frame } from './admin.tsx';
 import type { ItemRow, RestrictedTokenReader } from '../../store/item-access.ts';
 import type { Item } from '../../store/items.ts';
 import type { User } from '../../store/users.ts';
@@ -46,12 +46,7 @@ export function ItemsPage(p: ItemsPageProps) {
           </tbody>
         </table>
       </div>
-      {p.pages > 1 && (
-        <nav class="row" aria-label="pages">
-          {p.page > 1 && <a href={link(p.page - 1)}>← Previous</a>}
-          {p.page < p.pages && <a href={link(p.page + 1)}>Next →</a>}
-        </nav>
-      )}
+      <Pager page={p.page} pages={p.pages} link={link} />
       <h2>Add or replace a document</h2>
       <p class="muted">
         Upload a Markdown file, or type the text. A file's front matter (<code>title:</code>, <code>labels:</code>) is read exactly as

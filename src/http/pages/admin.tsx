@@ -21,6 +21,17 @@ export function Notices(p: { notice?: string | undefined; error?: string | undef
   );
 }
 
+/** Previous and next links of a paged list. */
+export function Pager(p: { page: number; pages: number; link: (page: number) => string }) {
+  if (p.pages <= 1) return null;
+  return (
+    <nav class="row" aria-label="pages">
+      {p.page > 1 && <a href={p.link(p.page - 1)}>← Previous</a>}
+      {p.page < p.pages && <a href={p.link(p.page + 1)}>Next →</a>}
+    </nav>
+  );
+}
+
 export function signInText(u: User, s: SignInSummary | undefined): string {
   const ways = [...(u.hasPassword ? ['password'] : []), ...(s?.providers ?? []).map((p) => (p === 'header' ? 'proxy header' : p.replace(/^oidc:/, 'SSO ')))];
   return ways.length === 0 ? 'not yet (pre-provisioned)' : ways.join(', ');
@@ -70,12 +81,7 @@ export function UsersPage(p: UsersPageProps) {
           </tbody>
         </table>
       </div>
-      {p.pages > 1 && (
-        <nav class="row" aria-label="pages">
-          {p.page > 1 && <a href={link(p.page - 1)}>← Previous</a>}
-          {p.page < p.pages && <a href={link(p.page + 1)}>Next →</a>}
-        </nav>
-      )}
+      <Pager page={p.page} pages={p.pages} link={link} />
 
       <h2>Add a user</h2>
       <form method="post" action="/admin/users" class="stack">
