@@ -37,6 +37,16 @@ export interface HeaderConfig {
   readonly jit: boolean;
   readonly defaultAcl: LabelSet;
 }
+export interface OauthConfig {
+  readonly accessTtlSeconds: number;
+  readonly refreshTtlSeconds: number;
+  readonly refreshGraceSeconds: number;
+  readonly dynamicRegistration: boolean;
+  readonly clientMetadataDocuments: boolean;
+  readonly advertiseOnMcp: boolean;
+  /** testing only: fetch client metadata documents from loopback and private addresses */
+  readonly clientMetadataAllowPrivate: boolean;
+}
 export interface GroupsConfig {
   readonly claim: string;
   readonly map: ReadonlyMap<string, LabelSet>;
@@ -61,6 +71,8 @@ export interface Config {
     readonly header: HeaderConfig | null;
     readonly token: boolean;
     readonly groups: GroupsConfig | null;
+    /** OAuth 2.1 authorization server for MCP clients (CONTRACT §7), or null when off */
+    readonly oauth: OauthConfig | null;
   };
 }
 
@@ -98,6 +110,10 @@ const AUTH_SPEC: Record<string, Record<string, Kind>> = {
   },
   token: { enabled: 'bool' },
   groups: { enabled: 'bool', claim: 'text', map: 'map' },
+  oauth: {
+    enabled: 'bool', access_ttl: 'duration', refresh_ttl: 'duration', refresh_grace: 'duration', dynamic_registration: 'bool',
+    client_metadata_documents: 'bool', advertise_on_mcp: 'bool', client_metadata_allow_private: 'bool',
+  },
 };
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -264,12 +280,20 @@ class Section {
   path(key: string): string {
     return `auth.${this.name}.${key}`;
   }
-  bool(key: string): boolean {
+  bool(key: string, fallback = false): boolean {
     const node = this.values.get(key);
-    if (!node) return false;
+    if (!node) return fallback;
     if (node.value === 'true') return true;
     if (node.value !== 'false') this.problems.push(`${this.path(key)}: "${node.value}" is not true or false`);
     return false;
+  }
+  /** A duration in seconds, or `fallback` when the key is absent. */
+  duration(key: string, fallback: number): number {
+    const text = this.raw(key);
+    if (text === '') return fallback;
+    const seconds = parseDuration(text);
+    if (seconds === null) this.problems.push(`${this.path(key)}: "${text}" is not a duration; ${DURATION_HINT}`);
+    return seconds ?? fallback;
   }
   labels(key: string): LabelSet {
     try {
@@ -457,7 +481,25 @@ function readAuth(lines: Lines, env: Env, options: LoadOptions, secure: boolean,
     groups = { claim: groupsSection.raw('claim') || 'groups', map };
   }
 
-  return { session, local, oidc, header, token, groups };
+  let oauth: OauthConfig | null = null;
+  const oauthSection = get('oauth');
+  if (oauthSection.bool('enabled')) {
+    // People grant access on a page after signing in, so one sign-in channel must be on.
+    if (!local && !oidcOn && !headerOn) {
+      problems.push('auth.oauth: needs a way for people to sign in and consent: enable local, oidc or header');
+    }
+    oauth = {
+      accessTtlSeconds: oauthSection.duration('access_ttl', 3600),
+      refreshTtlSeconds: oauthSection.duration('refresh_ttl', 30 * 86400),
+      refreshGraceSeconds: oauthSection.duration('refresh_grace', 60),
+      dynamicRegistration: oauthSection.bool('dynamic_registration', true),
+      clientMetadataDocuments: oauthSection.bool('client_metadata_documents', true),
+      advertiseOnMcp: oauthSection.bool('advertise_on_mcp'),
+      clientMetadataAllowPrivate: oauthSection.bool('client_metadata_allow_private'),
+    };
+  }
+
+  return { session, local, oidc, header, token, groups, oauth };
 }
 
 function checkOptionalDuration(section: Section, key: string, problems: string[]): void {
