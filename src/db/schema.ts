@@ -62,6 +62,9 @@ export const tokens = sqliteTable(
     revokedAt: integer('revoked_at'),
     /** a label restriction (canonical label string, '' for none of them), or null: the owner's whole access */
     labels: text('labels'),
+    /** OAuth access tokens: the grant and refresh family they were issued under (null for personal tokens) */
+    grantId: text('grant_id'),
+    familyId: text('family_id'),
   },
   (t) => [uniqueIndex('tokens_hash').on(t.hash), index('tokens_user').on(t.userId)],
 );
@@ -136,3 +139,89 @@ export const serverKeys = sqliteTable('server_keys', {
   name: text('name').primaryKey(),
   key: text('key').notNull(),
 });
+
+/** OAuth clients: registered dynamically (RFC 7591), by a metadata document URL, or by an admin (`svc oauth client`). */
+export const oauthClients = sqliteTable('oauth_clients', {
+  id: text('id').primaryKey(),
+  /** 'dynamic', 'metadata' or 'static' */
+  kind: text('kind').notNull(),
+  name: text('name').notNull(),
+  /** JSON array of the registered redirect URIs */
+  redirectUris: text('redirect_uris').notNull(),
+  /** 'none', 'client_secret_post' or 'client_secret_basic' */
+  authMethod: text('auth_method').notNull(),
+  /** SHA-256 (hex) of the client secret, for confidential clients */
+  secretHash: text('secret_hash'),
+  createdAt: integer('created_at').notNull(),
+  lastUsedAt: integer('last_used_at'),
+  /** metadata documents: when the cached copy must be fetched again */
+  refreshAt: integer('refresh_at'),
+});
+
+/** Authorization requests waiting for the user's consent; `id` is the SHA-256 of the secret the consent form carries. */
+export const oauthRequests = sqliteTable('oauth_requests', {
+  id: text('id').primaryKey(),
+  userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+  clientId: text('client_id').notNull(),
+  redirectUri: text('redirect_uri').notNull(),
+  scope: text('scope').notNull(),
+  state: text('state'),
+  codeChallenge: text('code_challenge').notNull(),
+  resource: text('resource').notNull(),
+  expiresAt: integer('expires_at').notNull(),
+});
+
+/** What a user allowed a client: one grant per user and client, widened when they consent to more. */
+export const oauthGrants = sqliteTable(
+  'oauth_grants',
+  {
+    id: text('id').primaryKey(),
+    userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    clientId: text('client_id').notNull(),
+    scope: text('scope').notNull(),
+    /** JSON array of the redirect URIs consented to */
+    redirectUris: text('redirect_uris').notNull(),
+    createdAt: integer('created_at').notNull(),
+    lastUsedAt: integer('last_used_at'),
+    revokedAt: integer('revoked_at'),
+  },
+  (t) => [uniqueIndex('oauth_grants_user_client').on(t.userId, t.clientId)],
+);
+
+/** Authorization codes: single use, short-lived, bound to client, redirect URI, PKCE challenge and resource. */
+export const oauthCodes = sqliteTable('oauth_codes', {
+  /** SHA-256 (hex) of the code */
+  id: text('id').primaryKey(),
+  grantId: text('grant_id').notNull().references(() => oauthGrants.id, { onDelete: 'cascade' }),
+  clientId: text('client_id').notNull(),
+  redirectUri: text('redirect_uri').notNull(),
+  codeChallenge: text('code_challenge').notNull(),
+  resource: text('resource').notNull(),
+  scope: text('scope').notNull(),
+  expiresAt: integer('expires_at').notNull(),
+  usedAt: integer('used_at'),
+  /** the refresh family its use started, revoked if the code is used again */
+  familyId: text('family_id'),
+});
+
+/** Refresh tokens, rotated at every use; all of one family descend from one code. */
+export const oauthRefreshTokens = sqliteTable(
+  'oauth_refresh_tokens',
+  {
+    /** SHA-256 (hex) of the token */
+    id: text('id').primaryKey(),
+    familyId: text('family_id').notNull(),
+    grantId: text('grant_id').notNull().references(() => oauthGrants.id, { onDelete: 'cascade' }),
+    clientId: text('client_id').notNull(),
+    resource: text('resource').notNull(),
+    scope: text('scope').notNull(),
+    createdAt: integer('created_at').notNull(),
+    expiresAt: integer('expires_at').notNull(),
+    /** when it was exchanged for a new one */
+    rotatedAt: integer('rotated_at'),
+    /** its one use within the grace period after rotation */
+    graceUsedAt: integer('grace_used_at'),
+    revokedAt: integer('revoked_at'),
+  },
+  (t) => [index('oauth_refresh_family').on(t.familyId)],
+);

@@ -10,6 +10,7 @@ import { adminApiRoutes } from './routes/admin-api.ts';
 import { adminPageRoutes } from './routes/admin-pages.tsx';
 import { adminItemRoutes } from './routes/admin-items.tsx';
 import { oidcRoutes } from './routes/oidc.tsx';
+import { oauthRoutes } from './routes/oauth.tsx';
 import { AppError } from '../domain/errors.ts';
 import { DatabaseBusy, safeDatabaseMessage } from '../db/errors.ts';
 
@@ -24,6 +25,7 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
   app.use(requestLog(services));
   app.use(bodyLimits());
   app.use('/mcp', mcpOrigin(services));
+  app.use('/oauth/mcp', mcpOrigin(services));
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', async (c) => {
     const problems = await services.database.problems({ waitMs: READY_WAIT_MS });
@@ -36,6 +38,7 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
   app.use(sameOriginForAmbient(services));
   app.route('/', sessionRoutes(services));
   if (services.oidc) app.route('/', oidcRoutes(services, services.oidc));
+  if (services.config.auth.oauth) app.route('/', oauthRoutes(services, services.config.auth.oauth));
   app.route('/', tokenRoutes(services));
   app.route('/', mcpRoutes(services));
   app.route('/', adminApiRoutes(services));

@@ -7,28 +7,31 @@ import type { Actor } from '../store/audit.ts';
 
 export const WWW_AUTHENTICATE = 'Bearer realm="svc"';
 
-/** The answer for a caller who is not signed in or presented bad credentials; null when a principal exists. */
-export function refusal(c: Ctx, page: boolean): Response | null {
+/**
+ * The answer for a caller who is not signed in or presented bad credentials; null when a principal exists.
+ * `challenge` replaces the plain Bearer challenge (an OAuth-protected resource names its metadata there).
+ */
+export function refusal(c: Ctx, page: boolean, challengeBase = WWW_AUTHENTICATE): Response | null {
   const r = c.get('resolution');
   if (r.kind === 'principal') return null;
   if (r.kind === 'rejected') {
     const { rejection } = r;
     if (rejection.status === 403) return page ? c.text(rejection.message, 403) : apiError(c, 'forbidden', rejection.message);
     const challenge = rejection.code === 'invalid_token'
-      ? `${WWW_AUTHENTICATE}, error="invalid_token", error_description="${rejection.message}"`
-      : WWW_AUTHENTICATE;
+      ? `${challengeBase}, error="invalid_token", error_description="${rejection.message}"`
+      : challengeBase;
     return apiError(c, 'unauthorized', rejection.message, { 'WWW-Authenticate': challenge });
   }
   if (page) {
     const next = c.req.path + (new URL(c.req.url).search || '');
     return c.redirect(`/login?next=${encodeURIComponent(next)}`, 303);
   }
-  return apiError(c, 'unauthorized', 'sign in, or send "Authorization: Bearer <token>"', { 'WWW-Authenticate': WWW_AUTHENTICATE });
+  return apiError(c, 'unauthorized', 'sign in, or send "Authorization: Bearer <token>"', { 'WWW-Authenticate': challengeBase });
 }
 
-export function requireCaller(options: { page?: boolean; via?: readonly Via[] } = {}): MiddlewareHandler<Env> {
+export function requireCaller(options: { page?: boolean; via?: readonly Via[]; challenge?: string } = {}): MiddlewareHandler<Env> {
   return async (c, next) => {
-    const refused = refusal(c, options.page ?? false);
+    const refused = refusal(c, options.page ?? false, options.challenge);
     if (refused) return refused;
     const principal = (c.get('resolution') as { principal: Principal }).principal;
     if (options.via && !options.via.includes(principal.via)) {

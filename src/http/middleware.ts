@@ -43,7 +43,9 @@ export function bodyLimits(): MiddlewareHandler<Env> {
   const upload = limiter(LIMITS.upload);
   return async (c, next) => {
     if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
-    if (c.req.path === '/mcp') return mcp(c, next);
+    if (c.req.path === '/mcp' || c.req.path === '/oauth/mcp') return mcp(c, next);
+    // A registration is a few hundred bytes of JSON; anyone may send one, so it gets the small limit.
+    if (c.req.path === '/oauth/register') return form(c, next);
     const type = c.req.header('content-type') ?? '';
     if (c.req.path === '/admin/items' && /^multipart\/form-data\b/i.test(type)) return upload(c, next);
     return (/^application\/json\b/i.test(type) ? json : form)(c, next);
@@ -87,6 +89,8 @@ export function resolveCaller(services: Services, peerOf: (c: Parameters<Middlew
 }
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+/** Endpoints that act on what the request itself carries (a bearer token, client credentials), never a cookie. */
+const NOT_AMBIENT = new Set(['/mcp', '/oauth/mcp', '/oauth/token', '/oauth/register', '/oauth/revoke']);
 
 /**
  * /mcp from a browser page: the MCP transport requires servers to validate Origin (DNS rebinding). A request that
@@ -124,7 +128,7 @@ export function sameOrigin(headers: Headers, baseUrl: string): boolean {
  */
 export function sameOriginForAmbient(services: Services): MiddlewareHandler<Env> {
   return async (c, next) => {
-    if (SAFE_METHODS.has(c.req.method) || c.req.path === '/mcp') return next();
+    if (SAFE_METHODS.has(c.req.method) || NOT_AMBIENT.has(c.req.path)) return next();
     const principal = principalOf(c);
     if (principal !== null && principal.via !== 'token' && !sameOrigin(c.req.raw.headers, services.config.server.baseUrl)) {
       return crossSite(c);

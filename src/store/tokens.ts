@@ -111,7 +111,8 @@ export async function databaseNow(db: Db): Promise<number> {
 }
 
 export async function listTokens(db: Db, userId: number, now = Date.now()): Promise<TokenInfo[]> {
-  const rows = await db.select().from(tokens).where(eq(tokens.userId, userId)).orderBy(desc(tokens.createdAt)).all();
+  // Personal tokens only: those issued to OAuth clients are listed with their grants ("Connected apps").
+  const rows = await db.select().from(tokens).where(and(eq(tokens.userId, userId), isNull(tokens.grantId))).orderBy(desc(tokens.createdAt)).all();
   return rows.map((r) => tokenInfo(r, now));
 }
 

@@ -1,6 +1,7 @@
 import { raw } from 'hono/html';
 import { Layout, formatTime } from './layout.tsx';
 import type { TokenInfo } from '../../store/tokens.ts';
+import type { GrantListing } from '../../store/oauth.ts';
 import { mcpClientConfig } from '../../mcp/client-config.ts';
 
 export interface TokensProps {
@@ -10,6 +11,8 @@ export interface TokensProps {
   canLogout: boolean;
   baseUrl: string;
   tokens: readonly TokenInfo[];
+  /** apps connected by OAuth, when it is on */
+  grants: readonly GrantListing[] | null;
   /** the owner's labels, offered as a token's restriction */
   labels: readonly string[];
   created?: { token: string; name: string; expiresAt: number | null; labels: readonly string[] | null } | undefined;
@@ -130,6 +133,34 @@ export function TokensPage(p: TokensProps) {
             </tbody>
           </table>
         </div>
+      )}
+      {p.grants !== null && (
+        <>
+          <h2>Connected apps</h2>
+          {p.grants.length === 0 ? (
+            <p class="muted">No app is connected. Apps that sign in with OAuth (claude.ai, ChatGPT, Claude Code, VS Code) appear here.</p>
+          ) : (
+            <div class="table-wrap">
+              <table>
+                <thead><tr><th>App</th><th>Granted</th><th>Last used</th><th><span class="muted">Action</span></th></tr></thead>
+                <tbody>
+                  {p.grants.map((g) => (
+                    <tr data-grant-id={g.id}>
+                      <td>{g.clientName}{g.clientKind === 'dynamic' && <div class="muted">self-registered</div>}</td>
+                      <td>{when(g.createdAt)}</td>
+                      <td>{when(g.lastUsedAt, '—')}</td>
+                      <td>
+                        <form method="post" action={`/auth/grants/${g.id}/revoke`} class="inline">
+                          <button type="submit" class="danger" aria-label={`Revoke ${g.clientName}`}>Revoke</button>
+                        </form>
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+        </>
       )}
       <script nonce={p.nonce}>{raw(COPY_SCRIPT)}</script>
     </Layout>

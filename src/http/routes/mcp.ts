@@ -1,7 +1,8 @@
 // /mcp: the SDK's web-standard Streamable HTTP transport in stateless JSON mode, behind the auth core.
 import { Hono } from 'hono';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import type { Env, Services } from '../context.ts';
+import type { Env, Services, Ctx } from '../context.ts';
+import { oauthChallenge } from '../../oauth/rules.ts';
 import { requireCaller, caller } from '../guards.ts';
 import { buildMcpServer } from '../../mcp/server.ts';
 import { newSessionId, checkSessionId, sessionIdKey } from '../../mcp/session-id.ts';
@@ -18,10 +19,18 @@ function isInitialize(body: unknown): boolean {
   return messages.some((m) => m !== null && typeof m === 'object' && (m as { method?: unknown }).method === 'initialize');
 }
 
+/**
+ * /mcp, and with OAuth on, /oauth/mcp: the same endpoint, whose 401 names the OAuth metadata. /mcp announces OAuth
+ * only with advertise_on_mcp (some static-header clients stop sending their header once a server does).
+ */
 export function mcpRoutes(services: Services): Hono<Env> {
   const app = new Hono<Env>();
   let key: Promise<Buffer> | null = null;
-  app.on(['GET', 'POST', 'DELETE'], '/mcp', requireCaller(), async (c) => {
+  const { oauth, baseUrl } = { oauth: services.config.auth.oauth, baseUrl: services.config.server.baseUrl };
+  const endpoints: [string, string | undefined][] = [['/mcp', oauth?.advertiseOnMcp ? oauthChallenge(baseUrl, '/mcp') : undefined]];
+  if (oauth) endpoints.push(['/oauth/mcp', oauthChallenge(baseUrl, '/oauth/mcp')]);
+  for (const [path, challenge] of endpoints) app.on(['GET', 'POST', 'DELETE'], path, requireCaller(challenge ? { challenge } : {}), handle);
+  async function handle(c: Ctx): Promise<Response> {
     const principal = caller(c);
     // No server-initiated stream in stateless mode: the spec's answer to GET is 405.
     if (c.req.method === 'GET') return c.body(null, 405, { Allow: 'POST, DELETE' });
@@ -55,6 +64,6 @@ export function mcpRoutes(services: Services): Hono<Env> {
     } finally {
       void server.close();
     }
-  });
+  }
   return app;
 }

@@ -8,6 +8,7 @@ import { requireCaller, caller, actorOf } from '../guards.ts';
 import { readBody } from '../forms.ts';
 import { TokensPage } from '../pages/tokens.tsx';
 import { createToken, listTokens, revokeToken, restrictToken, type TokenInfo } from '../../store/tokens.ts';
+import { listGrants } from '../../store/oauth.ts';
 import { AppError, badRequest } from '../../domain/errors.ts';
 import { recordActorAudit } from '../../store/audit.ts';
 
@@ -58,6 +59,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
         canLogout={principal.via === 'session'}
         baseUrl={config.server.baseUrl}
         tokens={await listTokens(db, principal.user.id)}
+        grants={config.auth.oauth ? await listGrants(db, principal.user.id) : null}
         labels={principal.user.labels}
         {...extra}
       />,

@@ -1,0 +1,94 @@
+// The rules of svc's OAuth 2.1 authorization server (CONTRACT §7) that need no database: redirect URIs, scopes,
+// resources, PKCE, and the metadata documents (RFC 8414, RFC 9728). Every URL is built from base_url, never from
+// a request's Host header.
+import { createHash } from 'node:crypto';
+import type { OauthConfig } from '../config/load.ts';
+
+export const SCOPES = ['mcp'] as const;
+
+export const resourceFor = (baseUrl: string) => `${baseUrl}/oauth/mcp`;
+
+/** The resources a token may be issued for: the OAuth endpoint, and /mcp itself (same service, same tokens). */
+export function resourceAllowed(baseUrl: string, resource: string): boolean {
+  return resource === resourceFor(baseUrl) || resource === `${baseUrl}/mcp`;
+}
+
+/** Known scopes of a request, space-separated; unknown ones are dropped, and none asked means `mcp`. */
+export function grantedScope(requested: string | undefined): string {
+  const known = (requested ?? '').split(' ').filter((s) => (SCOPES as readonly string[]).includes(s));
+  return known.length === 0 ? 'mcp' : [...new Set(known)].sort().join(' ');
+}
+
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
+const REFUSED_SCHEMES = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'blob:', 'about:', 'ftp:', 'ws:', 'wss:']);
+
+/** Why a redirect URI cannot be registered, or null. https, loopback http and private-use schemes (cursor://) pass. */
+export function redirectUriProblem(uri: unknown): string | null {
+  if (typeof uri !== 'string' || uri.length > 2000) return 'a redirect URI is a string of at most 2000 characters';
+  let u: URL;
+  try {
+    u = new URL(uri);
+  } catch {
+    return `"${uri.slice(0, 100)}" is not an absolute URI`;
+  }
+  if (REFUSED_SCHEMES.has(u.protocol)) return `${u.protocol} redirect URIs are refused`;
+  if (u.username !== '' || u.password !== '') return 'a redirect URI may not carry user information';
+  if (uri.includes('#')) return 'a redirect URI may not have a fragment';
+  if (u.protocol === 'http:' && !LOOPBACK_HOSTS.has(u.hostname)) return 'plain http is allowed only for loopback redirect URIs (127.0.0.1, [::1], localhost)';
+  if (u.protocol !== 'https:' && u.protocol !== 'http:' && !/^[a-z][a-z0-9+.-]*:$/.test(u.protocol)) return `"${u.protocol}" is not a scheme`;
+  return null;
+}
+
+/** A registered redirect URI matches exactly, except that a loopback one matches on any port (RFC 8252 §7.3). */
+export function redirectMatches(registered: readonly string[], given: string): boolean {
+  if (registered.includes(given)) return true;
+  let g: URL;
+  try {
+    g = new URL(given);
+  } catch {
+    return false;
+  }
+  if (g.protocol !== 'http:' || !LOOPBACK_HOSTS.has(g.hostname)) return false;
+  return registered.some((r) => {
+    try {
+      const u = new URL(r);
+      return u.protocol === 'http:' && u.hostname === g.hostname && u.pathname === g.pathname && u.search === g.search;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** PKCE S256: BASE64URL(SHA-256(verifier)) equals the challenge; the verifier is 43 to 128 unreserved characters. */
+export function pkceMatches(verifier: string, challenge: string): boolean {
+  if (!/^[A-Za-z0-9\-._~]{43,128}$/.test(verifier)) return false;
+  return createHash('sha256').update(verifier).digest('base64url') === challenge;
+}
+
+export function protectedResourceMetadata(baseUrl: string, resource: string) {
+  return { resource, authorization_servers: [baseUrl], scopes_supported: [...SCOPES], bearer_methods_supported: ['header'], resource_name: 'svc' };
+}
+
+export function authorizationServerMetadata(baseUrl: string, config: OauthConfig) {
+  return {
+    issuer: baseUrl,
+    authorization_endpoint: `${baseUrl}/oauth/authorize`,
+    token_endpoint: `${baseUrl}/oauth/token`,
+    revocation_endpoint: `${baseUrl}/oauth/revoke`,
+    ...(config.dynamicRegistration ? { registration_endpoint: `${baseUrl}/oauth/register` } : {}),
+    response_types_supported: ['code'],
+    grant_types_supported: ['authorization_code', 'refresh_token'],
+    code_challenge_methods_supported: ['S256'],
+    token_endpoint_auth_methods_supported: ['none', 'client_secret_post', 'client_secret_basic'],
+    revocation_endpoint_auth_methods_supported: ['none', 'client_secret_post', 'client_secret_basic'],
+    scopes_supported: [...SCOPES],
+    // Client ID Metadata Documents are not served yet: clients fall back to dynamic registration.
+    client_id_metadata_document_supported: false,
+    authorization_response_iss_parameter_supported: true,
+  };
+}
+
+/** The WWW-Authenticate challenge of a protected resource that announces OAuth. */
+export function oauthChallenge(baseUrl: string, metadataPath: string): string {
+  return `Bearer realm="svc", resource_metadata="${baseUrl}/.well-known/oauth-protected-resource${metadataPath}", scope="${SCOPES.join(' ')}"`;
+}

@@ -1,0 +1,380 @@
+// svc as an OAuth 2.1 authorization server (CONTRACT §7), judged by real clients: the MCP SDK client's own OAuth
+// support, and oauth4webapi (strict) for the protocol details. The browser step (sign-in and consent) is an HTTP
+// user agent with a session.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { count, eq } from 'drizzle-orm';
+import * as oauth from 'oauth4webapi';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
+import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import { startTestServer, type TestServer } from './helpers/server.ts';
+import { Browser, bearer } from './helpers/http.ts';
+import { DEFAULT_AUTH } from './helpers/workspace.ts';
+import { putItem } from '../src/store/items.ts';
+import { oauthClients, oauthGrants, tokens } from '../src/db/schema.ts';
+
+const OAUTH = `${DEFAULT_AUTH}oauth\n    enabled true\n    refresh_grace 2s\n`;
+const REDIRECT = 'http://127.0.0.1:33418/callback';
+
+/** Signs in and answers the consent page like a person would; returns where the browser was sent back to. */
+async function consentAs(browser: Browser, authorizationUrl: URL, decision: 'approve' | 'deny' = 'approve'): Promise<URL> {
+  const res = await browser.request(authorizationUrl.pathname + authorizationUrl.search, { headers: { accept: 'text/html' } });
+  if (res.status === 302) return new URL(res.headers.get('location')!);
+  const html = await res.text();
+  assert.equal(res.status, 200, `authorize answered ${res.status}: ${html}`);
+  const request = /name="request" value="([^"]+)"/.exec(html)?.[1];
+  assert.ok(request, html);
+  const answer = await browser.request('/oauth/authorize', { form: { request, decision }, headers: { accept: 'text/html' } });
+  if (answer.status !== 302) assert.fail(`consent answered ${answer.status}: ${await answer.text()}`);
+  return new URL(answer.headers.get('location')!);
+}
+
+/** An MCP client's OAuth state, in memory, with a person who consents in `browser`. */
+class Provider implements OAuthClientProvider {
+  info: OAuthClientInformationMixed | undefined;
+  saved: OAuthTokens | undefined;
+  verifier = '';
+  redirects: URL[] = [];
+  lastCode: string | null = null;
+  constructor(private readonly browser: Browser) {}
+  get redirectUrl() {
+    return REDIRECT;
+  }
+  get clientMetadata(): OAuthClientMetadata {
+    return { client_name: 'SDK test client', redirect_uris: [REDIRECT], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' };
+  }
+  clientInformation() {
+    return this.info;
+  }
+  saveClientInformation(info: OAuthClientInformationMixed) {
+    this.info = info;
+  }
+  tokens() {
+    return this.saved;
+  }
+  saveTokens(t: OAuthTokens) {
+    this.saved = t;
+  }
+  async redirectToAuthorization(url: URL) {
+    this.redirects.push(url);
+    const back = await consentAs(this.browser, url);
+    assert.equal(back.searchParams.get('iss'), new URL(url).origin);
+    this.lastCode = back.searchParams.get('code');
+  }
+  saveCodeVerifier(v: string) {
+    this.verifier = v;
+  }
+  codeVerifier() {
+    return this.verifier;
+  }
+}
+
+async function connect(url: string, provider: Provider): Promise<Client> {
+  const endpoint = new URL(`${url}/oauth/mcp`);
+  const first = new StreamableHTTPClientTransport(endpoint, { authProvider: provider });
+  const client = new Client({ name: 'oauth-test', version: '1' });
+  try {
+    await client.connect(first);
+    return client;
+  } catch (e) {
+    if (!(e instanceof UnauthorizedError)) throw e;
+  }
+  assert.ok(provider.lastCode, 'the flow reached the redirect with a code');
+  await first.finishAuth(provider.lastCode);
+  const again = new Client({ name: 'oauth-test', version: '1' });
+  await again.connect(new StreamableHTTPClientTransport(endpoint, { authProvider: provider }));
+  return again;
+}
+
+const whoami = async (client: Client) => (await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { uid: string; via: string };
+
+describe('OAuth for MCP clients', () => {
+  let s: TestServer;
+  let alice: Browser;
+  before(async () => {
+    s = await startTestServer({ auth: OAUTH });
+    await s.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1', labels: 'finance' });
+    await s.addUser({ uid: 'bob', email: 'bob@example.com', password: 'bob password 1' });
+    await s.database.write((tx) => putItem(tx, 'fin', { title: 'Finance plan', text: 'the finance plan', labels: 'finance' }));
+    alice = new Browser(s.url);
+    assert.equal((await alice.login('alice', 'alice password 1')).status, 303);
+  });
+  after(() => s.stop());
+
+  test('metadata: the authorization server and /oauth/mcp are described; /mcp announces nothing; other paths are JSON 404s', async () => {
+    const as = (await (await fetch(`${s.url}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
+    assert.equal(as.issuer, s.url);
+    assert.deepEqual(as.code_challenge_methods_supported, ['S256']);
+    assert.deepEqual(as.token_endpoint_auth_methods_supported, ['none', 'client_secret_post', 'client_secret_basic']);
+    assert.equal(as.authorization_response_iss_parameter_supported, true);
+    assert.equal(as.registration_endpoint, `${s.url}/oauth/register`);
+    const prm = (await (await fetch(`${s.url}/.well-known/oauth-protected-resource/oauth/mcp`)).json()) as Record<string, unknown>;
+    assert.deepEqual(prm, { resource: `${s.url}/oauth/mcp`, authorization_servers: [s.url], scopes_supported: ['mcp'], bearer_methods_supported: ['header'], resource_name: 'svc' });
+    for (const path of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource', '/.well-known/openid-configuration', '/.well-known/anything']) {
+      const r = await fetch(`${s.url}${path}`);
+      assert.equal(r.status, 404, path);
+      assert.match(r.headers.get('content-type') ?? '', /^application\/json/, path);
+    }
+    const plain = await fetch(`${s.url}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
+    assert.equal(plain.status, 401);
+    assert.equal(plain.headers.get('www-authenticate'), 'Bearer realm="svc"');
+    const announced = await fetch(`${s.url}/oauth/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
+    assert.equal(announced.status, 401);
+    assert.equal(announced.headers.get('www-authenticate'), `Bearer realm="svc", resource_metadata="${s.url}/.well-known/oauth-protected-resource/oauth/mcp", scope="mcp"`);
+  });
+
+  test('the MCP SDK client connects by URL alone: 401, metadata, registration, consent, code, tools/call; refresh; revoke', async () => {
+    const provider = new Provider(alice);
+    const client = await connect(s.url, provider);
+    assert.deepEqual(await whoami(client), { ...(await whoami(client)), uid: 'alice', via: 'token' });
+    const found = await client.callTool({ name: 'search', arguments: { query: 'finance plan' } });
+    assert.deepEqual((found.structuredContent as { results: { id: string }[] }).results.map((r) => r.id), ['fin']);
+    assert.equal(provider.redirects.length, 1);
+    assert.ok(provider.saved?.refresh_token && provider.saved.expires_in === 3600 && provider.saved.token_type.toLowerCase() === 'bearer');
+    await client.close();
+
+    // The access token works on /mcp as well, like a personal token.
+    const mcp = await fetch(`${s.url}/mcp`, { method: 'POST', headers: { ...bearer(provider.saved!.access_token), 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+    assert.equal(mcp.status, 200);
+
+    // The access token revoked: the SDK client refreshes by itself, with no new consent.
+    const before = provider.saved!;
+    const revoked = await fetch(`${s.url}/oauth/revoke`, { method: 'POST', body: new URLSearchParams({ token: before.access_token, client_id: provider.info!.client_id }) });
+    assert.equal(revoked.status, 200);
+    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(before.access_token) })).status, 401);
+    const refreshed = await connect(s.url, provider);
+    assert.equal((await whoami(refreshed)).uid, 'alice');
+    assert.notEqual(provider.saved!.refresh_token, before.refresh_token, 'rotated');
+    assert.equal(provider.redirects.length, 1, 'no new consent');
+    await refreshed.close();
+
+    // The grant revoked on the token page ("Connected apps", a plain form): its tokens stop at once, and the
+    // refresh token with them.
+    const grants = (await (await alice.request('/auth/grants')).json()) as { id: string; client_name: string }[];
+    assert.deepEqual(grants.map((g) => g.client_name), ['SDK test client']);
+    const page = await (await alice.request('/', { headers: { accept: 'text/html' } })).text();
+    assert.match(page, new RegExp(`<tr data-grant-id="${grants[0]!.id}"><td>SDK test client<div class="muted">self-registered</div></td>`));
+    assert.match(page, new RegExp(`<form method="post" action="/auth/grants/${grants[0]!.id}/revoke" class="inline">`));
+    const revokedByForm = await alice.request(`/auth/grants/${grants[0]!.id}/revoke`, { form: {}, headers: { accept: 'text/html' } });
+    assert.equal(revokedByForm.status, 303);
+    assert.deepEqual(await (await alice.request('/auth/grants')).json(), []);
+    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(provider.saved!.access_token) })).status, 401);
+    const refresh = await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: provider.saved!.refresh_token!, client_id: provider.info!.client_id }) });
+    assert.equal(refresh.status, 400);
+    assert.equal(((await refresh.json()) as { error: string }).error, 'invalid_grant');
+  });
+
+  test('a known grant for the same client, redirect and scope does not ask again; another user is asked', async () => {
+    const provider = new Provider(alice);
+    (await connect(s.url, provider)).close();
+    const again = new Provider(alice);
+    again.info = provider.info;
+    const client = await connect(s.url, again);
+    assert.equal((await whoami(client)).uid, 'alice');
+    await client.close();
+    const page = await alice.request(again.redirects[0]!.pathname + again.redirects[0]!.search, { headers: { accept: 'text/html' } });
+    assert.equal(page.status, 302, 'straight back with a code');
+    const bob = new Browser(s.url);
+    await bob.login('bob', 'bob password 1');
+    const asked = await bob.request(again.redirects[0]!.pathname + again.redirects[0]!.search, { headers: { accept: 'text/html' } });
+    assert.equal(asked.status, 200);
+    assert.match(await asked.text(), /Allow “SDK test client” to use svc as bob\?/);
+  });
+});
+
+describe('OAuth judged by oauth4webapi', () => {
+  let s: TestServer;
+  let alice: Browser;
+  let as: oauth.AuthorizationServer;
+  before(async () => {
+    s = await startTestServer({ auth: OAUTH });
+    await s.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1' });
+    alice = new Browser(s.url);
+    await alice.login('alice', 'alice password 1');
+    const issuer = new URL(s.url);
+    as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', [oauth.allowInsecureRequests]: true }));
+  });
+  after(() => s.stop());
+  const insecure = { [oauth.allowInsecureRequests]: true } as const;
+  const invalidGrant = (e: unknown) => e instanceof oauth.ResponseBodyError && e.error === 'invalid_grant';
+
+  async function register(body: Record<string, unknown>): Promise<Response> {
+    return fetch(as.registration_endpoint!, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  }
+
+  async function authorize(client: oauth.Client, options: { verifier?: string; resource?: string } = {}) {
+    const verifier = options.verifier ?? oauth.generateRandomCodeVerifier();
+    const state = oauth.generateRandomState();
+    const url = new URL(as.authorization_endpoint!);
+    url.search = new URLSearchParams({
+      client_id: client.client_id, redirect_uri: REDIRECT, response_type: 'code', scope: 'mcp unknown-scope', state,
+      code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256', ...(options.resource ? { resource: options.resource } : {}),
+    }).toString();
+    const back = await consentAs(alice, url);
+    return { verifier, state, back };
+  }
+
+  test('public client: registration, authorization with iss, PKCE code exchange, refresh rotation with grace, reuse revokes the family', async () => {
+    const reg = await oauth.processDynamicClientRegistrationResponse(await register({ client_name: 'strict', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' }));
+    const client: oauth.Client = { client_id: reg.client_id, token_endpoint_auth_method: 'none' };
+    const auth = oauth.None();
+    const { verifier, state, back } = await authorize(client);
+    const params = oauth.validateAuthResponse(as, client, back, state);
+    const tokens = await oauth.processAuthorizationCodeResponse(as, client, await oauth.authorizationCodeGrantRequest(as, client, auth, params, REDIRECT, verifier, insecure));
+    assert.equal(tokens.scope, 'mcp', 'unknown scopes dropped');
+    assert.equal(tokens.expires_in, 3600);
+    const first = tokens.refresh_token!;
+    const second = (await oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, auth, first, insecure))).refresh_token!;
+    // A racing process uses the old one within the grace period: once.
+    const raced = await oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, auth, first, insecure));
+    assert.ok(raced.access_token);
+    // Again, or after the grace period: the whole family is revoked.
+    await assert.rejects(async () => oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, auth, first, insecure)), invalidGrant);
+    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(raced.access_token) })).status, 401, 'the family\'s access tokens end too');
+    await assert.rejects(async () => oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, auth, second, insecure)), invalidGrant);
+  });
+
+  test('confidential client: the secret is shown once and required, by Basic or in the body', async () => {
+    const reg = await oauth.processDynamicClientRegistrationResponse(await register({ client_name: 'confidential', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'client_secret_basic' }));
+    assert.match(String(reg.client_secret), /^svcs_/);
+    const client: oauth.Client = { client_id: reg.client_id };
+    const { verifier, state, back } = await authorize(client);
+    const params = oauth.validateAuthResponse(as, client, back, state);
+    await assert.rejects(
+      async () => oauth.processAuthorizationCodeResponse(as, client, await oauth.authorizationCodeGrantRequest(as, client, oauth.ClientSecretBasic('wrong'), params, REDIRECT, verifier, insecure)),
+      (e) => e instanceof oauth.WWWAuthenticateChallengeError && e.status === 401,
+    );
+    const again = await authorize(client);
+    const ok = await oauth.processAuthorizationCodeResponse(as, client, await oauth.authorizationCodeGrantRequest(as, client, oauth.ClientSecretBasic(String(reg.client_secret)), oauth.validateAuthResponse(as, client, again.back, again.state), REDIRECT, again.verifier, insecure));
+    assert.ok(ok.access_token);
+  });
+
+  test('bad input at the token endpoint: a code used twice (revoking what it issued), a wrong verifier, redirect_uri or resource', async () => {
+    const reg = await oauth.processDynamicClientRegistrationResponse(await register({ client_name: 'bad', redirect_uris: [REDIRECT] }));
+    const client: oauth.Client = { client_id: reg.client_id, token_endpoint_auth_method: 'none' };
+    const exchange = (fields: Record<string, string>) => fetch(as.token_endpoint!, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', client_id: client.client_id, ...fields }) });
+    const code = async () => {
+      const a = await authorize(client);
+      return { verifier: a.verifier, code: a.back.searchParams.get('code')! };
+    };
+    let c = await code();
+    const good = (await (await exchange({ code: c.code, code_verifier: c.verifier, redirect_uri: REDIRECT })).json()) as { access_token: string };
+    const replay = await exchange({ code: c.code, code_verifier: c.verifier, redirect_uri: REDIRECT });
+    assert.equal(((await replay.json()) as { error: string }).error, 'invalid_grant');
+    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(good.access_token) })).status, 401, 'what the first use issued is revoked');
+    c = await code();
+    assert.equal(((await (await exchange({ code: c.code, code_verifier: oauth.generateRandomCodeVerifier(), redirect_uri: REDIRECT })).json()) as { error: string }).error, 'invalid_grant');
+    c = await code();
+    assert.equal(((await (await exchange({ code: c.code, redirect_uri: REDIRECT })).json()) as { error: string }).error, 'invalid_grant', 'no verifier');
+    c = await code();
+    assert.equal(((await (await exchange({ code: c.code, code_verifier: c.verifier, redirect_uri: 'http://127.0.0.1:9/other' })).json()) as { error: string }).error, 'invalid_grant');
+    c = await code();
+    assert.equal(((await (await exchange({ code: c.code, code_verifier: c.verifier, redirect_uri: REDIRECT, resource: 'https://elsewhere.example/mcp' })).json()) as { error: string }).error, 'invalid_target');
+    assert.equal(((await (await exchange({ code: 'not-a-code', code_verifier: c.verifier, redirect_uri: REDIRECT })).json()) as { error: string }).error, 'invalid_grant');
+    assert.equal((await fetch(as.token_endpoint!, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', client_id: 'oc_unknown', code: 'x' }) })).status, 401);
+  });
+});
+
+describe('OAuth authorization requests that must not get a code', () => {
+  let s: TestServer;
+  let alice: Browser;
+  let clientId: string;
+  before(async () => {
+    s = await startTestServer({ auth: OAUTH });
+    await s.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1' });
+    alice = new Browser(s.url);
+    await alice.login('alice', 'alice password 1');
+    const reg = await fetch(`${s.url}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_name: 'app', redirect_uris: [REDIRECT, 'https://app.example/cb'] }) });
+    clientId = ((await reg.json()) as { client_id: string }).client_id;
+  });
+  after(() => s.stop());
+  const challenge = createHash('sha256').update(randomBytes(32).toString('base64url')).digest('base64url');
+  const authorize = (params: Record<string, string>, who = alice) =>
+    who.request(`/oauth/authorize?${new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256', state: 'st', ...params })}`, { headers: { accept: 'text/html' } });
+
+  test('an unknown client or an unregistered redirect: an error page, never a redirect', async () => {
+    for (const params of [{ client_id: 'oc_nope' }, { redirect_uri: 'https://evil.example/cb' }, { redirect_uri: 'http://127.0.0.1:33418/other' }, { redirect_uri: 'http://evil.example:33418/callback' }] as Record<string, string>[]) {
+      const r = await authorize(params);
+      assert.equal(r.status, 400, JSON.stringify(params));
+      assert.equal(r.headers.get('location'), null);
+    }
+  });
+
+  test('loopback redirects match on any port; https ones exactly', async () => {
+    assert.equal((await authorize({ redirect_uri: 'http://127.0.0.1:50123/callback' })).status, 200);
+    assert.equal((await authorize({ redirect_uri: 'https://app.example/cb' })).status, 200);
+    assert.equal((await authorize({ redirect_uri: 'https://app.example:8443/cb' })).status, 400);
+  });
+
+  test('plain or missing PKCE, another resource, another response type: redirected back with the error, and iss', async () => {
+    for (const [params, error] of [
+      [{ code_challenge_method: 'plain' }, 'invalid_request'],
+      [{ code_challenge: '' }, 'invalid_request'],
+      [{ resource: 'https://elsewhere.example/mcp' }, 'invalid_target'],
+      [{ response_type: 'token' }, 'unsupported_response_type'],
+    ] as const) {
+      const r = await authorize(params);
+      assert.equal(r.status, 302, JSON.stringify(params));
+      const back = new URL(r.headers.get('location')!);
+      assert.equal(back.origin + back.pathname, REDIRECT);
+      assert.equal(back.searchParams.get('error'), error);
+      assert.equal(back.searchParams.get('state'), 'st');
+      assert.equal(back.searchParams.get('iss'), s.url);
+      assert.equal(back.searchParams.get('code'), null);
+    }
+  });
+
+  test('not signed in: to the login page first; deny: access_denied; a consent posted cross-site: 403, nothing granted', async () => {
+    const anonymous = await authorize({}, new Browser(s.url));
+    assert.equal(anonymous.status, 303);
+    assert.match(anonymous.headers.get('location')!, /^\/login\?next=%2Foauth%2Fauthorize%3F/);
+    const page = await (await authorize({})).text();
+    const request = /name="request" value="([^"]+)"/.exec(page)![1]!;
+    const cross = await alice.request('/oauth/authorize', { form: { request, decision: 'approve' }, origin: 'https://evil.example', headers: { accept: 'text/html' } });
+    assert.equal(cross.status, 403);
+    const denied = await alice.request('/oauth/authorize', { form: { request, decision: 'deny' }, headers: { accept: 'text/html' } });
+    assert.equal(new URL(denied.headers.get('location')!).searchParams.get('error'), 'access_denied');
+    assert.equal((await s.database.db.select({ n: count() }).from(oauthGrants).get())!.n, 0);
+    const replayed = await alice.request('/oauth/authorize', { form: { request, decision: 'approve' }, headers: { accept: 'text/html' } });
+    assert.equal(replayed.status, 400, 'a request is answered once');
+    assert.match((await authorize({})).headers.get('content-security-policy') ?? '', /frame-ancestors 'none'/);
+  });
+
+  test('registration refuses what it cannot trust, and is limited per address', async () => {
+    const reg = (body: unknown) => fetch(`${s.url}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    for (const uri of ['javascript:alert(1)', 'data:text/html,x', 'file:///etc/passwd', 'http://evil.example/cb', 'https://user:pw@app.example/cb', 'https://app.example/cb#frag', 'not a uri']) {
+      const r = await reg({ redirect_uris: [uri] });
+      assert.equal(r.status, 400, uri);
+      assert.equal(((await r.json()) as { error: string }).error, 'invalid_redirect_uri', uri);
+    }
+    // Cursor's mix of schemes is fine.
+    assert.equal((await reg({ client_name: 'Cursor', redirect_uris: ['cursor://anysphere.cursor-retrieval/oauth/callback', 'https://www.cursor.com/oauth/callback', 'http://localhost:8787/callback'] })).status, 201);
+    assert.equal(((await (await reg({ redirect_uris: [REDIRECT], token_endpoint_auth_method: 'private_key_jwt' })).json()) as { error: string }).error, 'invalid_client_metadata');
+    const before = (await s.database.db.select({ n: count() }).from(oauthClients).get())!.n;
+    const statuses: number[] = [];
+    for (let i = 0; i < 40; i++) statuses.push((await reg({ client_name: `flood ${i}`, redirect_uris: [REDIRECT] })).status);
+    assert.ok(statuses.includes(429), 'limited');
+    const after = (await s.database.db.select({ n: count() }).from(oauthClients).get())!.n;
+    assert.ok(after - before <= 20, `${after - before} registrations let through`);
+  });
+
+  test('a removed user\'s grants and tokens are gone', async () => {
+    await s.addUser({ uid: 'leaving', email: 'leaving@example.com', password: 'leaving password 1' });
+    const b = new Browser(s.url);
+    await b.login('leaving', 'leaving password 1');
+    const verifier = oauth.generateRandomCodeVerifier();
+    const url = new URL(`${s.url}/oauth/authorize`);
+    url.search = new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' }).toString();
+    const back = await consentAs(b, url);
+    const issued = (await (await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', client_id: clientId, code: back.searchParams.get('code')!, code_verifier: verifier, redirect_uri: REDIRECT }) })).json()) as { access_token: string };
+    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(issued.access_token) })).status, 200);
+    assert.equal((await s.ws.svc(['user', 'remove', 'leaving'])).code, 0);
+    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(issued.access_token) })).status, 401);
+    assert.equal((await s.database.db.select({ n: count() }).from(oauthGrants).where(eq(oauthGrants.clientId, clientId)).all()).length, 1);
+    const left = await s.database.db.select({ n: count() }).from(tokens).where(eq(tokens.name, 'app')).get();
+    assert.equal(left!.n, 0);
+  });
+});
