@@ -361,8 +361,39 @@ describe('OAuth authorization requests that must not get a code', () => {
     assert.ok(after - before <= 20, `${after - before} registrations let through`);
   });
 
+  test('consent can restrict what the app reads: the grant keeps the labels and every token issued under it carries them', async () => {
+    await s.addUser({ uid: 'carl', email: 'carl@example.com', password: 'carl password 1', labels: 'eng, finance' });
+    await s.database.write(async (tx) => {
+      await putItem(tx, 'eng-doc', { title: 'Eng', text: 'shared words', labels: 'eng' });
+      await putItem(tx, 'fin-doc', { title: 'Fin', text: 'shared words', labels: 'finance' });
+    });
+    const carl = new Browser(s.url);
+    await carl.login('carl', 'carl password 1');
+    const verifier = oauth.generateRandomCodeVerifier();
+    const url = `/oauth/authorize?${new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' })}`;
+    const page = await (await carl.request(url, { headers: { accept: 'text/html' } })).text();
+    assert.match(page, /<input type="checkbox" name="labels" value="finance"\/>/);
+    const request = /name="request" value="([^"]+)"/.exec(page)![1]!;
+    const mixed = await carl.request('/oauth/authorize', { method: 'POST', body: new URLSearchParams([['request', request], ['decision', 'approve'], ['access', 'all'], ['labels', 'eng']]).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' } });
+    assert.equal(mixed.status, 400, 'checked labels with "everything" chosen is refused');
+    const answer = await carl.request('/oauth/authorize', { method: 'POST', body: new URLSearchParams([['request', request], ['decision', 'approve'], ['access', 'labels'], ['labels', 'finance']]).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' } });
+    assert.equal(answer.status, 302, 'the request was still open after the refused answer');
+    const code = new URL(answer.headers.get('location')!).searchParams.get('code')!;
+    const exchange = (fields: Record<string, string>) => fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ client_id: clientId, ...fields }) }).then((r) => r.json() as Promise<{ access_token: string; refresh_token: string }>);
+    const first = await exchange({ grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: REDIRECT });
+    const refreshed = await exchange({ grant_type: 'refresh_token', refresh_token: first.refresh_token });
+    for (const token of [first.access_token, refreshed.access_token]) {
+      const client = new Client({ name: 'restricted', version: '1' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${s.url}/oauth/mcp`), { requestInit: { headers: bearer(token) } }));
+      const found = await client.callTool({ name: 'search', arguments: { query: 'shared words' } });
+      assert.deepEqual((found.structuredContent as { results: { id: string }[] }).results.map((r) => r.id), ['fin-doc']);
+      assert.deepEqual(((await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { restriction: string[] }).restriction, ['finance']);
+      await client.close();
+    }
+  });
+
   test('a removed user\'s grants and tokens are gone', async () => {
-    await s.addUser({ uid: 'leaving', email: 'leaving@example.com', password: 'leaving password 1' });
+    const leaving = await s.addUser({ uid: 'leaving', email: 'leaving@example.com', password: 'leaving password 1' });
     const b = new Browser(s.url);
     await b.login('leaving', 'leaving password 1');
     const verifier = oauth.generateRandomCodeVerifier();
@@ -373,8 +404,9 @@ describe('OAuth authorization requests that must not get a code', () => {
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(issued.access_token) })).status, 200);
     assert.equal((await s.ws.svc(['user', 'remove', 'leaving'])).code, 0);
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(issued.access_token) })).status, 401);
-    assert.equal((await s.database.db.select({ n: count() }).from(oauthGrants).where(eq(oauthGrants.clientId, clientId)).all()).length, 1);
-    const left = await s.database.db.select({ n: count() }).from(tokens).where(eq(tokens.name, 'app')).get();
-    assert.equal(left!.n, 0);
+    const grantsLeft = await s.database.db.select({ n: count() }).from(oauthGrants).where(eq(oauthGrants.userId, leaving.id)).get();
+    assert.equal(grantsLeft!.n, 0);
+    const tokensLeft = await s.database.db.select({ n: count() }).from(tokens).where(eq(tokens.userId, leaving.id)).get();
+    assert.equal(tokensLeft!.n, 0);
   });
 });

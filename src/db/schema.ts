@@ -181,6 +181,8 @@ export const oauthGrants = sqliteTable(
     scope: text('scope').notNull(),
     /** JSON array of the redirect URIs consented to */
     redirectUris: text('redirect_uris').notNull(),
+    /** the label restriction chosen at consent, carried by every token issued under the grant; null: none */
+    labels: text('labels'),
     createdAt: integer('created_at').notNull(),
     lastUsedAt: integer('last_used_at'),
     revokedAt: integer('revoked_at'),

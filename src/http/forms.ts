@@ -51,3 +51,22 @@ export function safeNext(next: unknown, baseUrl: string): string {
 export function safeNextPath(next: unknown, baseUrl: string): string {
   return safeNext(next, baseUrl).slice(baseUrl.length);
 }
+
+/**
+ * The label restriction a token or consent form asks for. The page sends access=all or access=labels with the checked labels
+ * (none checked: unlabelled documents only); API clients send `labels` (an array or a label string) or nothing.
+ */
+export function restrictionFromForm(body: Record<string, unknown>): unknown {
+  if (body.access === 'all') {
+    // Checked labels with "everything" selected is a mistake a person makes; never answer it with a wider token.
+    if (Array.isArray(body.labels) && body.labels.length > 0) {
+      throw badRequest('labels: you checked labels but chose "Everything I can see"; choose "Only documents with these labels" to restrict the token, or uncheck them', 'labels');
+    }
+    return null;
+  }
+  if (body.access === 'labels') return body.labels ?? [];
+  if (body.access !== undefined) throw badRequest('access: "all" or "labels"', 'access');
+  const labels = body.labels;
+  // A form's labels field arrives as a list of its values; one value is a label string like any other.
+  return Array.isArray(labels) && labels.length === 1 && typeof labels[0] === 'string' && /[\s,]/.test(labels[0]) ? labels[0] : labels;
+}

@@ -6,6 +6,7 @@ import type { Db, Tx } from '../db/open.ts';
 import { oauthClients, oauthCodes, oauthGrants, oauthRefreshTokens, oauthRequests, tokens } from '../db/schema.ts';
 import { mintToken, randomId, storedHash } from '../domain/secrets.ts';
 import { databaseNow } from './tokens.ts';
+import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
 
 export type ClientKind = 'dynamic' | 'metadata' | 'static';
 export type AuthMethod = 'none' | 'client_secret_post' | 'client_secret_basic';
@@ -98,13 +99,15 @@ export interface Grant {
   readonly clientId: string;
   readonly scope: string;
   readonly redirectUris: readonly string[];
+  /** the label restriction chosen at consent; null: the user's whole access */
+  readonly labels: LabelSet | null;
   readonly createdAt: number;
   readonly lastUsedAt: number | null;
   readonly revokedAt: number | null;
 }
 
 function toGrant(r: typeof oauthGrants.$inferSelect): Grant {
-  return { ...r, redirectUris: JSON.parse(r.redirectUris) as string[] };
+  return { ...r, redirectUris: JSON.parse(r.redirectUris) as string[], labels: r.labels === null ? null : storedLabels(r.labels) };
 }
 
 /** The user's standing grant to this client, if it is not revoked. */
@@ -113,18 +116,30 @@ export async function activeGrant(db: Db, userId: number, clientId: string): Pro
   return row ? toGrant(row) : null;
 }
 
-/** Records consent: a new grant, or the standing one widened to this scope and redirect URI. */
-export async function consent(tx: Tx, userId: number, clientId: string, scope: string, redirectUri: string, now = Date.now()): Promise<Grant> {
+/**
+ * Records consent: a new grant, or the standing one widened to this scope and redirect URI. The label restriction
+ * is the one just chosen, for the tokens issued from now on.
+ */
+export async function consent(
+  tx: Tx,
+  userId: number,
+  clientId: string,
+  scope: string,
+  redirectUri: string,
+  labels: LabelSet | null,
+  now = Date.now(),
+): Promise<Grant> {
+  const restriction = labels === null ? null : formatLabels(labels);
   const existing = await tx.select().from(oauthGrants).where(and(eq(oauthGrants.userId, userId), eq(oauthGrants.clientId, clientId))).get();
   if (existing && existing.revokedAt === null) {
     const uris = [...new Set([...(JSON.parse(existing.redirectUris) as string[]), redirectUri])];
     const scopes = [...new Set([...existing.scope.split(' '), ...scope.split(' ')].filter((s) => s !== ''))].sort().join(' ');
-    const rows = await tx.update(oauthGrants).set({ scope: scopes, redirectUris: JSON.stringify(uris) }).where(eq(oauthGrants.id, existing.id)).returning();
+    const rows = await tx.update(oauthGrants).set({ scope: scopes, redirectUris: JSON.stringify(uris), labels: restriction }).where(eq(oauthGrants.id, existing.id)).returning();
     return toGrant(rows[0]!);
   }
   // A revoked grant is replaced: consenting again starts afresh.
   if (existing) await tx.delete(oauthGrants).where(eq(oauthGrants.id, existing.id));
-  const rows = await tx.insert(oauthGrants).values({ id: `gr_${randomId(12)}`, userId, clientId, scope, redirectUris: JSON.stringify([redirectUri]), createdAt: now }).returning();
+  const rows = await tx.insert(oauthGrants).values({ id: `gr_${randomId(12)}`, userId, clientId, scope, redirectUris: JSON.stringify([redirectUri]), labels: restriction, createdAt: now }).returning();
   return toGrant(rows[0]!);
 }
 
@@ -210,9 +225,10 @@ export async function issueTokens(
   const now = await databaseNow(tx);
   const grant = (await tx.select().from(oauthGrants).where(eq(oauthGrants.id, grantId)).get())!;
   const accessToken = mintToken();
+  // The access token carries the grant's label restriction, as a personal token carries its own.
   await tx.insert(tokens).values({
     id: `tok_${randomId(10)}`, hash: storedHash(accessToken), userId: grant.userId, name: family.clientName.slice(0, 100),
-    createdAt: now, expiresAt: now + ttl.accessSeconds * 1000, grantId, familyId: family.id,
+    createdAt: now, expiresAt: now + ttl.accessSeconds * 1000, grantId, familyId: family.id, labels: grant.labels,
   });
   const refreshToken = `${REFRESH_PREFIX}${randomId(30)}`;
   await tx.insert(oauthRefreshTokens).values({

@@ -14,6 +14,8 @@ export interface ConsentProps {
   redirect: string;
   scope: string;
   request: string;
+  /** the user's labels, offered as a restriction of what the app can read */
+  labels: readonly string[];
 }
 
 export function ConsentPage(p: ConsentProps) {
@@ -27,8 +29,20 @@ export function ConsentPage(p: ConsentProps) {
         answer, your browser goes to <strong>{p.redirect}</strong>.
       </p>
       <div class="row">
-        <form method="post" action="/oauth/authorize" class="inline">
+        <form method="post" action="/oauth/authorize" class="stack">
           <input type="hidden" name="request" value={p.request} />
+          <fieldset class="access">
+            <legend>Access</legend>
+            <label class="choice"><input type="radio" name="access" value="all" checked /> Everything I can see</label>
+            <label class="choice"><input type="radio" name="access" value="labels" /> Only documents with these labels (and unlabelled ones):</label>
+            <div class="labels">
+              {p.labels.length === 0 ? (
+                <span class="muted">You have no labels: the app would read unlabelled documents only.</span>
+              ) : (
+                p.labels.map((l) => <label class="choice"><input type="checkbox" name="labels" value={l} /> <code>{l}</code></label>)
+              )}
+            </div>
+          </fieldset>
           <button type="submit" name="decision" value="approve">Allow</button>
         </form>
         <form method="post" action="/oauth/authorize" class="inline">

@@ -6,7 +6,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { Env, Services, Ctx } from '../context.ts';
 import { principalOf } from '../context.ts';
 import { requireCaller, caller, actorOf } from '../guards.ts';
-import { readBody } from '../forms.ts';
+import { readBody, restrictionFromForm } from '../forms.ts';
 import { ConsentPage, OauthErrorPage } from '../pages/consent.tsx';
 import type { OauthConfig } from '../../config/load.ts';
 import {
@@ -21,6 +21,9 @@ import { reserveAttempt } from '../../store/throttle.ts';
 import { recordAudit, recordActorAudit } from '../../store/audit.ts';
 import { randomId, storedHash } from '../../domain/secrets.ts';
 import { iso } from '../../domain/json.ts';
+import { AppError } from '../../domain/errors.ts';
+import type { LabelSet } from '../../domain/labels.ts';
+import { checkTokenLabels } from '../../store/tokens.ts';
 
 /** Dynamic registrations one client address may make in the throttle window (15 minutes). */
 const REGISTRATIONS_PER_ADDRESS = 20;
@@ -103,6 +106,7 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
         redirect={target.protocol === 'http:' || target.protocol === 'https:' ? target.host : `${target.protocol}//${target.host}`}
         scope={request.scope}
         request={secret}
+        labels={principal.user.labels}
       />,
     );
   };
@@ -138,8 +142,18 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
   });
 
   app.post('/oauth/authorize', requireCaller({ page: true, via: ['session', 'header'] }), async (c) => {
-    const body = await readBody(c);
+    const body = await readBody(c, { lists: ['labels'] });
     const principal = caller(c);
+    // Checked before the request is used up, so a mistake on the page can be corrected with the back button.
+    let labels: LabelSet | null = null;
+    if (body.decision === 'approve') {
+      try {
+        labels = checkTokenLabels(restrictionFromForm(body));
+      } catch (e) {
+        if (e instanceof AppError) return errorPage(c, e.message);
+        throw e;
+      }
+    }
     const request = typeof body.request === 'string' ? await database.write((tx) => takeRequest(tx, body.request as string, principal.user.id)) : null;
     if (!request) return errorPage(c, 'This request has expired or was answered already. Start again from the app.');
     if (body.decision !== 'approve') {
@@ -147,8 +161,8 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
       return back(c, request.redirectUri, { error: 'access_denied', state: request.state });
     }
     const code = await database.write(async (tx) => {
-      const grant = await consent(tx, principal.user.id, request.clientId, request.scope, request.redirectUri);
-      await recordActorAudit(tx, actorOf(c), 'oauth.grant', request.clientId, { grant: grant.id, scope: grant.scope, redirect_uri: request.redirectUri });
+      const grant = await consent(tx, principal.user.id, request.clientId, request.scope, request.redirectUri, labels);
+      await recordActorAudit(tx, actorOf(c), 'oauth.grant', request.clientId, { grant: grant.id, scope: grant.scope, redirect_uri: request.redirectUri, labels: grant.labels });
       return issueCode(tx, grant, request);
     });
     return back(c, request.redirectUri, { code, state: request.state });

@@ -5,7 +5,7 @@ import type { Env, Services, Ctx } from '../context.ts';
 import { wantsHtml } from '../context.ts';
 import { iso } from '../../domain/json.ts';
 import { requireCaller, caller, actorOf } from '../guards.ts';
-import { readBody } from '../forms.ts';
+import { readBody, restrictionFromForm } from '../forms.ts';
 import { TokensPage } from '../pages/tokens.tsx';
 import { createToken, listTokens, revokeToken, restrictToken, type TokenInfo } from '../../store/tokens.ts';
 import { listGrants } from '../../store/oauth.ts';
@@ -22,25 +22,6 @@ function tokenJson(t: TokenInfo) {
     last_used_at: iso(t.lastUsedAt),
     state: t.state,
   };
-}
-
-/**
- * The restriction a create request asks for. The page sends access=all or access=labels with the checked labels
- * (none checked: unlabelled documents only); API clients send `labels` (an array or a label string) or nothing.
- */
-function requestedRestriction(body: Record<string, unknown>): unknown {
-  if (body.access === 'all') {
-    // Checked labels with "everything" selected is a mistake a person makes; never answer it with a wider token.
-    if (Array.isArray(body.labels) && body.labels.length > 0) {
-      throw badRequest('labels: you checked labels but chose "Everything I can see"; choose "Only documents with these labels" to restrict the token, or uncheck them', 'labels');
-    }
-    return null;
-  }
-  if (body.access === 'labels') return body.labels ?? [];
-  if (body.access !== undefined) throw badRequest('access: "all" or "labels"', 'access');
-  const labels = body.labels;
-  // A form's labels field arrives as a list of its values; one value is a label string like any other.
-  return Array.isArray(labels) && labels.length === 1 && typeof labels[0] === 'string' && /[\s,]/.test(labels[0]) ? labels[0] : labels;
 }
 
 export function tokenRoutes(services: Services): Hono<Env> {
@@ -74,7 +55,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
     try {
       const body = await readBody(c, { lists: ['labels'] });
       const created = await database.write(async (tx) => {
-        const token = await createToken(tx, caller(c).user.id, body.name, body.ttl, requestedRestriction(body));
+        const token = await createToken(tx, caller(c).user.id, body.name, body.ttl, restrictionFromForm(body));
         await recordActorAudit(tx, actorOf(c), 'token.create', token.id, { name: token.name, expires_at: iso(token.expiresAt), labels: token.labels });
         return token;
       });
