@@ -75,7 +75,12 @@ if (password) {
 }
 say(`  npm run -s svc -- user set admin --password-stdin --config ${configPath}`);
 say();
-say('MCP client configuration (Claude Code, VS Code, Cursor style):');
+if (config.auth.oauth) {
+  say(`Clients that connect by URL alone (claude.ai, ChatGPT, Claude Code, VS Code): ${base}/oauth/mcp`);
+  say('  they send you to sign in here and ask for your consent.');
+  say();
+}
+say('MCP client configuration with a token (Claude Code, VS Code, Cursor style):');
 say(mcpClientConfig(base, token ?? '<create a token on the token page>'));
 if (token) say('(that token is shown once; manage tokens on the token page)');
 say();

@@ -252,6 +252,27 @@ describe('OAuth judged by oauth4webapi', () => {
     assert.ok(ok.access_token);
   });
 
+  test('a client registered ahead with svc oauth client: its secret once, a working flow, removal ends its tokens', async () => {
+    const added = await s.ws.svc(['oauth', 'client', 'add', 'Team bot', '--redirect-uri', REDIRECT, '--id', 'team-bot', '--secret']);
+    assert.equal(added.code, 0, added.stderr);
+    assert.match(added.stdout, /^client_id: team-bot$/m);
+    const secret = /^client_secret: (svcs_\S+)/m.exec(added.stdout)![1]!;
+    const client: oauth.Client = { client_id: 'team-bot' };
+    const a = await authorize(client);
+    const issued = await oauth.processAuthorizationCodeResponse(as, client, await oauth.authorizationCodeGrantRequest(as, client, oauth.ClientSecretPost(secret), oauth.validateAuthResponse(as, client, a.back, a.state), REDIRECT, a.verifier, insecure));
+    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(issued.access_token) })).status, 200);
+    const listed = JSON.parse((await s.ws.svc(['oauth', 'client', 'list', '--json'])).stdout) as { client_id: string; kind: string; confidential: boolean }[];
+    assert.deepEqual(listed.find((c) => c.client_id === 'team-bot'), { ...listed.find((c) => c.client_id === 'team-bot')!, kind: 'static', confidential: true });
+    assert.doesNotMatch(JSON.stringify(listed), /svcs_/, 'no secret is listed');
+    assert.equal((await s.ws.svc(['oauth', 'client', 'remove', 'team-bot'])).code, 0);
+    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(issued.access_token) })).status, 401);
+    const again = await s.ws.svc(['oauth', 'client', 'remove', 'team-bot']);
+    assert.equal(again.code, 1);
+    const bad = await s.ws.svc(['oauth', 'client', 'add', 'Bad', '--redirect-uri', 'javascript:alert(1)']);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /javascript: redirect URIs are refused/);
+  });
+
   test('bad input at the token endpoint: a code used twice (revoking what it issued), a wrong verifier, redirect_uri or resource', async () => {
     const reg = await oauth.processDynamicClientRegistrationResponse(await register({ client_name: 'bad', redirect_uris: [REDIRECT] }));
     const client: oauth.Client = { client_id: reg.client_id, token_endpoint_auth_method: 'none' };

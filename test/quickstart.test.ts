@@ -37,6 +37,7 @@ test('npm start brings up svc with example data, and a second run keeps it', asy
     assert.match(first.stdout, /Sign in as "admin" with password: \S{12,}/);
     assert.match(first.stdout, /"Authorization": "Bearer svc_[a-z2-7]{48}"/);
     assert.match(first.stdout, /SVC_SESSION_SECRET is not set/);
+    assert.match(first.stdout, /connect by URL alone .*: http:\/\/127\.0\.0\.1:\d+\/oauth\/mcp/);
 
     const second = await quickstart(dataDir, await freePort());
     assert.deepEqual(second.health, { status: 'ok' });

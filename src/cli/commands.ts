@@ -3,6 +3,7 @@ import { type Command, withDatabase } from './command.ts';
 import { userCommands } from './users.ts';
 import { itemCommands } from './items.ts';
 import { tokenCommands } from './tokens.ts';
+import { oauthCommands } from './oauth.ts';
 import { startServer } from '../server.ts';
 import { createLogger } from '../log.ts';
 import { openDatabase } from '../db/open.ts';
@@ -87,4 +88,4 @@ const serverCommands: Command[] = [
   },
 ];
 
-export const COMMANDS: readonly Command[] = [...serverCommands, ...userCommands, ...tokenCommands, ...itemCommands];
+export const COMMANDS: readonly Command[] = [...serverCommands, ...userCommands, ...tokenCommands, ...itemCommands, ...oauthCommands];

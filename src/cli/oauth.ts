@@ -1,0 +1,76 @@
+// `svc oauth client add|list|remove`: OAuth clients an admin registers ahead (a fixed client_id, an optional
+// secret shown once), beside those that register themselves.
+import { type Command, withDatabase, str, flag } from './command.ts';
+import { UsageError } from './errors.ts';
+import { registerClient, listClients, removeClient } from '../store/oauth.ts';
+import { redirectUriProblem } from '../oauth/rules.ts';
+import { randomId } from '../domain/secrets.ts';
+import { badRequest, notFound } from '../domain/errors.ts';
+import { iso } from '../domain/json.ts';
+
+export const oauthCommands: Command[] = [
+  {
+    name: ['oauth', 'client', 'add'],
+    usage: 'oauth client add NAME --redirect-uri URI [--redirect-uri URI …] [--id ID] [--secret]',
+    summary: 'register an OAuth client ahead (prints its client_id, and a secret once)',
+    help: `Registers an OAuth client with a fixed client_id. Without --secret it is a public client (PKCE only).
+Options:
+  --redirect-uri URI   where svc may send the browser back (repeat for several); https, loopback http or an app scheme
+  --id ID              the client_id to use (default: made up, oc_…)
+  --secret             make it a confidential client: a secret is printed once (client_secret_basic or _post)`,
+    positionals: ['NAME'],
+    options: { 'redirect-uri': { type: 'string', multiple: true }, id: { type: 'string' }, secret: { type: 'boolean' } },
+    configMode: 'data',
+    async run(ctx) {
+      const uris = (ctx.values['redirect-uri'] as string[] | undefined) ?? [];
+      if (uris.length === 0) throw new UsageError('give at least one --redirect-uri');
+      for (const uri of uris) {
+        const problem = redirectUriProblem(uri);
+        if (problem) throw badRequest(`--redirect-uri: ${problem}`);
+      }
+      const name = ctx.positionals[0]!.trim();
+      if (name === '' || name.length > 100 || /[\x00-\x1f\x7f]/.test(name)) throw badRequest('NAME: 1 to 100 characters, no control characters');
+      const id = str(ctx, 'id');
+      if (id !== undefined && !/^[A-Za-z0-9._:-]{1,100}$/.test(id)) throw badRequest('--id: 1 to 100 characters of A-Z a-z 0-9 . _ : -');
+      const secret = flag(ctx, 'secret') ? `svcs_${randomId(30)}` : null;
+      const client = await withDatabase(ctx.config(), (database) =>
+        database.write((tx) => registerClient(tx, { ...(id ? { id } : {}), kind: 'static', name, redirectUris: uris, authMethod: secret ? 'client_secret_basic' : 'none', secret })),
+      );
+      ctx.io.out(`client_id: ${client.id}`);
+      if (secret) ctx.io.out(`client_secret: ${secret}   (shown once)`);
+      return 0;
+    },
+  },
+  {
+    name: ['oauth', 'client', 'list'],
+    usage: 'oauth client list [--json]',
+    summary: 'list OAuth clients',
+    help: 'Lists OAuth clients: registered ahead (static), self-registered (dynamic) and by metadata document.',
+    positionals: [],
+    options: { json: { type: 'boolean' } },
+    configMode: 'data',
+    async run(ctx) {
+      const clients = await withDatabase(ctx.config(), ({ db }) => listClients(db));
+      const rows = clients.map((c) => ({ client_id: c.id, kind: c.kind, name: c.name, redirect_uris: c.redirectUris, confidential: c.secretHash !== null, created_at: iso(c.createdAt), last_used_at: iso(c.lastUsedAt) }));
+      if (flag(ctx, 'json')) ctx.io.out(JSON.stringify(rows, null, 2));
+      else if (rows.length === 0) ctx.io.out('no OAuth clients');
+      else for (const r of rows) ctx.io.out(`${r.client_id}\t${r.kind}\t${r.name}\t${r.redirect_uris.join(' ')}`);
+      return 0;
+    },
+  },
+  {
+    name: ['oauth', 'client', 'remove'],
+    usage: 'oauth client remove CLIENT_ID',
+    summary: 'remove an OAuth client and end its grants',
+    help: 'Removes the client; every grant to it ends, with its tokens, at once.',
+    positionals: ['CLIENT_ID'],
+    options: {},
+    configMode: 'data',
+    async run(ctx) {
+      const removed = await withDatabase(ctx.config(), (database) => database.write((tx) => removeClient(tx, ctx.positionals[0]!)));
+      if (!removed) throw notFound(`no OAuth client "${ctx.positionals[0]}"`);
+      ctx.io.out(`removed OAuth client ${ctx.positionals[0]}; its grants and tokens ended`);
+      return 0;
+    },
+  },
+];
