@@ -413,6 +413,25 @@ describe('OAuth authorization requests that must not get a code', () => {
     }
   });
 
+  test('an admin sees a user\'s connected apps and can revoke one', async () => {
+    await s.addUser({ uid: 'ops', email: 'ops@example.com', password: 'ops password 1', admin: true });
+    const ops = new Browser(s.url);
+    await ops.login('ops', 'ops password 1');
+    const carl = new Browser(s.url);
+    await carl.login('carl', 'carl password 1');
+    const verifier = oauth.generateRandomCodeVerifier();
+    const known = await carl.request(`/oauth/authorize?${new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' })}`, { headers: { accept: 'text/html' } });
+    assert.equal(known.status, 302, 'carl granted this app before');
+    const issued = (await (await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', client_id: clientId, code: new URL(known.headers.get('location')!).searchParams.get('code')!, code_verifier: verifier, redirect_uri: REDIRECT }) })).json()) as { access_token: string };
+    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(issued.access_token) })).status, 200);
+    const page = await (await ops.request('/admin/users/carl', { headers: { accept: 'text/html' } })).text();
+    const grant = /<li data-grant-id="([^"]+)">app <span class="muted">granted [^<]*, only finance<\/span>/.exec(page)?.[1];
+    assert.ok(grant, page);
+    assert.equal((await ops.request(`/admin/users/carl/grants/${grant}/revoke`, { form: {} })).status, 303);
+    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(issued.access_token) })).status, 401);
+    assert.equal((await ops.request(`/admin/users/carl/grants/${grant}/revoke`, { form: {} })).status, 404, 'once');
+  });
+
   test('a removed user\'s grants and tokens are gone', async () => {
     const leaving = await s.addUser({ uid: 'leaving', email: 'leaving@example.com', password: 'leaving password 1' });
     const b = new Browser(s.url);

@@ -5,6 +5,7 @@ import type { Database } from '../db/open.ts';
 import { createUser, updateUser, removeUser, getUser, checkUid, type User, type UserChange } from '../store/users.ts';
 import { revokeAllTokens } from '../store/tokens.ts';
 import { endAllSessions } from '../store/sessions.ts';
+import { revokeGrant } from '../store/oauth.ts';
 import { putItem, removeItem, checkItemId, type Item } from '../store/items.ts';
 import { recordActorAudit as audit, type Actor } from '../store/audit.ts';
 import { hashPassword, passwordProblem } from '../auth/passwords.ts';
@@ -118,6 +119,16 @@ export async function adminEndSessions(database: Database, actor: Actor, uid: st
     const n = await endAllSessions(tx, user.id);
     await audit(tx, actor, 'user.end_sessions', uid, { ended: n });
     return n;
+  });
+}
+
+/** Ends one of a user's OAuth grants, with its tokens; false when the user has no such grant. */
+export async function adminRevokeGrant(database: Database, actor: Actor, uid: string, grantId: string): Promise<boolean> {
+  return database.write(async (tx) => {
+    const user = await getUser(tx, uid);
+    if (!(await revokeGrant(tx, user.id, grantId))) return false;
+    await audit(tx, actor, 'oauth.grant_revoke', uid, { grant: grantId });
+    return true;
   });
 }
 

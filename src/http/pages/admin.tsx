@@ -3,6 +3,7 @@
 import { Layout, formatTime } from './layout.tsx';
 import type { User, SignInSummary } from '../../store/users.ts';
 import type { AuditEntry } from '../../store/audit.ts';
+import type { GrantListing } from '../../store/oauth.ts';
 import { itemPath } from './admin-items.tsx';
 
 export interface Frame {
@@ -130,6 +131,8 @@ export interface UserPageProps extends Frame {
   summary: SignInSummary | undefined;
   /** what the user can read: how many documents, and a page of them (matching `query` when given) */
   sees: { count: number; query: string; items: readonly { id: string; title: string }[] };
+  /** apps connected by OAuth, when it is on */
+  grants: readonly GrantListing[] | null;
 }
 
 export function UserPage(p: UserPageProps) {
@@ -164,6 +167,23 @@ export function UserPage(p: UserPageProps) {
         <form method="post" action={`${base}/end-sessions`} class="inline"><button type="submit" class="danger">End all sessions</button></form>
         <a href={`${base}/remove`}>Remove user…</a>
       </div>
+      {p.grants !== null && (
+        <>
+          <h2>Connected apps</h2>
+          {p.grants.length === 0 ? (
+            <p class="muted">None.</p>
+          ) : (
+            <ul class="grants">
+              {p.grants.map((g) => (
+                <li data-grant-id={g.id}>
+                  {g.clientName} <span class="muted">granted {formatTime(g.createdAt)}{g.labels ? `, only ${g.labels.join(', ') || 'unlabelled documents'}` : ''}</span>{' '}
+                  <form method="post" action={`${base}/grants/${g.id}/revoke`} class="inline"><button type="submit" class="danger">Revoke</button></form>
+                </li>
+              ))}
+            </ul>
+          )}
+        </>
+      )}
       <h2 id="sees">What can this user see?</h2>
       <p>{p.sees.count} document(s), through a session or an unrestricted token; a label-restricted token sees a part of them.</p>
       <form method="get" action={`${base}#sees`} class="row" role="search">

@@ -10,7 +10,8 @@ import { listAudit } from '../../store/audit.ts';
 import { listVisible, searchVisible } from '../../store/items.ts';
 import { countVisible } from '../../store/item-access.ts';
 import { AppError } from '../../domain/errors.ts';
-import { adminCreateUser, adminUpdateUser, adminRemoveUser, adminRevokeTokens, adminEndSessions } from '../../admin/actions.ts';
+import { adminCreateUser, adminUpdateUser, adminRemoveUser, adminRevokeTokens, adminEndSessions, adminRevokeGrant } from '../../admin/actions.ts';
+import { listGrants } from '../../store/oauth.ts';
 
 const PAGE_SIZE = 50;
 
@@ -21,6 +22,7 @@ const DONE: Record<string, string> = {
   removed: 'User removed; the uid stays reserved.',
   tokens: 'All of this user’s tokens were revoked.',
   sessions: 'All of this user’s sessions were ended.',
+  grant: 'The app’s access was revoked.',
 };
 
 function frame(c: Ctx, extra: { error?: string } = {}) {
@@ -70,7 +72,8 @@ export function adminPageRoutes(services: Services): Hono<Env> {
     const query = (c.req.query('see') ?? '').trim();
     const items = query ? await searchVisible(db, query, access, 50) : (await listVisible(db, access, undefined, 50)).items;
     const sees = { count: await countVisible(db, access), query, items };
-    return c.html(<UserPage {...frame(c, error ? { error } : {})} user={user} summary={(await signInSummaries(db)).get(user.id)} sees={sees} />, status);
+    const grants = services.config.auth.oauth ? await listGrants(db, user.id) : null;
+    return c.html(<UserPage {...frame(c, error ? { error } : {})} user={user} summary={(await signInSummaries(db)).get(user.id)} sees={sees} grants={grants} />, status);
   };
 
   const back = (uid: string, done: string) => `/admin/users/${encodeURIComponent(uid)}?done=${done}`;
@@ -139,6 +142,12 @@ export function adminPageRoutes(services: Services): Hono<Env> {
   app.post('/admin/users/:uid/revoke-tokens', async (c) => {
     await adminRevokeTokens(database, actorOf(c), c.req.param('uid'));
     return c.redirect(back(c.req.param('uid'), 'tokens'), 303);
+  });
+
+  app.post('/admin/users/:uid/grants/:grant/revoke', async (c) => {
+    const uid = c.req.param('uid');
+    if (!(await adminRevokeGrant(database, actorOf(c), uid, c.req.param('grant')))) return c.text('no such grant', 404);
+    return c.redirect(back(uid, 'grant'), 303);
   });
 
   app.post('/admin/users/:uid/end-sessions', async (c) => {
