@@ -8,86 +8,15 @@ import { count, eq } from 'drizzle-orm';
 import * as oauth from 'oauth4webapi';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { Browser, bearer } from './helpers/http.ts';
 import { DEFAULT_AUTH } from './helpers/workspace.ts';
 import { putItem } from '../src/store/items.ts';
 import { oauthClients, oauthGrants, tokens } from '../src/db/schema.ts';
 
+import { consentAs, connect, Provider, REDIRECT } from './helpers/oauth-client.ts';
+
 const OAUTH = `${DEFAULT_AUTH}oauth\n    enabled true\n    refresh_grace 2s\n`;
-const REDIRECT = 'http://127.0.0.1:33418/callback';
-
-/** Signs in and answers the consent page like a person would; returns where the browser was sent back to. */
-async function consentAs(browser: Browser, authorizationUrl: URL, decision: 'approve' | 'deny' = 'approve'): Promise<URL> {
-  const res = await browser.request(authorizationUrl.pathname + authorizationUrl.search, { headers: { accept: 'text/html' } });
-  if (res.status === 302) return new URL(res.headers.get('location')!);
-  const html = await res.text();
-  assert.equal(res.status, 200, `authorize answered ${res.status}: ${html}`);
-  const request = /name="request" value="([^"]+)"/.exec(html)?.[1];
-  assert.ok(request, html);
-  const answer = await browser.request('/oauth/authorize', { form: { request, decision }, headers: { accept: 'text/html' } });
-  if (answer.status !== 302) assert.fail(`consent answered ${answer.status}: ${await answer.text()}`);
-  return new URL(answer.headers.get('location')!);
-}
-
-/** An MCP client's OAuth state, in memory, with a person who consents in `browser`. */
-class Provider implements OAuthClientProvider {
-  info: OAuthClientInformationMixed | undefined;
-  saved: OAuthTokens | undefined;
-  verifier = '';
-  redirects: URL[] = [];
-  lastCode: string | null = null;
-  constructor(private readonly browser: Browser) {}
-  get redirectUrl() {
-    return REDIRECT;
-  }
-  get clientMetadata(): OAuthClientMetadata {
-    return { client_name: 'SDK test client', redirect_uris: [REDIRECT], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' };
-  }
-  clientInformation() {
-    return this.info;
-  }
-  saveClientInformation(info: OAuthClientInformationMixed) {
-    this.info = info;
-  }
-  tokens() {
-    return this.saved;
-  }
-  saveTokens(t: OAuthTokens) {
-    this.saved = t;
-  }
-  async redirectToAuthorization(url: URL) {
-    this.redirects.push(url);
-    const back = await consentAs(this.browser, url);
-    assert.equal(back.searchParams.get('iss'), new URL(url).origin);
-    this.lastCode = back.searchParams.get('code');
-  }
-  saveCodeVerifier(v: string) {
-    this.verifier = v;
-  }
-  codeVerifier() {
-    return this.verifier;
-  }
-}
-
-async function connect(url: string, provider: Provider): Promise<Client> {
-  const endpoint = new URL(`${url}/oauth/mcp`);
-  const first = new StreamableHTTPClientTransport(endpoint, { authProvider: provider });
-  const client = new Client({ name: 'oauth-test', version: '1' });
-  try {
-    await client.connect(first);
-    return client;
-  } catch (e) {
-    if (!(e instanceof UnauthorizedError)) throw e;
-  }
-  assert.ok(provider.lastCode, 'the flow reached the redirect with a code');
-  await first.finishAuth(provider.lastCode);
-  const again = new Client({ name: 'oauth-test', version: '1' });
-  await again.connect(new StreamableHTTPClientTransport(endpoint, { authProvider: provider }));
-  return again;
-}
 
 const whoami = async (client: Client) => (await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { uid: string; via: string };
 

@@ -82,8 +82,7 @@ export function authorizationServerMetadata(baseUrl: string, config: OauthConfig
     token_endpoint_auth_methods_supported: ['none', 'client_secret_post', 'client_secret_basic'],
     revocation_endpoint_auth_methods_supported: ['none', 'client_secret_post', 'client_secret_basic'],
     scopes_supported: [...SCOPES],
-    // Client ID Metadata Documents are not served yet: clients fall back to dynamic registration.
-    client_id_metadata_document_supported: false,
+    client_id_metadata_document_supported: config.clientMetadataDocuments,
     authorization_response_iss_parameter_supported: true,
   };
 }

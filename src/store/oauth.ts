@@ -20,13 +20,31 @@ export interface OauthClient {
   readonly secretHash: string | null;
   readonly createdAt: number;
   readonly lastUsedAt: number | null;
+  /** metadata-document clients: when the cached copy must be fetched again */
+  readonly refreshAt: number | null;
 }
 
 function toClient(r: typeof oauthClients.$inferSelect): OauthClient {
   return {
     id: r.id, kind: r.kind as ClientKind, name: r.name, redirectUris: JSON.parse(r.redirectUris) as string[],
-    authMethod: r.authMethod as AuthMethod, secretHash: r.secretHash, createdAt: r.createdAt, lastUsedAt: r.lastUsedAt,
+    authMethod: r.authMethod as AuthMethod, secretHash: r.secretHash, createdAt: r.createdAt, lastUsedAt: r.lastUsedAt, refreshAt: r.refreshAt,
   };
+}
+
+/** Stores (or refreshes) the copy of a client's metadata document. */
+export async function saveMetadataClient(
+  tx: Tx,
+  url: string,
+  meta: { name: string; redirectUris: readonly string[]; maxAgeSeconds: number },
+  now = Date.now(),
+): Promise<OauthClient> {
+  const values = { name: meta.name, redirectUris: JSON.stringify(meta.redirectUris), refreshAt: now + meta.maxAgeSeconds * 1000 };
+  const rows = await tx
+    .insert(oauthClients)
+    .values({ id: url, kind: 'metadata', authMethod: 'none', createdAt: now, ...values })
+    .onConflictDoUpdate({ target: oauthClients.id, set: values })
+    .returning();
+  return toClient(rows[0]!);
 }
 
 export async function getClient(db: Db, id: string): Promise<OauthClient | null> {

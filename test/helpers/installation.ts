@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MAIN, TSX, DEFAULT_AUTH, freePort, newSecret, type CliResult } from './workspace.ts';
+import { MAIN, ROOT, TSX, DEFAULT_AUTH, freePort, newSecret, type CliResult } from './workspace.ts';
 
 /** How to start svc: the node running these tests with tsx, or a built executable. */
 export interface Runner {
@@ -46,7 +46,8 @@ export async function install(runner: Runner, options: { auth?: string; env?: Re
   const url = `http://127.0.0.1:${port}`;
   const configPath = join(dir, 'svc.ini');
   writeFileSync(configPath, `[server]\nlisten = 127.0.0.1:${port}\nbase_url = ${url}\ndatabase = file:svc.db\n[auth]\n${options.auth ?? DEFAULT_AUTH}\n`);
-  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SVC_SESSION_SECRET: newSecret(), ...options.env };
+  // tsx looks for tsconfig.json (JSX settings) from the working directory; from source, name the project's.
+  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SVC_SESSION_SECRET: newSecret(), TSX_TSCONFIG_PATH: join(ROOT, 'tsconfig.json'), ...options.env };
   // Started from another folder than the config's: the relative database path must follow the config file.
   const cwd = tmpdir();
   const start = (args: string[], stdio: 'pipe' | 'ignore') => {

@@ -15,8 +15,9 @@ import {
 } from '../../oauth/rules.ts';
 import {
   activeGrant, consent, getClient, holdRequest, issueCode, issueTokens, listGrants, registerClient, revokeGrant, revokeOauthToken,
-  takeRequest, useCode, useRefresh, type AuthMethod, type OauthClient, type PendingRequest,
+  takeRequest, useCode, useRefresh, saveMetadataClient, type AuthMethod, type OauthClient, type PendingRequest,
 } from '../../store/oauth.ts';
+import { fetchClientMetadata, isMetadataUrl, MetadataRefused } from '../../oauth/client-metadata.ts';
 import { reserveAttempt } from '../../store/throttle.ts';
 import { recordAudit, recordActorAudit } from '../../store/audit.ts';
 import { randomId, storedHash } from '../../domain/secrets.ts';
@@ -111,11 +112,29 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
     );
   };
 
+  /** The client for an authorization request, fetching a metadata document when its copy is missing or stale. */
+  const resolveClient = async (id: string | undefined): Promise<OauthClient | string> => {
+    const unknown = 'svc does not know this app (client_id). Register it first.';
+    if (!id) return unknown;
+    const known = await getClient(db, id);
+    if (known && known.kind !== 'metadata') return known;
+    if (!isMetadataUrl(id)) return unknown;
+    if (!oauth.clientMetadataDocuments) return 'svc does not accept client metadata documents; register the app instead.';
+    if (known && (known.refreshAt ?? 0) > Date.now()) return known;
+    try {
+      const meta = await fetchClientMetadata(id, { allowPrivate: oauth.clientMetadataAllowPrivate });
+      return await database.write((tx) => saveMetadataClient(tx, id, meta));
+    } catch (e) {
+      if (e instanceof MetadataRefused) return `svc cannot use this app's metadata document: ${e.message}.`;
+      throw e;
+    }
+  };
+
   app.get('/oauth/authorize', async (c) => {
     const q = c.req.query();
     // Client and redirect URI first: until both are trusted, nothing is sent anywhere.
-    const client = q.client_id ? await getClient(db, q.client_id) : null;
-    if (!client) return errorPage(c, 'svc does not know this app (client_id). Register it first.');
+    const client = await resolveClient(q.client_id);
+    if (typeof client === 'string') return errorPage(c, client);
     const redirectUri = q.redirect_uri ?? (client.redirectUris.length === 1 ? client.redirectUris[0] : undefined);
     if (!redirectUri || !redirectMatches(client.redirectUris, redirectUri)) return errorPage(c, 'The address this app asked svc to send you back to is not one it registered.');
     const state = q.state ?? null;

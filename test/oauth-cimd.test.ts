@@ -1,0 +1,133 @@
+// Client ID Metadata Documents: the MCP SDK client uses an https URL as its client_id, served here by a local https
+// server under a test CA that svc trusts through NODE_EXTRA_CA_CERTS (svc runs as its own process for that). Every
+// way a document can be unfit is refused, and with client_metadata_allow_private off, a local address is never
+// even fetched.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { createServer, type Server } from 'node:https';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createHash, randomBytes } from 'node:crypto';
+import { install, sourceRunner, type Installation, type Serving } from './helpers/installation.ts';
+import { Browser } from './helpers/http.ts';
+import { connect, Provider, REDIRECT } from './helpers/oauth-client.ts';
+import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
+
+const oauthAuth = (allowPrivate: boolean) => `${DEFAULT_AUTH}oauth\n    enabled true\n    client_metadata_allow_private ${allowPrivate}\n`;
+
+describe('Client ID Metadata Documents', () => {
+  let dir: string;
+  let https: Server;
+  let docs: string;
+  const fetched: string[] = [];
+  let inst: Installation;
+  let server: Serving;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'svc-cimd-'));
+    const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
+    ssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=svc test CA');
+    ssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'srv.key', '-out', 'srv.csr', '-subj', '/CN=localhost');
+    writeFileSync(join(dir, 'ext.cnf'), 'subjectAltName=DNS:localhost\n');
+    ssl('x509', '-req', '-in', 'srv.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'srv.pem', '-days', '1', '-extfile', 'ext.cnf');
+    const port = await freePort();
+    docs = `https://localhost:${port}`;
+    https = createServer({ key: readFileSync(join(dir, 'srv.key')), cert: readFileSync(join(dir, 'srv.pem')) }, (req, res) => {
+      fetched.push(req.url!);
+      const doc = (body: unknown, headers: Record<string, string> = {}) => {
+        res.writeHead(200, { 'content-type': 'application/json', ...headers });
+        res.end(JSON.stringify(body));
+      };
+      const me = `${docs}${req.url}`;
+      if (req.url === '/good.json') doc({ client_id: me, client_name: 'Metadata app', redirect_uris: [REDIRECT] }, { 'cache-control': 'max-age=600' });
+      else if (req.url === '/mismatch.json') doc({ client_id: `${docs}/other.json`, redirect_uris: [REDIRECT] });
+      else if (req.url === '/big.json') doc({ client_id: me, redirect_uris: [REDIRECT], padding: 'x'.repeat(6000) });
+      else if (req.url === '/bad-redirect.json') doc({ client_id: me, redirect_uris: ['javascript:alert(1)'] });
+      else if (req.url === '/redirect.json') {
+        res.writeHead(302, { location: '/good.json' });
+        res.end();
+      } else {
+        res.writeHead(404);
+        res.end();
+      }
+    });
+    await new Promise<void>((resolve) => https.listen(port, '127.0.0.1', resolve));
+    inst = await install(sourceRunner, { auth: oauthAuth(true), env: { NODE_EXTRA_CA_CERTS: join(dir, 'ca.pem') } });
+    const added = await inst.cli(['user', 'add', 'alice', '--email', 'alice@example.com', '--password-stdin'], 'alice password 1\n');
+    assert.equal(added.code, 0, added.stderr);
+    server = await inst.serve();
+  });
+  after(async () => {
+    server?.child.kill('SIGTERM');
+    await server?.exited;
+    inst?.remove();
+    https?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const authorize = (browser: Browser, clientId: string) => {
+    const challenge = createHash('sha256').update(randomBytes(32).toString('base64url')).digest('base64url');
+    const q = new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256' });
+    return browser.request(`/oauth/authorize?${q}`, { headers: { accept: 'text/html' } });
+  };
+
+  test('the SDK client connects with its metadata URL as client_id; consent names the publishing host', async () => {
+    const alice = new Browser(inst.url);
+    assert.equal((await alice.login('alice', 'alice password 1')).status, 303);
+    const meta = (await (await fetch(`${inst.url}/.well-known/oauth-authorization-server`)).json()) as { client_id_metadata_document_supported: boolean };
+    assert.equal(meta.client_id_metadata_document_supported, true);
+    const page = await (await authorize(alice, `${docs}/good.json`)).text();
+    assert.match(page, /Allow “Metadata app” to use svc as alice\?/);
+    assert.match(page, new RegExp(`Published by <strong>localhost:${new URL(docs).port}</strong>`));
+    assert.doesNotMatch(page, /registered itself/);
+    const provider = new Provider(alice, `${docs}/good.json`);
+    const client = await connect(inst.url, provider);
+    assert.equal(((await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { uid: string }).uid, 'alice');
+    await client.close();
+    assert.equal(provider.info?.client_id, `${docs}/good.json`, 'no registration');
+  });
+
+  test('unfit documents are refused with a page, never a redirect: wrong client_id, too big, redirected, bad redirect URIs, unreachable', async () => {
+    const alice = new Browser(inst.url);
+    await alice.login('alice', 'alice password 1');
+    const closed = await freePort();
+    for (const [url, reason] of [
+      [`${docs}/mismatch.json`, /client_id is not its own URL/],
+      [`${docs}/big.json`, /larger than 5 KB/],
+      [`${docs}/redirect.json`, /does not follow redirects/],
+      [`${docs}/bad-redirect.json`, /redirect_uris are missing or not acceptable/],
+      [`${docs}/missing.json`, /answered 404/],
+      [`https://localhost:${closed}/client.json`, /could not be fetched/],
+    ] as const) {
+      const res = await authorize(alice, url);
+      assert.equal(res.status, 400, url);
+      assert.equal(res.headers.get('location'), null);
+      assert.match(await res.text(), reason, url);
+    }
+    assert.ok(!fetched.includes('/good.json?again'), 'nothing but the documents was fetched');
+  });
+
+  test('with client_metadata_allow_private off, a document on a local address is refused without being fetched', async () => {
+    const strict = await install(sourceRunner, { auth: oauthAuth(false), env: { NODE_EXTRA_CA_CERTS: join(dir, 'ca.pem') } });
+    const added = await strict.cli(['user', 'add', 'bob', '--email', 'bob@example.com', '--password-stdin'], 'bob password 1\n');
+    assert.equal(added.code, 0);
+    const strictServer = await strict.serve();
+    try {
+      const bob = new Browser(strict.url);
+      await bob.login('bob', 'bob password 1');
+      const before = fetched.length;
+      for (const url of [`${docs}/good.json`, `https://127.0.0.1:${new URL(docs).port}/good.json`, 'https://[::1]/client.json', 'https://10.1.2.3/client.json', 'https://169.254.169.254/latest.json']) {
+        const res = await authorize(bob, url);
+        assert.equal(res.status, 400, url);
+        assert.match(await res.text(), /private or local address/, url);
+      }
+      assert.equal(fetched.length, before, 'not one request reached the document server');
+    } finally {
+      strictServer.child.kill('SIGTERM');
+      await strictServer.exited;
+      strict.remove();
+    }
+  });
+});
