@@ -281,6 +281,11 @@ describe('OAuth authorization requests that must not get a code', () => {
     const anonymous = await authorize({}, new Browser(s.url));
     assert.equal(anonymous.status, 303);
     assert.match(anonymous.headers.get('location')!, /^\/login\?next=%2Foauth%2Fauthorize%3F/);
+    // The sign-in page lets its form lead back to the app's registered redirect, and to nothing else.
+    const csp = async (next: string) => (await fetch(`${s.url}/login?next=${encodeURIComponent(next)}`)).headers.get('content-security-policy')!;
+    assert.match(await csp(`/oauth/authorize?client_id=${clientId}&redirect_uri=${encodeURIComponent(REDIRECT)}`), /form-action 'self' http:\/\/127\.0\.0\.1:33418;/);
+    assert.match(await csp(`/oauth/authorize?client_id=${clientId}&redirect_uri=https%3A%2F%2Fevil.example%2Fcb`), /form-action 'self';/);
+    assert.match(await csp('/oauth/authorize?client_id=oc_unknown&redirect_uri=https%3A%2F%2Fevil.example%2Fcb'), /form-action 'self';/);
     const page = await (await authorize({})).text();
     const request = /name="request" value="([^"]+)"/.exec(page)![1]!;
     const cross = await alice.request('/oauth/authorize', { form: { request, decision: 'approve' }, origin: 'https://evil.example', headers: { accept: 'text/html' } });

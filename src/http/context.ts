@@ -22,6 +22,8 @@ export interface Env {
     resolution: Resolution;
     /** random per response, for the Content-Security-Policy of pages */
     nonce: string;
+    /** a source a page's form may lead to beyond 'self' (the consent page's redirect back to its app) */
+    formTarget?: string;
     /** the TCP peer: what the header channel trusts, never a forwarded-for header */
     peer: string;
     /** the client behind trusted_proxies (X-Forwarded-For), else the peer: for throttling, the audit trail, the log */

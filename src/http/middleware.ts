@@ -23,10 +23,22 @@ export function securityHeaders(): MiddlewareHandler<Env> {
     if ((c.res.headers.get('content-type') ?? '').startsWith('text/html')) {
       c.header(
         'Content-Security-Policy',
-        `default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
+        `default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; img-src 'self' data:; form-action 'self'${formTarget(c.get('formTarget'))}; frame-ancestors 'none'; base-uri 'none'`,
       );
     }
   };
+}
+
+/** A CSP source for a redirect target: its origin, or for an app's own scheme (cursor://), the scheme. */
+function formTarget(uri: string | undefined): string {
+  if (uri === undefined) return '';
+  try {
+    const u = new URL(uri);
+    const source = u.protocol === 'http:' || u.protocol === 'https:' ? u.origin : u.protocol;
+    return /^[a-z][a-z0-9+.-]*:(\/\/[A-Za-z0-9.:[\]-]+)?$/.test(source) ? ` ${source}` : '';
+  } catch {
+    return '';
+  }
 }
 
 /** Forms 16 KiB, JSON 1 MiB, /mcp 4 MiB, a document uploaded on /admin/items 2 MiB; larger is 413 before the body is read. */

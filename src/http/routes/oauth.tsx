@@ -96,6 +96,8 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
   const consentPage = (c: Ctx, client: OauthClient, request: PendingRequest, secret: string) => {
     const principal = caller(c);
     const target = new URL(request.redirectUri);
+    // The answer redirects there, and browsers hold a form's redirects to the page's form-action.
+    c.set('formTarget', request.redirectUri);
     return c.html(
       <ConsentPage
         nonce={c.get('nonce')}

@@ -14,6 +14,7 @@ import { verifyPassword, dummyHash, needsRehash, hashPassword, PASSWORD_MAX } fr
 import { signSessionId } from '../../domain/secrets.ts';
 import type { SessionConfig } from '../../config/load.ts';
 import { recordAudit } from '../../store/audit.ts';
+import { oauthReturnTarget } from '../../oauth/return-target.ts';
 
 const GENERIC_FAILURE = 'Wrong username or password.';
 
@@ -32,11 +33,11 @@ export function sessionRoutes(services: Services): Hono<Env> {
   const { config, database } = services;
   const db = database.db;
   const app = new Hono<Env>();
-  const page = (c: Ctx, status: 200 | 401 | 429 | 400, props: { next: string; error?: string; username?: string }) =>
-    c.html(
-      <LoginPage nonce={c.get('nonce')} local={config.auth.local} oidc={config.auth.oidc !== null} {...props} />,
-      status,
-    );
+  const page = async (c: Ctx, status: 200 | 401 | 429 | 400, props: { next: string; error?: string; username?: string }) => {
+    const returnTo = config.auth.oauth ? await oauthReturnTarget(db, props.next) : undefined;
+    if (returnTo) c.set('formTarget', returnTo);
+    return c.html(<LoginPage nonce={c.get('nonce')} local={config.auth.local} oidc={config.auth.oidc !== null} {...props} />, status);
+  };
 
   app.get('/login', (c) => page(c, 200, { next: safeNextPath(c.req.query('next'), config.server.baseUrl) }));
 
