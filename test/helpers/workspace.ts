@@ -22,6 +22,9 @@ token
     enabled true
 `;
 
+/** DEFAULT_AUTH with OAuth for MCP clients on, as the example configuration has it. */
+export const OAUTH_ON = `${DEFAULT_AUTH}oauth\n    enabled true\n`;
+
 export function newSecret(): string {
   return randomBytes(48).toString('base64url');
 }
