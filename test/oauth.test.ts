@@ -384,3 +384,31 @@ describe('OAuth authorization requests that must not get a code', () => {
     assert.equal(tokensLeft!.n, 0);
   });
 });
+
+describe('advertise_on_mcp: /mcp itself announces OAuth', () => {
+  test('metadata at /mcp\'s path and the root, its 401 names it, and the SDK client connects to /mcp by URL', async () => {
+    const s = await startTestServer({ auth: `${OAUTH}    advertise_on_mcp true\n` });
+    try {
+      await s.addUser({ uid: 'dora', email: 'dora@example.com', password: 'dora password 1' });
+      for (const path of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource']) {
+        assert.equal(((await (await fetch(`${s.url}${path}`)).json()) as { resource: string }).resource, `${s.url}/mcp`, path);
+      }
+      const r = await fetch(`${s.url}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
+      assert.equal(r.headers.get('www-authenticate'), `Bearer realm="svc", resource_metadata="${s.url}/.well-known/oauth-protected-resource/mcp", scope="mcp"`);
+      const dora = new Browser(s.url);
+      await dora.login('dora', 'dora password 1');
+      const provider = new Provider(dora);
+      const endpoint = new URL(`${s.url}/mcp`);
+      const first = new StreamableHTTPClientTransport(endpoint, { authProvider: provider });
+      await assert.rejects(new Client({ name: 'x', version: '1' }).connect(first));
+      assert.equal(new URL(provider.redirects[0]!).searchParams.get('resource'), `${s.url}/mcp`);
+      await first.finishAuth(provider.lastCode!);
+      const client = new Client({ name: 'x', version: '1' });
+      await client.connect(new StreamableHTTPClientTransport(endpoint, { authProvider: provider }));
+      assert.equal(((await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { uid: string }).uid, 'dora');
+      await client.close();
+    } finally {
+      await s.stop();
+    }
+  });
+});
