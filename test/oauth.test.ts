@@ -65,6 +65,8 @@ describe('OAuth for MCP clients', () => {
     assert.ok(provider.saved?.refresh_token && provider.saved.expires_in === 3600 && provider.saved.token_type.toLowerCase() === 'bearer');
     await client.close();
 
+    // Listed with its app, not among the personal tokens.
+    assert.deepEqual(await (await alice.request('/auth/tokens')).json(), []);
     // The access token works on /mcp as well, like a personal token.
     const mcp = await fetch(`${s.url}/mcp`, { method: 'POST', headers: { ...bearer(provider.saved!.access_token), 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
     assert.equal(mcp.status, 200);

@@ -251,7 +251,9 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
         }
         const resource = str('resource');
         if (resource !== undefined && resource !== use.resource) return oauthError('invalid_target', 'resource differs from the grant');
-        return issueTokens(tx, use.grantId, family(use.familyId, use.resource, use.scope), ttl);
+        const issued = await issueTokens(tx, use.grantId, family(use.familyId, use.resource, use.scope), ttl);
+        await recordAudit(tx, { actor: null, via: 'oauth', action: 'oauth.refresh', target: client.id, detail: { grant: use.grantId, family: use.familyId }, peer: c.get('client') });
+        return issued;
       });
       return 'error' in result ? tokenError(c, result) : c.json(tokenResponse(result));
     }
