@@ -1,6 +1,6 @@
 // The consent page of the OAuth authorization endpoint, and its error page (shown instead of redirecting when the
 // client or redirect URI cannot be trusted). Plain forms; the page cannot be framed (frame-ancestors 'none').
-import { Layout } from './layout.tsx';
+import { Layout, AccessChoice } from './layout.tsx';
 
 export interface ConsentProps {
   nonce: string;
@@ -31,18 +31,7 @@ export function ConsentPage(p: ConsentProps) {
       <div class="row">
         <form method="post" action="/oauth/authorize" class="stack">
           <input type="hidden" name="request" value={p.request} />
-          <fieldset class="access">
-            <legend>Access</legend>
-            <label class="choice"><input type="radio" name="access" value="all" checked /> Everything I can see</label>
-            <label class="choice"><input type="radio" name="access" value="labels" /> Only documents with these labels (and unlabelled ones):</label>
-            <div class="labels">
-              {p.labels.length === 0 ? (
-                <span class="muted">You have no labels: the app would read unlabelled documents only.</span>
-              ) : (
-                p.labels.map((l) => <label class="choice"><input type="checkbox" name="labels" value={l} /> <code>{l}</code></label>)
-              )}
-            </div>
-          </fieldset>
+          <AccessChoice labels={p.labels} who="the app" />
           <button type="submit" name="decision" value="approve">Allow</button>
         </form>
         <form method="post" action="/oauth/authorize" class="inline">

@@ -43,6 +43,27 @@ label.choice { display: flex; gap: .4rem; align-items: center; font-weight: 400;
 .sso { display: inline-block; padding: .5rem .9rem; border: 1px solid var(--accent); border-radius: 6px; text-decoration: none; font-weight: 600; }
 `;
 
+/**
+ * What a token or a connected app may read: everything the person can see, or only documents with some of their
+ * labels (the server reads the choice with restrictionFromForm).
+ */
+export function AccessChoice(p: { labels: readonly string[]; who: string }) {
+  return (
+    <fieldset class="access">
+      <legend>Access</legend>
+      <label class="choice"><input type="radio" name="access" value="all" checked /> Everything I can see</label>
+      <label class="choice"><input type="radio" name="access" value="labels" /> Only documents with these labels (and unlabelled ones):</label>
+      <div class="labels">
+        {p.labels.length === 0 ? (
+          <span class="muted">You have no labels: {p.who} would read unlabelled documents only.</span>
+        ) : (
+          p.labels.map((l) => <label class="choice"><input type="checkbox" name="labels" value={l} /> <code>{l}</code></label>)
+        )}
+      </div>
+    </fieldset>
+  );
+}
+
 /** A time as pages show it: minutes, UTC. */
 export function formatTime(ms: number): string {
   return new Date(ms).toISOString().replace('T', ' ').slice(0, 16) + ' UTC';

@@ -1,5 +1,5 @@
 import { raw } from 'hono/html';
-import { Layout, formatTime } from './layout.tsx';
+import { Layout, formatTime, AccessChoice } from './layout.tsx';
 import type { TokenInfo } from '../../store/tokens.ts';
 import type { GrantListing } from '../../store/oauth.ts';
 import { mcpClientConfig } from '../../mcp/client-config.ts';
@@ -87,20 +87,7 @@ export function TokensPage(p: TokensProps) {
             ))}
           </select>
         </label>
-        <fieldset class="access">
-          <legend>Access</legend>
-          <label class="choice"><input type="radio" name="access" value="all" checked /> Everything I can see</label>
-          <label class="choice"><input type="radio" name="access" value="labels" /> Only documents with these labels (and unlabelled ones):</label>
-          <div class="labels">
-            {p.labels.length === 0 ? (
-              <span class="muted">You have no labels: such a token reads unlabelled documents only.</span>
-            ) : (
-              p.labels.map((l) => (
-                <label class="choice"><input type="checkbox" name="labels" value={l} /> <code>{l}</code></label>
-              ))
-            )}
-          </div>
-        </fieldset>
+        <AccessChoice labels={p.labels} who="such a token" />
         <button type="submit">Create token</button>
       </form>
       <h2>Your tokens</h2>
