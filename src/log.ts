@@ -9,9 +9,13 @@ export interface Logger {
   error(event: string, fields?: Fields): void;
 }
 
-export function createLogger(write: (line: string) => void = (line) => process.stderr.write(line + '\n')): Logger {
-  const emit = (level: string, event: string, fields: Fields = {}) =>
-    write(JSON.stringify({ time: new Date().toISOString(), level, event, ...fields }));
+const RANK = { debug: 0, info: 1, warn: 2, error: 3 } as const;
+
+/** Lines below `level` are not written (log_level in [server]). */
+export function createLogger(write: (line: string) => void = (line) => process.stderr.write(line + '\n'), level: keyof typeof RANK = 'info'): Logger {
+  const emit = (at: keyof typeof RANK, event: string, fields: Fields = {}) => {
+    if (RANK[at] >= RANK[level]) write(JSON.stringify({ time: new Date().toISOString(), level: at, event, ...fields }));
+  };
   return {
     info: (event, fields) => emit('info', event, fields),
     warn: (event, fields) => emit('warn', event, fields),

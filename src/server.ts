@@ -8,6 +8,8 @@ import { channelsFor } from './auth/channels.ts';
 import { createApp } from './http/app.ts';
 import type { Logger } from './log.ts';
 import type { RelyingParty } from './auth/oidc.ts';
+import { pruneAudit } from './store/audit.ts';
+import { safeDatabaseMessage } from './db/errors.ts';
 
 export interface Running {
   readonly port: number;
@@ -88,6 +90,16 @@ export async function startServer(config: Config, log: Logger, options: { graceM
   const port = typeof address === 'object' && address ? address.port : config.server.port;
   log.info('listening', { url: config.server.baseUrl, listen: `${config.server.host}:${port}`, database: database.location, driver: database.driver });
 
+  // The audit trail keeps audit_retention: older entries go in small batches, soon after start and then hourly.
+  let pruning: Promise<void> = Promise.resolve();
+  const prune = () => {
+    pruning = pruneAudit(database, config.server.auditRetentionSeconds * 1000)
+      .then((removed) => (removed > 0 ? log.info('audit_pruned', { removed }) : undefined))
+      .catch((e: unknown) => log.warn('audit_prune_failed', { error: safeDatabaseMessage(e) }));
+  };
+  const firstPrune = setTimeout(prune, 1000).unref();
+  const hourlyPrune = setInterval(prune, 3600_000).unref();
+
   const http = server as ServerType & { closeIdleConnections(): void; closeAllConnections(): void };
   let cut: NodeJS.Timeout | null = null;
   let stopping: Promise<void> | null = null;
@@ -111,6 +123,9 @@ export async function startServer(config: Config, log: Logger, options: { graceM
           setTimeout(r, SETTLE_MS).unref();
         });
         void drained.then(async () => {
+          clearTimeout(firstPrune);
+          clearInterval(hourlyPrune);
+          await pruning;
           await services.auth.close?.().catch(() => undefined);
           database.close();
           log.info('stopped');

@@ -1,7 +1,9 @@
 // The shape of one CLI command; the registry is in commands.ts.
 import type { ParseArgsConfig } from 'node:util';
 import type { Config } from '../config/load.ts';
-import { openDatabase, type Database } from '../db/open.ts';
+import { userInfo } from 'node:os';
+import { openDatabase, type Database, type Tx } from '../db/open.ts';
+import { recordAudit } from '../store/audit.ts';
 
 export interface Io {
   out(line: string): void;
@@ -30,6 +32,17 @@ export interface Command {
   readonly options: NonNullable<ParseArgsConfig['options']>;
   readonly configMode: 'serve' | 'data';
   run(ctx: CommandContext): Promise<number>;
+}
+
+/** Records a CLI action in the audit trail: the operating-system user acts, through `cli`. */
+export function auditCli(tx: Tx, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
+  let who = 'unknown';
+  try {
+    who = userInfo().username;
+  } catch {
+    // no name for this uid
+  }
+  return recordAudit(tx, { actor: who, via: 'cli', action, target, detail: detail ?? null, peer: null });
 }
 
 /** Opens the configured database with pending migrations applied, runs `fn`, and closes it. */

@@ -4,6 +4,7 @@ import { userCommands } from './users.ts';
 import { itemCommands } from './items.ts';
 import { tokenCommands } from './tokens.ts';
 import { oauthCommands } from './oauth.ts';
+import { auditCommands } from './audit.ts';
 import { startServer } from '../server.ts';
 import { createLogger } from '../log.ts';
 import { openDatabase } from '../db/open.ts';
@@ -19,7 +20,7 @@ const serverCommands: Command[] = [
     configMode: 'serve',
     async run(ctx) {
       const config = ctx.config();
-      const log = createLogger();
+      const log = createLogger(undefined, config.server.logLevel);
       const running = await startServer(config, log);
       await new Promise<void>((resolve) => {
         // The first signal stops gracefully; a second one cuts in-flight requests, and svc still closes cleanly.
@@ -88,4 +89,4 @@ const serverCommands: Command[] = [
   },
 ];
 
-export const COMMANDS: readonly Command[] = [...serverCommands, ...userCommands, ...tokenCommands, ...itemCommands, ...oauthCommands];
+export const COMMANDS: readonly Command[] = [...serverCommands, ...userCommands, ...tokenCommands, ...itemCommands, ...oauthCommands, ...auditCommands];

@@ -1,5 +1,5 @@
 import { existsSync, statSync } from 'node:fs';
-import { type Command, withDatabase, str, flag } from './command.ts';
+import { type Command, withDatabase, str, flag, auditCli } from './command.ts';
 import { putItem, removeItem, listAllItems, checkItemId } from '../store/items.ts';
 import { readMarkdownDir, putItems } from '../store/markdown-dir.ts';
 import { UsageError } from './errors.ts';
@@ -20,7 +20,11 @@ export const itemCommands: Command[] = [
       const id = checkItemId(ctx.positionals[0]);
       const config = ctx.config();
       const text = await ctx.io.readStdin();
-      const { item, created } = await withDatabase(config, (database) => database.write((tx) => putItem(tx, id, { title, text, labels: str(ctx, 'labels') ?? '' })));
+      const { item, created } = await withDatabase(config, (database) => database.write(async (tx) => {
+        const result = await putItem(tx, id, { title, text, labels: str(ctx, 'labels') ?? '' });
+        await auditCli(tx, result.created ? 'item.create' : 'item.replace', id, { labels: result.item.labels });
+        return result;
+      }));
       ctx.io.out(`${created ? 'created' : 'replaced'} item ${item.id}`);
       return 0;
     },
@@ -37,7 +41,11 @@ export const itemCommands: Command[] = [
       const dir = ctx.positionals[0]!;
       if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new UsageError(`${dir} is not a directory`);
       const docs = readMarkdownDir(dir);
-      const results = await withDatabase(ctx.config(), (database) => database.write((tx) => putItems(tx, docs)));
+      const results = await withDatabase(ctx.config(), (database) => database.write(async (tx) => {
+        const done = await putItems(tx, docs);
+        await auditCli(tx, 'item.import', dir, { created: done.filter((r) => r.created).length, replaced: done.filter((r) => !r.created).length });
+        return done;
+      }));
       for (const r of results) ctx.io.out(`${r.created ? 'created' : 'replaced'} item ${r.id}`);
       ctx.io.out(`imported ${results.length} item(s)`);
       return 0;
@@ -52,7 +60,10 @@ export const itemCommands: Command[] = [
     options: {},
     configMode: 'data',
     async run(ctx) {
-      await withDatabase(ctx.config(), (database) => database.write((tx) => removeItem(tx, ctx.positionals[0]!)));
+      await withDatabase(ctx.config(), (database) => database.write(async (tx) => {
+        await removeItem(tx, ctx.positionals[0]!);
+        await auditCli(tx, 'item.remove', ctx.positionals[0]!);
+      }));
       ctx.io.out(`removed item ${ctx.positionals[0]}`);
       return 0;
     },

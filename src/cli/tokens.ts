@@ -1,4 +1,4 @@
-import { type Command, withDatabase, str } from './command.ts';
+import { type Command, withDatabase, str, auditCli } from './command.ts';
 import { getUser } from '../store/users.ts';
 import { createToken } from '../store/tokens.ts';
 import { UsageError } from './errors.ts';
@@ -16,7 +16,12 @@ export const tokenCommands: Command[] = [
       const name = str(ctx, 'name');
       if (name === undefined) throw new UsageError('--name is required');
       const created = await withDatabase(ctx.config(), (database) =>
-        database.write(async (tx) => createToken(tx, (await getUser(tx, ctx.positionals[0]!)).id, name, str(ctx, 'ttl'), str(ctx, 'labels') ?? null)),
+        database.write(async (tx) => {
+          const user = await getUser(tx, ctx.positionals[0]!);
+          const token = await createToken(tx, user.id, name, str(ctx, 'ttl'), str(ctx, 'labels') ?? null);
+          await auditCli(tx, 'token.create', token.id, { owner: user.uid, name: token.name, expires_at: token.expiresAt === null ? null : new Date(token.expiresAt).toISOString(), labels: token.labels });
+          return token;
+        }),
       );
       ctx.io.out(created.token);
       return 0;

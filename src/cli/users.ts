@@ -1,4 +1,4 @@
-import { type Command, type CommandContext, withDatabase, str, flag, passwordFromStdin } from './command.ts';
+import { type Command, type CommandContext, withDatabase, str, flag, passwordFromStdin, auditCli } from './command.ts';
 import { createUser, updateUser, removeUser, listUsers, type UserChange } from '../store/users.ts';
 import { hashPassword, passwordProblem } from '../auth/passwords.ts';
 import { badRequest } from '../domain/errors.ts';
@@ -32,9 +32,11 @@ Options:
       if (email === undefined) throw new UsageError('--email is required');
       const config = ctx.config();
       const passwordHash = flag(ctx, 'password-stdin') ? await hashPassword(await readPassword(ctx)) : null;
-      const user = await withDatabase(config, (database) => database.write((tx) =>
-        createUser(tx, { uid: ctx.positionals[0]!, email, name: str(ctx, 'name') ?? '', labels: str(ctx, 'labels') ?? '', admin: flag(ctx, 'admin') ?? false, passwordHash }),
-      ));
+      const user = await withDatabase(config, (database) => database.write(async (tx) => {
+        const made = await createUser(tx, { uid: ctx.positionals[0]!, email, name: str(ctx, 'name') ?? '', labels: str(ctx, 'labels') ?? '', admin: flag(ctx, 'admin') ?? false, passwordHash });
+        await auditCli(tx, 'user.create', made.uid, { email: made.email, labels: made.labels, admin: made.admin, password: made.hasPassword ? 'set' : 'none' });
+        return made;
+      }));
       ctx.io.out(`created user ${user.uid}${user.admin ? ' (admin)' : ''}${user.labels.length ? ` with labels ${user.labels.join(',')}` : ''}`);
       return 0;
     },
@@ -64,7 +66,12 @@ Options:
       const config = ctx.config();
       if (flag(ctx, 'password-stdin')) change.passwordHash = await hashPassword(await readPassword(ctx));
       if (Object.keys(change).length === 0) throw new UsageError('nothing to change; see svc user set --help');
-      const user = await withDatabase(config, (database) => database.write((tx) => updateUser(tx, ctx.positionals[0]!, change)));
+      const detail = { ...change, ...(change.passwordHash !== undefined ? { passwordHash: undefined, password: change.passwordHash === null ? 'removed' : 'set' } : {}) };
+      const user = await withDatabase(config, (database) => database.write(async (tx) => {
+        const changed = await updateUser(tx, ctx.positionals[0]!, change);
+        await auditCli(tx, 'user.update', changed.uid, JSON.parse(JSON.stringify(detail)) as Record<string, unknown>);
+        return changed;
+      }));
       ctx.io.out(`changed user ${user.uid}`);
       return 0;
     },
@@ -78,7 +85,10 @@ Options:
     options: {},
     configMode: 'data',
     async run(ctx) {
-      await withDatabase(ctx.config(), (database) => database.write((tx) => removeUser(tx, ctx.positionals[0]!)));
+      await withDatabase(ctx.config(), (database) => database.write(async (tx) => {
+        await removeUser(tx, ctx.positionals[0]!);
+        await auditCli(tx, 'user.remove', ctx.positionals[0]!);
+      }));
       ctx.io.out(`removed user ${ctx.positionals[0]} (the uid stays reserved)`);
       return 0;
     },

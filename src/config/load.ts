@@ -63,6 +63,9 @@ export interface Config {
     readonly trustedProxies: readonly string[];
     /** browser origins besides base_url's that may call /mcp */
     readonly allowedOrigins: readonly string[];
+    /** audit entries older than this are removed (seconds) */
+    readonly auditRetentionSeconds: number;
+    readonly logLevel: LogLevel;
   };
   readonly auth: {
     readonly session: SessionConfig | null;
@@ -94,7 +97,9 @@ export interface LoadOptions {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-const SERVER_KEYS = ['listen', 'base_url', 'database', 'database_token_env', 'trusted_proxies', 'allowed_origins'] as const;
+const SERVER_KEYS = ['listen', 'base_url', 'database', 'database_token_env', 'trusted_proxies', 'allowed_origins', 'audit_retention', 'log_level'] as const;
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
 
 type Kind = 'bool' | 'text' | 'duration' | 'env' | 'labels' | 'header' | 'map';
 const AUTH_SPEC: Record<string, Record<string, Kind>> = {
@@ -236,8 +241,17 @@ function readServer(lines: Lines | undefined, env: Env, baseDir: string, problem
     else allowedOrigins.push(origin);
   }
 
+  const retentionText = str('audit_retention', '180d');
+  const auditRetentionSeconds = parseDuration(retentionText);
+  if (auditRetentionSeconds === null) problems.push(`server.audit_retention: "${retentionText}" is not a duration; ${DURATION_HINT}`);
+  const logLevel = str('log_level', 'info');
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) problems.push(`server.log_level: "${logLevel}" is not one of ${LOG_LEVELS.join(', ')}`);
+
   if (!hostPort) return null;
-  return { host: hostPort.host, port: hostPort.port, baseUrl, secure, database, databaseToken, trustedProxies, allowedOrigins };
+  return {
+    host: hostPort.host, port: hostPort.port, baseUrl, secure, database, databaseToken, trustedProxies, allowedOrigins,
+    auditRetentionSeconds: auditRetentionSeconds ?? 0, logLevel: logLevel as LogLevel,
+  };
 }
 
 export function parseHostPort(text: string): { host: string; port: number } | null {

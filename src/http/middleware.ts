@@ -3,6 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
+import { routePath } from 'hono/route';
 import { getCookie } from 'hono/cookie';
 import { apiError, principalOf, wantsHtml, type Env, type Services } from './context.ts';
 import { addressMatcher, clientAddress } from '../domain/addresses.ts';
@@ -64,13 +65,25 @@ export function bodyLimits(): MiddlewareHandler<Env> {
   };
 }
 
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * One line per request, with a request id: the X-Request-Id a trusted proxy sent, else a new one; it is echoed in
+ * the response. `route` is the matched pattern, so ids in paths do not make every line different.
+ */
 export function requestLog(services: Services): MiddlewareHandler<Env> {
+  const trustedProxy = addressMatcher(services.config.server.trustedProxies);
   return async (c, next) => {
     const start = performance.now();
     await next();
     const r = c.get('resolution');
+    const given = c.req.header('x-request-id');
+    const requestId = given !== undefined && REQUEST_ID.test(given) && trustedProxy(c.get('peer') ?? '') ? given : randomBytes(9).toString('base64url');
+    c.header('X-Request-Id', requestId);
     services.log.info('request', {
+      request_id: requestId,
       method: c.req.method,
+      route: routePath(c, -1),
       path: c.req.path,
       status: c.res.status,
       ms: Math.round((performance.now() - start) * 10) / 10,

@@ -1,5 +1,5 @@
 // The audit trail: admin actions, sign-ins, token creation and revocation, refused proxy requests.
-import { and, desc, eq, gt, lt, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, lt, or, sql } from 'drizzle-orm';
 import type { Database, Db, Tx } from '../db/open.ts';
 import { audit } from '../db/schema.ts';
 
@@ -128,7 +128,42 @@ export async function listAudit(db: Db, limit: number, before?: number): Promise
     .orderBy(desc(audit.id))
     .limit(limit)
     .all();
-  return rows.map((r) => ({
+  return rows.map(toEntry);
+}
+
+/** Oldest first, for export: entries since `since` (ms), acted by or on `uid` when given. */
+export async function exportAudit(db: Db, options: { since?: number; uid?: string }): Promise<AuditEntry[]> {
+  const rows = await db
+    .select()
+    .from(audit)
+    .where(and(
+      options.since === undefined ? undefined : gt(audit.at, options.since),
+      options.uid === undefined ? undefined : or(eq(audit.actor, options.uid), eq(audit.target, options.uid)),
+    ))
+    .orderBy(asc(audit.id))
+    .all();
+  return rows.map(toEntry);
+}
+
+export const AUDIT_PRUNE_BATCH = 1000;
+
+/** Removes entries older than the retention, a batch per transaction so writers are never held up for long. */
+export async function pruneAudit(database: Database, retentionMs: number, now = Date.now()): Promise<number> {
+  let removed = 0;
+  for (;;) {
+    const n = await database.write(async (tx) => {
+      const rows = await tx.delete(audit)
+        .where(sql`${audit.id} IN (SELECT id FROM audit WHERE at < ${now - retentionMs} ORDER BY id LIMIT ${AUDIT_PRUNE_BATCH})`)
+        .returning({ id: audit.id });
+      return rows.length;
+    });
+    removed += n;
+    if (n < AUDIT_PRUNE_BATCH) return removed;
+  }
+}
+
+function toEntry(r: typeof audit.$inferSelect): AuditEntry {
+  return {
     id: r.id,
     at: r.at,
     actor: r.actor,
@@ -137,5 +172,5 @@ export async function listAudit(db: Db, limit: number, before?: number): Promise
     target: r.target,
     detail: r.detail === null ? null : (JSON.parse(r.detail) as Record<string, unknown>),
     peer: r.peer,
-  }));
+  };
 }

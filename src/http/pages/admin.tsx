@@ -97,6 +97,7 @@ export function UsersPage(p: UsersPageProps) {
 
       <h2>Recent activity</h2>
       <AuditTable entries={p.audit} />
+      <p><a href="/admin/audit">The whole audit trail →</a></p>
     </Layout>
   );
 }
@@ -123,6 +124,22 @@ function AuditTable(p: { entries: readonly AuditEntry[] }) {
         </tbody>
       </table>
     </div>
+  );
+}
+
+/** The whole audit trail, newest first, a page at a time (`before` is the id to continue below). */
+export function AuditPage(p: Frame & { entries: readonly AuditEntry[]; newer: boolean; older: number | null }) {
+  return (
+    <Layout title="Audit trail" nonce={p.nonce} signedIn={{ uid: p.me.uid, admin: true, canLogout: p.me.canLogout }}>
+      <p><a href="/admin/users">← Users</a></p>
+      <h1>Audit trail</h1>
+      <p class="muted">Newest first. Export it with <code>svc audit list --json</code>.</p>
+      <AuditTable entries={p.entries} />
+      <nav class="row" aria-label="pages">
+        {p.newer && <a href="/admin/audit">← Newest</a>}
+        {p.older !== null && <a href={`/admin/audit?before=${p.older}`}>Older →</a>}
+      </nav>
+    </Layout>
   );
 }
 

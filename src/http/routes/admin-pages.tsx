@@ -4,7 +4,7 @@ import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
 import { requireAdmin, requireCaller, caller, actorOf } from '../guards.ts';
 import { readBody } from '../forms.ts';
-import { UsersPage, UserPage, RemovePage } from '../pages/admin.tsx';
+import { UsersPage, UserPage, RemovePage, AuditPage } from '../pages/admin.tsx';
 import { listUsers, getUser, signInSummaries, type User } from '../../store/users.ts';
 import { listAudit } from '../../store/audit.ts';
 import { listVisible, searchVisible } from '../../store/items.ts';
@@ -44,6 +44,15 @@ export function adminPageRoutes(services: Services): Hono<Env> {
   const app = new Hono<Env>();
   app.use('/admin/users', requireAdmin({ page: true }), requireCaller({ page: true, via: ['session', 'header'] }));
   app.use('/admin/users/*', requireAdmin({ page: true }), requireCaller({ page: true, via: ['session', 'header'] }));
+  app.use('/admin/audit', requireAdmin({ page: true }), requireCaller({ page: true, via: ['session', 'header'] }));
+
+  app.get('/admin/audit', async (c) => {
+    const before = Number.parseInt(c.req.query('before') ?? '', 10);
+    const entries = await listAudit(db, PAGE_SIZE + 1, Number.isSafeInteger(before) && before > 0 ? before : undefined);
+    const page = entries.slice(0, PAGE_SIZE);
+    const older = entries.length > PAGE_SIZE ? page[page.length - 1]!.id : null;
+    return c.html(<AuditPage {...frame(c)} entries={page} newer={c.req.query('before') !== undefined} older={older} />);
+  });
 
   const listPage = async (c: Ctx, status: 200 | 400 | 404 | 409, extra: { error?: string; form?: Record<string, string> } = {}) => {
     const query = (c.req.query('q') ?? '').trim().toLowerCase();
