@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // Entry point: the environment is read here, once, and handed to the CLI.
+import cluster from 'node:cluster';
 import { runCli } from './cli/main.ts';
 import { VERSION } from './version.ts';
 
@@ -12,7 +13,12 @@ async function readStdin(): Promise<string> {
 // A closed output pipe (`svc serve 2>&1 | head`) must not stop svc: what cannot be written is dropped.
 for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
 
-void runCli(process.argv.slice(2), { ...process.env }, {
+// node:cluster starts a worker as `<node> <script> <args>`; inside the single executable the "script" is the
+// executable itself, and arrives as the first argument.
+const args = process.argv.slice(2);
+if (cluster.isWorker && args[0] === process.execPath) args.shift();
+
+void runCli(args, { ...process.env }, {
   out: (line) => process.stdout.write(line + '\n'),
   err: (line) => process.stderr.write(line + '\n'),
   readStdin,

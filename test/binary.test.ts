@@ -12,6 +12,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ROOT, freePort, newSecret, DEFAULT_AUTH } from './helpers/workspace.ts';
 import { binaryRunner } from './helpers/installation.ts';
 import { lockedDatabase, crashRounds, cliBesideServer } from './helpers/durability.ts';
+import { twoWorkers } from './helpers/workers.ts';
 
 const run = promisify(execFile);
 let work: string;
@@ -225,4 +226,5 @@ describe('svc as a single executable', () => {
   test('durability: a write lock held past the busy wait gives 503 and no change; afterwards every 2xx is committed', (t) => lockedDatabase(binaryRunner(binary), t));
   test('durability: 20 rounds of kill -9 under concurrent writes lose nothing acknowledged', (t) => crashRounds(binaryRunner(binary), t, 20));
   test('durability: CLI writes beside a server under 50 connections: only 2xx or 503, nothing lost', (t) => cliBesideServer(binaryRunner(binary), t));
+  test('serve --workers 2 on the executable: shared socket and database, a dead worker replaced, SIGTERM ends all', (t) => twoWorkers(binaryRunner(binary), t));
 });

@@ -1,26 +1,35 @@
 // Every CLI command, in the order --help lists them.
-import { type Command, withDatabase } from './command.ts';
+import { type Command, withDatabase, str } from './command.ts';
 import { userCommands } from './users.ts';
 import { itemCommands } from './items.ts';
 import { tokenCommands } from './tokens.ts';
 import { oauthCommands } from './oauth.ts';
 import { auditCommands } from './audit.ts';
+import cluster from 'node:cluster';
 import { startServer } from '../server.ts';
+import { servePrimary, workerCount } from '../cluster.ts';
+import { UsageError } from './errors.ts';
 import { createLogger } from '../log.ts';
 import { openDatabase } from '../db/open.ts';
 
 const serverCommands: Command[] = [
   {
     name: ['serve'],
-    usage: 'serve',
+    usage: 'serve [--workers N]',
     summary: 'apply pending migrations and serve HTTP',
-    help: 'Applies pending migrations, then serves HTTP until SIGINT or SIGTERM (graceful: in-flight requests finish).',
+    help: `Applies pending migrations, then serves HTTP until SIGINT or SIGTERM (graceful: in-flight requests finish).
+Options:
+  --workers N   processes serving one socket (0 = one per core; default: [server] workers, else 1)`,
     positionals: [],
-    options: {},
+    options: { workers: { type: 'string' } },
     configMode: 'serve',
     async run(ctx) {
       const config = ctx.config();
       const log = createLogger(undefined, config.server.logLevel);
+      const flagged = str(ctx, 'workers');
+      if (flagged !== undefined && !/^\d{1,3}$/.test(flagged)) throw new UsageError('--workers takes a number of processes (0 = one per core)');
+      const workers = workerCount(flagged === undefined ? config.server.workers : Number(flagged));
+      if (cluster.isPrimary && workers > 1) return servePrimary(config, log, workers);
       const running = await startServer(config, log);
       await new Promise<void>((resolve) => {
         // The first signal stops gracefully; a second one cuts in-flight requests, and svc still closes cleanly.
@@ -30,9 +39,12 @@ const serverCommands: Command[] = [
           log.info(signals === 1 ? 'shutting_down' : 'shutting_down_now', { signal });
           void (signals === 1 ? running.stop() : running.stopNow()).then(resolve);
         };
-        process.on('SIGINT', () => onSignal('SIGINT'));
         process.on('SIGTERM', () => onSignal('SIGTERM'));
+        // A worker's Ctrl-C reaches the primary too, which forwards SIGTERM: the worker itself leaves SIGINT alone.
+        process.on('SIGINT', () => (cluster.isWorker ? undefined : onSignal('SIGINT')));
       });
+      // A worker's channel to the primary would keep it alive.
+      cluster.worker?.disconnect();
       return 0;
     },
   },

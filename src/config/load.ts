@@ -66,6 +66,8 @@ export interface Config {
     /** audit entries older than this are removed (seconds) */
     readonly auditRetentionSeconds: number;
     readonly logLevel: LogLevel;
+    /** processes serving the socket; 0 = one per core */
+    readonly workers: number;
   };
   readonly auth: {
     readonly session: SessionConfig | null;
@@ -97,7 +99,7 @@ export interface LoadOptions {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-const SERVER_KEYS = ['listen', 'base_url', 'database', 'database_token_env', 'trusted_proxies', 'allowed_origins', 'audit_retention', 'log_level'] as const;
+const SERVER_KEYS = ['listen', 'base_url', 'database', 'database_token_env', 'trusted_proxies', 'allowed_origins', 'audit_retention', 'log_level', 'workers'] as const;
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
@@ -246,11 +248,14 @@ function readServer(lines: Lines | undefined, env: Env, baseDir: string, problem
   if (auditRetentionSeconds === null) problems.push(`server.audit_retention: "${retentionText}" is not a duration; ${DURATION_HINT}`);
   const logLevel = str('log_level', 'info');
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) problems.push(`server.log_level: "${logLevel}" is not one of ${LOG_LEVELS.join(', ')}`);
+  const workersText = str('workers', '1');
+  const workers = /^\d{1,3}$/.test(workersText) ? Number(workersText) : NaN;
+  if (Number.isNaN(workers)) problems.push(`server.workers: "${workersText}" is not a number of processes (0 = one per core)`);
 
   if (!hostPort) return null;
   return {
     host: hostPort.host, port: hostPort.port, baseUrl, secure, database, databaseToken, trustedProxies, allowedOrigins,
-    auditRetentionSeconds: auditRetentionSeconds ?? 0, logLevel: logLevel as LogLevel,
+    auditRetentionSeconds: auditRetentionSeconds ?? 0, logLevel: logLevel as LogLevel, workers: Number.isNaN(workers) ? 1 : workers,
   };
 }
 

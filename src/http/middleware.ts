@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { routePath } from 'hono/route';
+import { matchedRoutes } from 'hono/route';
 import { getCookie } from 'hono/cookie';
 import { apiError, principalOf, wantsHtml, type Env, type Services } from './context.ts';
 import { addressMatcher, clientAddress } from '../domain/addresses.ts';
@@ -69,7 +69,8 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
  * One line per request, with a request id: the X-Request-Id a trusted proxy sent, else a new one; it is echoed in
- * the response. `route` is the matched pattern, so ids in paths do not make every line different.
+ * the response. `route` is the pattern of the handler that answered (middleware patterns aside), so ids in paths
+ * do not make every line different; null when no route matched.
  */
 export function requestLog(services: Services): MiddlewareHandler<Env> {
   const trustedProxy = addressMatcher(services.config.server.trustedProxies);
@@ -83,7 +84,7 @@ export function requestLog(services: Services): MiddlewareHandler<Env> {
     services.log.info('request', {
       request_id: requestId,
       method: c.req.method,
-      route: routePath(c, -1),
+      route: [...matchedRoutes(c)].reverse().find((r) => r.method !== 'ALL')?.path ?? null,
       path: c.req.path,
       status: c.res.status,
       ms: Math.round((performance.now() - start) * 10) / 10,
