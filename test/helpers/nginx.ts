@@ -15,7 +15,8 @@ export interface Nginx {
 
 export interface NginxOptions {
   port: number;
-  upstreamPort: number;
+  /** one svc; or several, taken in turn (round-robin) */
+  upstreamPort: number | number[];
   secret: string;
   /** user -> password for auth_basic */
   users: Record<string, string>;
@@ -62,11 +63,14 @@ ${mapLines(o.groups)}
     default "";
 ${mapLines(o.names)}
   }
+  upstream svc {
+${(Array.isArray(o.upstreamPort) ? o.upstreamPort : [o.upstreamPort]).map((p) => `    server 127.0.0.1:${p};`).join('\n')}
+  }
   server {
     listen 127.0.0.1:${o.port};
     # The sign-in form needs no proxy authentication; nginx passes the client's address on.
     location = /login {
-      proxy_pass http://127.0.0.1:${o.upstreamPort};
+      proxy_pass http://svc;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
       proxy_set_header Host $http_host;
@@ -75,7 +79,7 @@ ${mapLines(o.names)}
     location / {
       auth_basic "svc";
       auth_basic_user_file ${dir}/htpasswd;
-      proxy_pass http://127.0.0.1:${o.upstreamPort};
+      proxy_pass http://svc;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
       proxy_set_header Host $http_host;
