@@ -109,6 +109,22 @@ describe('Client ID Metadata Documents', () => {
     assert.ok(!fetched.includes('/good.json?again'), 'nothing but the documents was fetched');
   });
 
+  test('the documents one address can make svc fetch are limited', async () => {
+    const alice = new Browser(inst.url);
+    await alice.login('alice', 'alice password 1');
+    const before = fetched.length;
+    let limited = -1;
+    for (let i = 0; i < 25 && limited < 0; i++) {
+      const text = await (await authorize(alice, `${docs}/missing-${i}.json`)).text();
+      if (/too many new apps from this address/.test(text)) limited = i;
+    }
+    assert.ok(limited >= 0 && limited <= 20, `limited after ${limited} fetches`);
+    const after = fetched.length;
+    await authorize(alice, `${docs}/missing-more.json`);
+    assert.equal(fetched.length, after, 'no fetch once limited');
+    assert.ok(after - before <= 20);
+  });
+
   test('with client_metadata_allow_private off, a document on a local address is refused without being fetched', async () => {
     const strict = await install(sourceRunner, { auth: oauthAuth(false), env: { NODE_EXTRA_CA_CERTS: join(dir, 'ca.pem') } });
     const added = await strict.cli(['user', 'add', 'bob', '--email', 'bob@example.com', '--password-stdin'], 'bob password 1\n');

@@ -114,8 +114,11 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
     );
   };
 
-  /** The client for an authorization request, fetching a metadata document when its copy is missing or stale. */
-  const resolveClient = async (id: string | undefined): Promise<OauthClient | string> => {
+  /**
+   * The client for an authorization request, fetching a metadata document when its copy is missing or stale. Anyone
+   * can ask, so the fetches one client address may cause are limited like registrations.
+   */
+  const resolveClient = async (id: string | undefined, from: string): Promise<OauthClient | string> => {
     const unknown = 'svc does not know this app (client_id). Register it first.';
     if (!id) return unknown;
     const known = await getClient(db, id);
@@ -123,6 +126,8 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
     if (!isMetadataUrl(id)) return unknown;
     if (!oauth.clientMetadataDocuments) return 'svc does not accept client metadata documents; register the app instead.';
     if (known && (known.refreshAt ?? 0) > Date.now()) return known;
+    const allowed = await database.write((tx) => reserveAttempt(tx, [[`metadata-fetch:${from}`, REGISTRATIONS_PER_ADDRESS]]));
+    if (!allowed.ok) return `too many new apps from this address; try again in ${Math.ceil(allowed.retryAfter / 60)} minute(s).`;
     try {
       const meta = await fetchClientMetadata(id, { allowPrivate: oauth.clientMetadataAllowPrivate });
       return await database.write((tx) => saveMetadataClient(tx, id, meta));
@@ -135,7 +140,7 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
   app.get('/oauth/authorize', async (c) => {
     const q = c.req.query();
     // Client and redirect URI first: until both are trusted, nothing is sent anywhere.
-    const client = await resolveClient(q.client_id);
+    const client = await resolveClient(q.client_id, c.get('client'));
     if (typeof client === 'string') return errorPage(c, client);
     const redirectUri = q.redirect_uri ?? (client.redirectUris.length === 1 ? client.redirectUris[0] : undefined);
     if (!redirectUri || !redirectMatches(client.redirectUris, redirectUri)) return errorPage(c, 'The address this app asked svc to send you back to is not one it registered.');
