@@ -1,5 +1,6 @@
 // `npm run bench`: measures side by side in one run and prints ratios (never a bare time as a verdict).
-//   1. authenticated `tools/call whoami` on /mcp vs. the same handler without the auth core (throughput)
+//   1. authenticated `tools/call whoami` on /mcp vs. the same handler without the auth core, and vs. a bare MCP SDK
+//      server answering `tools/call echo` (throughput, and svc's p99/p50)
 //   2. `search` over 100,000 generated items with the ACL filter vs. the bare FTS5 query (p50/p99 latency)
 //   3. the bearer lookup with 1,000,000 tokens in the table vs. 1,000 (cost per lookup)
 //   4. a token mint through svc's write path (queued BEGIN IMMEDIATE … COMMIT, commit check, synchronous=FULL) vs.
@@ -47,7 +48,9 @@ async function prepareDb(name: string): Promise<{ url: string; path: string; dat
 
 // ---------- 1. /mcp throughput, authenticated vs. not ----------
 
-function startServer(mode: 'auth' | 'direct', url: string, port: number): Promise<ChildProcess> {
+type Mode = 'auth' | 'direct' | 'bare';
+
+function startServer(mode: Mode, url: string, port: number): Promise<ChildProcess> {
   const args = [process.execPath, '--import', 'tsx', join(import.meta.dirname, 'server.ts'), mode, url, String(port)];
   const child = pin ? spawn('taskset', ['-c', '0', ...args], { stdio: ['ignore', 'pipe', 'inherit'] }) : spawn(args[0]!, args.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
@@ -56,14 +59,15 @@ function startServer(mode: 'auth' | 'direct', url: string, port: number): Promis
   });
 }
 
-async function load(port: number, token: string, seconds: number): Promise<autocannon.Result> {
+async function load(port: number, token: string, seconds: number, mode: Mode): Promise<autocannon.Result> {
+  const call = mode === 'bare' ? { name: 'echo', arguments: { text: 'hi' } } : { name: 'whoami', arguments: {} };
   return autocannon({
     url: `http://127.0.0.1:${port}/mcp`,
     method: 'POST',
     connections: 50,
     duration: seconds,
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } }),
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: call }),
   });
 }
 
@@ -76,30 +80,35 @@ async function benchMcp(): Promise<void> {
   close();
   // One server of each kind for the whole part, both on core 0, loaded one at a time: each stays warm, and
   // short alternating rounds (ABBA) spread drift over both instead of favouring whichever ran first.
-  const ports = { direct: 20000 + Math.floor(Math.random() * 10000), auth: 30000 + Math.floor(Math.random() * 10000) };
-  const servers = [await startServer('direct', url, ports.direct), await startServer('auth', url, ports.auth)];
-  const rates: Record<'auth' | 'direct', number[]> = { auth: [], direct: [] };
-  const p99: Record<'auth' | 'direct', number[]> = { auth: [], direct: [] };
+  const ports = { direct: 20000 + Math.floor(Math.random() * 10000), auth: 30000 + Math.floor(Math.random() * 10000), bare: 40000 + Math.floor(Math.random() * 10000) };
+  const modes = ['direct', 'auth', 'bare'] as const;
+  const servers = [await startServer('direct', url, ports.direct), await startServer('auth', url, ports.auth), await startServer('bare', url, ports.bare)];
+  const rates: Record<Mode, number[]> = { auth: [], direct: [], bare: [] };
+  const p99: Record<Mode, number[]> = { auth: [], direct: [], bare: [] };
+  const p50: Record<Mode, number[]> = { auth: [], direct: [], bare: [] };
   try {
-    for (const mode of ['direct', 'auth'] as const) await load(ports[mode], token, QUICK ? 2 : 5); // warm-up
+    for (const mode of modes) await load(ports[mode], token, QUICK ? 2 : 5, mode); // warm-up
     for (let round = 0; round < ROUNDS * 2; round++) {
-      const order = round % 2 === 0 ? (['direct', 'auth'] as const) : (['auth', 'direct'] as const);
+      const order = round % 2 === 0 ? modes : ([...modes].reverse() as unknown as typeof modes);
       for (const mode of order) {
-        const r = await load(ports[mode], token, SECONDS);
+        const r = await load(ports[mode], token, SECONDS, mode);
         if (r.non2xx > 0 || r.errors > 0) throw new Error(`${mode}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
         rates[mode].push(r.requests.average);
         p99[mode].push(r.latency.p99);
+        p50[mode].push(r.latency.p50);
       }
     }
   } finally {
     for (const s of servers) s.kill('SIGKILL');
   }
-  const auth = median(rates.auth);
-  const direct = median(rates.direct);
-  say(`1. /mcp tools/call whoami, 50 connections, median of ${ROUNDS * 2} alternating rounds of ${SECONDS}s${pin ? ' (servers on core 0)' : ''}`);
-  say(`   authenticated:   ${fmt(auth, 0)} req/s, p99 ${median(p99.auth)} ms`);
-  say(`   without auth:    ${fmt(direct, 0)} req/s, p99 ${median(p99.direct)} ms`);
+  const [auth, direct, bare] = [median(rates.auth), median(rates.direct), median(rates.bare)];
+  say(`1. /mcp tools/call, 50 connections, median of ${ROUNDS * 2} alternating rounds of ${SECONDS}s${pin ? ' (servers on core 0)' : ''}`);
+  say(`   svc, authenticated whoami:   ${fmt(auth, 0)} req/s, p50 ${median(p50.auth)} ms, p99 ${median(p99.auth)} ms`);
+  say(`   svc without auth, whoami:    ${fmt(direct, 0)} req/s, p99 ${median(p99.direct)} ms`);
+  say(`   bare MCP SDK server, echo:   ${fmt(bare, 0)} req/s, p99 ${median(p99.bare)} ms`);
   say(`   ratio authenticated / without auth: ${fmt(auth / direct)}   (target >= 0.90)`);
+  say(`   ratio svc authenticated / bare SDK server: ${fmt(auth / bare)}   (target >= 0.90)`);
+  say(`   svc p99 / p50: ${fmt(median(p99.auth) / Math.max(1, median(p50.auth)))}   (target <= 5)`);
 }
 
 // ---------- 2. search with the ACL vs. bare FTS5 ----------

@@ -2,7 +2,9 @@
 //   tsx scripts/bench/server.ts auth   DB_URL PORT  -> the shipped app (createApp): auth core on every request
 //   tsx scripts/bench/server.ts direct DB_URL PORT  -> the same app, with an authenticator that returns the bench user
 //                                                     without looking at the request (the unauthenticated baseline)
-// The baseline exists only here: the shipped server has no switch that skips authentication.
+//   tsx scripts/bench/server.ts bare   -      PORT  -> a bare MCP SDK server: Hono, the web-standard transport,
+//                                                     stateless JSON, one `echo` tool, a shared Ajv validator, no auth
+// The baselines exist only here: the shipped server has no switch that skips authentication.
 import { serve } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { loadConfig } from '../../src/config/load.ts';
@@ -15,6 +17,28 @@ import { getUser } from '../../src/store/users.ts';
 import { silentLogger } from '../../src/log.ts';
 
 const [mode, dbUrl, port] = process.argv.slice(2) as [string, string, string];
+if (mode === 'bare') {
+  const { Hono } = await import('hono');
+  const { McpServer } = await import('@modelcontextprotocol/sdk/server/mcp.js');
+  const { WebStandardStreamableHTTPServerTransport } = await import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js');
+  const { AjvJsonSchemaValidator } = await import('@modelcontextprotocol/sdk/validation/ajv');
+  const { z } = await import('zod');
+  const validator = new AjvJsonSchemaValidator();
+  const bare = new Hono();
+  bare.post('/mcp', async (c) => {
+    const server = new McpServer({ name: 'bare', version: '1' }, { jsonSchemaValidator: validator });
+    server.registerTool('echo', { description: 'echo', inputSchema: { text: z.string() } }, async ({ text }) => ({ content: [{ type: 'text', text }] }));
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    await server.connect(transport);
+    try {
+      return await transport.handleRequest(c.req.raw);
+    } finally {
+      void server.close();
+    }
+  });
+  serve({ fetch: bare.fetch, hostname: '127.0.0.1', port: Number(port) }, () => process.stdout.write('ready\n'));
+  process.once('SIGINT', () => process.exit(0));
+} else {
 const config = loadConfig(
   `[server]\nlisten = 127.0.0.1:${port}\nbase_url = http://127.0.0.1:${port}\ndatabase = ${dbUrl}\n[auth]\ntoken\n    enabled true\n`,
   {},
@@ -30,3 +54,4 @@ const fixed: Authenticator = { resolve: async () => ({ kind: 'principal', princi
 const app = createApp(mode === 'auth' ? services : { ...services, auth: fixed }, (c) => getConnInfo(c).remote.address ?? '');
 serve({ fetch: app.fetch, hostname: '127.0.0.1', port: Number(port) }, () => process.stdout.write('ready\n'));
 process.once('SIGINT', () => process.exit(0));
+}
