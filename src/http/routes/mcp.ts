@@ -57,13 +57,11 @@ export function mcpRoutes(services: Services): Hono<Env> {
     const server = buildMcpServer(services.database.db, principal);
     const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
-    try {
-      const response = await transport.handleRequest(c.req.raw, { parsedBody });
-      if (response.ok && isInitialize(parsedBody)) response.headers.set('mcp-session-id', newSessionId(await key, principal.user.id));
-      return response;
-    } finally {
-      void server.close();
-    }
+    // Stateless JSON: once the response is built, nothing is pending, and nothing but this request holds the server
+    // and transport. Closing them would only build abort signals and errors that nobody reads; they are left to GC.
+    const response = await transport.handleRequest(c.req.raw, { parsedBody });
+    if (response.ok && isInitialize(parsedBody)) response.headers.set('mcp-session-id', newSessionId(await key, principal.user.id));
+    return response;
   }
   return app;
 }
