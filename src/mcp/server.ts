@@ -22,7 +22,8 @@ const RESOURCE_PAGE = 100;
 const RESOURCE_NOT_FOUND = -32002;
 export const QUERY_MAX = 1000;
 
-const whoamiOutput = {
+// Built once as objects: given raw shapes, the SDK would build these objects again for every request.
+const whoamiOutput = z.object({
   uid: z.string(),
   name: z.string(),
   email: z.string(),
@@ -30,15 +31,15 @@ const whoamiOutput = {
   admin: z.boolean(),
   via: z.enum(['token', 'session', 'header']),
   restriction: z.array(z.string()).nullable().describe('the token\'s label restriction, or null for the user\'s whole access'),
-};
+});
 const hit = z.object({ id: z.string(), title: z.string(), snippet: z.string() });
-const itemOutput = { id: z.string(), title: z.string(), text: z.string(), labels: z.array(z.string()) };
-const searchInput = {
+const itemOutput = z.object({ id: z.string(), title: z.string(), text: z.string(), labels: z.array(z.string()) });
+const searchInput = z.object({
   query: z.string().min(1).max(QUERY_MAX).describe('words to look for'),
   limit: z.number().int().min(1).max(50).default(10).describe('how many results, 1 to 50 (default 10)'),
-};
-const searchOutput = { results: z.array(hit) };
-const fetchInput = { id: z.string().min(1).max(ITEM_ID_MAX).describe('the document id') };
+});
+const searchOutput = z.object({ results: z.array(hit) });
+const fetchInput = z.object({ id: z.string().min(1).max(ITEM_ID_MAX).describe('the document id') });
 
 function json(value: unknown) {
   return [{ type: 'text' as const, text: JSON.stringify(value) }];
