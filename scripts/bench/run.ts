@@ -52,7 +52,11 @@ type Mode = 'auth' | 'direct' | 'bare';
 
 function startServer(mode: Mode, url: string, port: number): Promise<ChildProcess> {
   const args = [process.execPath, '--import', 'tsx', join(import.meta.dirname, 'server.ts'), mode, url, String(port)];
-  const child = pin ? spawn('taskset', ['-c', '0', ...args], { stdio: ['ignore', 'pipe', 'inherit'] }) : spawn(args[0]!, args.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = pin ? spawn('taskset', ['-c', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] }) : spawn(args[0]!, args.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+  // The request log goes to a pipe, as to a log collector; drained, and shown only if the server fails.
+  let errors = '';
+  child.stderr!.on('data', (d: Buffer) => (errors = (errors + d.toString()).slice(-4000)));
+  child.once('exit', (code) => code && process.stderr.write(errors));
   return new Promise((resolve, reject) => {
     child.stdout!.on('data', (d: Buffer) => d.toString().includes('ready') && resolve(child));
     child.once('exit', (code) => reject(new Error(`bench server exited with ${code}`)));

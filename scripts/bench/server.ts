@@ -14,7 +14,7 @@ import { channelsFor } from '../../src/auth/channels.ts';
 import { createApp } from '../../src/http/app.ts';
 import type { Services } from '../../src/http/context.ts';
 import { getUser } from '../../src/store/users.ts';
-import { silentLogger } from '../../src/log.ts';
+import { createLogger } from '../../src/log.ts';
 
 const [mode, dbUrl, port] = process.argv.slice(2) as [string, string, string];
 if (mode === 'bare') {
@@ -45,7 +45,9 @@ const config = loadConfig(
   { mode: 'serve' },
 );
 const database = await openDatabase(dbUrl, null);
-const services: Services = { config, database, log: silentLogger, auth: createAuthenticator(channelsFor(config, database)) };
+// Logging as the shipped server does: one JSON line per request, to a pipe the bench drains.
+const log = createLogger();
+const services: Services = { config, database, log, auth: createAuthenticator(channelsFor(config, database, log)) };
 
 // The same application either way; only the authenticator differs. The baseline answers every request with
 // the bench user, so the difference between the two is exactly the auth core (token check and user lookup).
