@@ -11,7 +11,7 @@
 // a transaction in progress, and one for writes. Remote sqld/Turso URLs use @libsql/client.
 import { fileURLToPath } from 'node:url';
 import { accessSync, constants as fs, existsSync, mkdirSync, statSync } from 'node:fs';
-import { dirname, isAbsolute, resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { sql } from 'drizzle-orm';
 import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import * as schema from './schema.ts';
