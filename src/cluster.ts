@@ -26,6 +26,12 @@ export async function servePrimary(config: Config, log: Logger, workers: number)
     database.close();
   }
   log.info('workers_starting', { workers, database: database.location });
+  // The workers keep the counts; the primary answers scrapes with their sum.
+  let metricsListener: { close(): void } | null = null;
+  if (config.server.metrics) {
+    const { serveScrapes, clusterScrape } = await import('./metrics/prometheus.ts');
+    metricsListener = await serveScrapes(config.server.metrics, clusterScrape(), log);
+  }
   let stopping = false;
   const started = new Map<Worker, number>();
   const fork = () => {
@@ -65,6 +71,7 @@ export async function servePrimary(config: Config, log: Logger, workers: number)
     process.on('SIGINT', () => onSignal('SIGINT'));
     process.on('SIGTERM', () => onSignal('SIGTERM'));
   });
+  metricsListener?.close();
   log.info('stopped');
   return 0;
 }

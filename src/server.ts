@@ -1,4 +1,5 @@
 // `svc serve`: open, migrate and check the database, listen, and shut down gracefully on SIGINT/SIGTERM.
+import cluster from 'node:cluster';
 import { serve, type ServerType } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import type { Config } from './config/load.ts';
@@ -10,6 +11,27 @@ import type { Logger } from './log.ts';
 import type { RelyingParty } from './auth/oidc.ts';
 import { pruneAudit } from './store/audit.ts';
 import { safeDatabaseMessage } from './db/errors.ts';
+import { noMetrics, type Metrics } from './metrics/events.ts';
+import type { Database } from './db/open.ts';
+import { population } from './store/population.ts';
+
+/**
+ * Metrics on metrics_listen: prom-client is loaded only then. A worker answers its primary, which serves the sum
+ * of all workers; a single process serves its own.
+ */
+async function startMetrics(config: Config, sources: { database: Database | null; oidc: RelyingParty | null }, log: Logger): Promise<{ metrics: Metrics; close(): void }> {
+  const { PrometheusMetrics, shareWithPrimary, serveScrapes, processScrape } = await import('./metrics/prometheus.ts');
+  const metrics = new PrometheusMetrics({
+    population: () => (sources.database ? population(sources.database.db) : Promise.reject(new Error('the database is not open'))),
+    oidc: config.auth.oidc ? () => ({ ready: sources.oidc?.ready ?? false, lastErrorAt: sources.oidc?.lastErrorAt ?? null }) : null,
+  });
+  if (cluster.isWorker) {
+    shareWithPrimary(metrics);
+    return { metrics, close() {} };
+  }
+  const listener = await serveScrapes(config.server.metrics!, processScrape(metrics), log);
+  return { metrics, close: () => listener.close() };
+}
 
 export interface Running {
   readonly port: number;
@@ -38,7 +60,14 @@ type ConnectionLimits = typeof CONNECTION_LIMITS;
 export async function startServer(config: Config, log: Logger, options: { graceMs?: number; limits?: Partial<ConnectionLimits> } = {}): Promise<Running> {
   const graceMs = options.graceMs ?? SHUTDOWN_GRACE_MS;
   const limits = { ...CONNECTION_LIMITS, ...options.limits };
-  const database = await openDatabase(config.server.database, config.server.databaseToken);
+  const sources = { database: null as Database | null, oidc: null as RelyingParty | null };
+  const prometheus = config.server.metrics ? await startMetrics(config, sources, log) : null;
+  const metrics = prometheus?.metrics ?? noMetrics;
+  const database = await openDatabase(config.server.database, config.server.databaseToken, { events: metrics }).catch((e: unknown) => {
+    prometheus?.close();
+    throw e;
+  });
+  sources.database = database;
   try {
     await database.migrate();
     // Refuse to serve a database svc cannot write: every login and change would fail.
@@ -46,6 +75,7 @@ export async function startServer(config: Config, log: Logger, options: { graceM
     if (problems.length > 0) throw new StartupError(problems.join('\n'));
   } catch (e) {
     database.close();
+    prometheus?.close();
     throw e;
   }
   // openid-client and its JOSE stack are loaded only when single sign-on is on.
@@ -53,7 +83,8 @@ export async function startServer(config: Config, log: Logger, options: { graceM
     ? new (await import('./auth/oidc.ts')).RelyingParty(config.auth.oidc, config.auth.groups, log)
     : null;
   oidc?.start();
-  const services = { config, database, log, oidc, auth: createAuthenticator(channelsFor(config, database, log)) };
+  sources.oidc = oidc;
+  const services = { config, database, log, oidc, metrics, auth: createAuthenticator(channelsFor(config, database, log)) };
   const app = createApp(services, (c) => getConnInfo(c).remote.address ?? '');
 
   // Requests whose handler has not finished, so the database closes only after the last one.
@@ -98,6 +129,8 @@ export async function startServer(config: Config, log: Logger, options: { graceM
       .catch((e: unknown) => log.warn('audit_prune_failed', { error: safeDatabaseMessage(e) }));
   };
   const firstPrune = setTimeout(prune, 1000).unref();
+  // Mail to users, when [notify] is set: loaded only then.
+  const notices = config.notify ? (await import('./notify/job.ts')).startNoticeJob(database, config.notify, config.server.baseUrl, log) : null;
   const hourlyPrune = setInterval(prune, 3600_000).unref();
 
   const http = server as ServerType & { closeIdleConnections(): void; closeAllConnections(): void };
@@ -126,8 +159,10 @@ export async function startServer(config: Config, log: Logger, options: { graceM
           clearTimeout(firstPrune);
           clearInterval(hourlyPrune);
           await pruning;
+          await notices?.stop();
           await services.auth.close?.().catch(() => undefined);
           database.close();
+          prometheus?.close();
           log.info('stopped');
           resolve();
         });

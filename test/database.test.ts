@@ -3,7 +3,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
-import { mkdtempSync, rmSync, unlinkSync, writeFileSync, chmodSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, rmSync, unlinkSync, writeFileSync, chmodSync, mkdirSync, readFileSync, openSync, writeSync, closeSync } from 'node:fs';
 import { execFileSync, spawn } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -259,6 +259,34 @@ describe('what startup, svc check and /readyz see', () => {
       const gone = await fetch(`${s.url}/readyz`);
       assert.equal(gone.status, 503);
       assert.match(((await gone.json()) as { problems: string[] }).problems[0]!, /was deleted while svc runs/);
+    } finally {
+      await s.stop();
+    }
+  });
+
+  test('/readyz: 503 naming the file when the database becomes unreadable while svc runs, 200 again once it is repaired', async (t) => {
+    const s = await startTestServer();
+    const path = s.ws.dbUrl.slice('file:'.length);
+    try {
+      assert.equal((await fetch(`${s.url}/readyz`)).status, 200);
+      // Overwritten in place (the same file, so not "replaced"), after a checkpoint has moved everything into it:
+      // SQLite no longer recognises it. The open connections would go on answering from their caches.
+      await sqlite3(path, 'PRAGMA wal_checkpoint(TRUNCATE);');
+      const original = readFileSync(path);
+      const fd = openSync(path, 'r+');
+      writeSync(fd, Buffer.alloc(4096, 0x5a), 0, 4096, 0);
+      closeSync(fd);
+      const broken = await fetch(`${s.url}/readyz`);
+      assert.equal(broken.status, 503);
+      const body = (await broken.json()) as { status: string; problems: string[] };
+      assert.equal(body.status, 'unavailable');
+      t.diagnostic(body.problems[0]!);
+      assert.match(body.problems[0]!, new RegExp(`${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}.*(cannot be read|could not be used)`));
+      assert.equal((await fetch(`${s.url}/healthz`)).status, 200, 'still alive: liveness is not readiness');
+      const fd2 = openSync(path, 'r+');
+      writeSync(fd2, original, 0, 4096, 0);
+      closeSync(fd2);
+      assert.equal((await fetch(`${s.url}/readyz`)).status, 200);
     } finally {
       await s.stop();
     }

@@ -10,6 +10,15 @@ import { launchChromium } from './helpers/chromium.ts';
 import { users, oidcFlows } from '../src/db/schema.ts';
 import { getUser, findUser, updateUser } from '../src/store/users.ts';
 import { verifySessionCookie } from '../src/domain/secrets.ts';
+import { scrape } from './helpers/metrics.ts';
+
+async function until(check: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 
 const OTHER = { client_id: 'other-app', client_secret: 'other-app-secret-0123456789', redirect_uris: ['http://127.0.0.1:9/other-callback'] };
 
@@ -372,10 +381,22 @@ for (const jit of [true, false]) {
 }
 
 describe('OIDC with a provider that is down or lies about its issuer', () => {
-  test('provider down: svc serves the other channels, /oidc/login is 503, svc check says what is wrong', async () => {
+  test('provider down: svc serves the other channels, /oidc/login is 503, svc check says what is wrong; readiness and metrics report it', async () => {
     const deadPort = await freePort();
-    const s = await startTestServer({ env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET }, auth: ({ baseUrl }) => oidcAuth(`http://127.0.0.1:${deadPort}`, baseUrl, true) });
+    const metricsPort = await freePort();
+    const s = await startTestServer({
+      env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET },
+      auth: ({ baseUrl }) => oidcAuth(`http://127.0.0.1:${deadPort}`, baseUrl, true),
+      serverExtra: `metrics_listen = 127.0.0.1:${metricsPort}\n`,
+    });
+    let idp: Awaited<ReturnType<typeof startProvider>> | null = null;
     try {
+      // Ready without the provider: the other channels serve. The state is reported, not required.
+      const ready = await fetch(`${s.url}/readyz`);
+      assert.equal(ready.status, 200);
+      assert.deepEqual(await ready.json(), { status: 'ready', oidc: 'unavailable' });
+      await until(async () => (await scrape(`http://127.0.0.1:${metricsPort}/metrics`)).value('svc_oidc_discovery_last_error_timestamp_seconds') > 0);
+      assert.equal((await scrape(`http://127.0.0.1:${metricsPort}/metrics`)).value('svc_oidc_discovery_ready'), 0);
       await s.addUser({ uid: 'local', email: 'local@example.com', password: 'local password' });
       assert.equal((await fetch(`${s.url}/healthz`)).status, 200);
       const login = await fetch(`${s.url}/oidc/login`, { redirect: 'manual' });
@@ -385,8 +406,14 @@ describe('OIDC with a provider that is down or lies about its issuer', () => {
       const check = await s.ws.svc(['check'], { env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET } });
       assert.equal(check.code, 1);
       assert.match(check.stderr, /auth\.oidc\.issuer: discovery at http:\/\/127\.0\.0\.1:\d+ failed/);
+
+      // The provider comes up: discovery's retry finds it.
+      idp = await startProvider({ port: deadPort, redirectUris: [`${s.url}/oidc/callback`] });
+      await until(async () => ((await (await fetch(`${s.url}/readyz`)).json()) as { oidc?: string }).oidc === 'ready', 20_000);
+      assert.equal((await scrape(`http://127.0.0.1:${metricsPort}/metrics`)).value('svc_oidc_discovery_ready'), 1);
     } finally {
       await s.stop();
+      await idp?.stop();
     }
   });
 

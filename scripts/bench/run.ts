@@ -48,7 +48,7 @@ async function prepareDb(name: string): Promise<{ url: string; path: string; dat
 
 // ---------- 1. /mcp throughput, authenticated vs. not ----------
 
-type Mode = 'auth' | 'direct' | 'bare';
+type Mode = 'auth' | 'direct' | 'metrics' | 'bare';
 
 function startServer(mode: Mode, url: string, port: number): Promise<ChildProcess> {
   const args = [process.execPath, '--import', 'tsx', join(import.meta.dirname, 'server.ts'), mode, url, String(port)];
@@ -84,12 +84,14 @@ async function benchMcp(): Promise<void> {
   close();
   // One server of each kind for the whole part, both on core 0, loaded one at a time: each stays warm, and
   // short alternating rounds (ABBA) spread drift over both instead of favouring whichever ran first.
-  const ports = { direct: 20000 + Math.floor(Math.random() * 10000), auth: 30000 + Math.floor(Math.random() * 10000), bare: 40000 + Math.floor(Math.random() * 10000) };
-  const modes = ['direct', 'auth', 'bare'] as const;
-  const servers = [await startServer('direct', url, ports.direct), await startServer('auth', url, ports.auth), await startServer('bare', url, ports.bare)];
-  const rates: Record<Mode, number[]> = { auth: [], direct: [], bare: [] };
-  const p99: Record<Mode, number[]> = { auth: [], direct: [], bare: [] };
-  const p50: Record<Mode, number[]> = { auth: [], direct: [], bare: [] };
+  const base = 20000 + Math.floor(Math.random() * 10000);
+  const ports: Record<Mode, number> = { direct: base, auth: base + 1, metrics: base + 2, bare: base + 3 };
+  const modes = ['direct', 'auth', 'metrics', 'bare'] as const;
+  const servers: ChildProcess[] = [];
+  for (const mode of modes) servers.push(await startServer(mode, url, ports[mode]));
+  const rates: Record<Mode, number[]> = { auth: [], direct: [], metrics: [], bare: [] };
+  const p99: Record<Mode, number[]> = { auth: [], direct: [], metrics: [], bare: [] };
+  const p50: Record<Mode, number[]> = { auth: [], direct: [], metrics: [], bare: [] };
   try {
     for (const mode of modes) await load(ports[mode], token, QUICK ? 2 : 5, mode); // warm-up
     for (let round = 0; round < ROUNDS * 2; round++) {
@@ -105,14 +107,16 @@ async function benchMcp(): Promise<void> {
   } finally {
     for (const s of servers) s.kill('SIGKILL');
   }
-  const [auth, direct, bare] = [median(rates.auth), median(rates.direct), median(rates.bare)];
+  const [auth, direct, withMetrics, bare] = [median(rates.auth), median(rates.direct), median(rates.metrics), median(rates.bare)];
   say(`1. /mcp tools/call, 50 connections, median of ${ROUNDS * 2} alternating rounds of ${SECONDS}s${pin ? ' (servers on core 0)' : ''}`);
   say(`   svc, authenticated whoami:   ${fmt(auth, 0)} req/s, p50 ${median(p50.auth)} ms, p99 ${median(p99.auth)} ms`);
   say(`   svc without auth, whoami:    ${fmt(direct, 0)} req/s, p99 ${median(p99.direct)} ms`);
+  say(`   svc with metrics on, whoami: ${fmt(withMetrics, 0)} req/s, p99 ${median(p99.metrics)} ms`);
   say(`   bare MCP SDK server, echo:   ${fmt(bare, 0)} req/s, p99 ${median(p99.bare)} ms`);
   say(`   ratio authenticated / without auth: ${fmt(auth / direct)}   (target >= 0.90)`);
   say(`   ratio svc authenticated / bare SDK server: ${fmt(auth / bare)}   (target >= 0.90)`);
   say(`   svc p99 / p50: ${fmt(median(p99.auth) / Math.max(1, median(p50.auth)))}   (target <= 5)`);
+  say(`   ratio metrics on / off: ${fmt(withMetrics / auth)}   (target >= 0.97)`);
 }
 
 // ---------- 2. search with the ACL vs. bare FTS5 ----------

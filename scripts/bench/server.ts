@@ -1,5 +1,6 @@
 // A server for the /mcp throughput benchmark, run as its own process.
 //   tsx scripts/bench/server.ts auth   DB_URL PORT  -> the shipped app (createApp): auth core on every request
+//   tsx scripts/bench/server.ts metrics DB_URL PORT -> the shipped app with metrics on (what metrics_listen turns on)
 //   tsx scripts/bench/server.ts direct DB_URL PORT  -> the same app, with an authenticator that returns the bench user
 //                                                     without looking at the request (the unauthenticated baseline)
 //   tsx scripts/bench/server.ts bare   -      PORT  -> a bare MCP SDK server: Hono, the web-standard transport,
@@ -15,6 +16,8 @@ import { createApp } from '../../src/http/app.ts';
 import type { Services } from '../../src/http/context.ts';
 import { getUser } from '../../src/store/users.ts';
 import { createLogger } from '../../src/log.ts';
+import { noMetrics } from '../../src/metrics/events.ts';
+import { population } from '../../src/store/population.ts';
 
 const [mode, dbUrl, port] = process.argv.slice(2) as [string, string, string];
 if (mode === 'bare') {
@@ -47,13 +50,16 @@ const config = loadConfig(
 const database = await openDatabase(dbUrl, null);
 // Logging as the shipped server does: one JSON line per request, to a pipe the bench drains.
 const log = createLogger();
-const services: Services = { config, database, log, auth: createAuthenticator(channelsFor(config, database, log)) };
+const metrics = mode === 'metrics'
+  ? new (await import('../../src/metrics/prometheus.ts')).PrometheusMetrics({ population: () => population(database.db), oidc: null })
+  : noMetrics;
+const services: Services = { config, database, log, metrics, auth: createAuthenticator(channelsFor(config, database, log)) };
 
 // The same application either way; only the authenticator differs. The baseline answers every request with
 // the bench user, so the difference between the two is exactly the auth core (token check and user lookup).
 const benchUser = await getUser(database.db, 'bench');
 const fixed: Authenticator = { resolve: async () => ({ kind: 'principal', principal: { user: benchUser, via: 'token' } }) };
-const app = createApp(mode === 'auth' ? services : { ...services, auth: fixed }, (c) => getConnInfo(c).remote.address ?? '');
+const app = createApp(mode !== 'direct' ? services : { ...services, auth: fixed }, (c) => getConnInfo(c).remote.address ?? '');
 serve({ fetch: app.fetch, hostname: '127.0.0.1', port: Number(port) }, () => process.stdout.write('ready\n'));
 process.once('SIGINT', () => process.exit(0));
 }

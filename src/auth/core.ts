@@ -4,6 +4,7 @@
 import type { User } from '../store/users.ts';
 import type { LabelSet } from '../domain/labels.ts';
 import type { Access } from '../domain/visibility.ts';
+import type { AuthOutcome } from '../metrics/events.ts';
 
 export type Via = 'token' | 'session' | 'header';
 
@@ -31,6 +32,8 @@ export interface Rejection {
   readonly message: string;
   /** for the log and audit trail; never contains a secret */
   readonly reason: string;
+  /** the reason as one of a few fixed words, for the metrics */
+  readonly outcome: Exclude<AuthOutcome, 'ok' | 'missing'>;
 }
 
 export interface Channel {
@@ -42,7 +45,7 @@ export interface Channel {
 
 export type Resolution =
   | { readonly kind: 'principal'; readonly principal: Principal }
-  | { readonly kind: 'rejected'; readonly rejection: Rejection }
+  | { readonly kind: 'rejected'; readonly rejection: Rejection; readonly channel: Via }
   | { readonly kind: 'anonymous' };
 
 export function isRejection(answer: Principal | Rejection): answer is Rejection {
@@ -61,7 +64,7 @@ export function createAuthenticator(channels: readonly Channel[]): Authenticator
       for (const channel of channels) {
         const answer = await channel.authenticate(request);
         if (answer === null) continue;
-        return isRejection(answer) ? { kind: 'rejected', rejection: answer } : { kind: 'principal', principal: answer };
+        return isRejection(answer) ? { kind: 'rejected', rejection: answer, channel: channel.name } : { kind: 'principal', principal: answer };
       }
       return { kind: 'anonymous' };
     },

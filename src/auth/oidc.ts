@@ -17,6 +17,8 @@ export class RelyingParty {
   private configuration: oidc.Configuration | null = null;
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
+  /** when discovery last failed (ms since the epoch), for the metrics; null until it has */
+  lastErrorAt: number | null = null;
 
   constructor(
     readonly config: OidcConfig,
@@ -46,6 +48,7 @@ export class RelyingParty {
         this.log.info('oidc_ready', { issuer: this.config.issuer });
       } catch (e) {
         if (this.stopped) return;
+        this.lastErrorAt = Date.now();
         this.log.warn('oidc_discovery_failed', { issuer: this.config.issuer, error: (e as Error).message, retry_in_s: delay / 1000 });
         this.timer = setTimeout(() => void attempt(), delay);
         this.timer.unref();

@@ -2,7 +2,8 @@
 // operator fixes the file in one pass; nothing in svc reads the environment after this.
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
-import ini from 'ini';
+import { readIniSection, readEnv, ENV_NAME, type Env, type Lines } from './ini-section.ts';
+import { readNotify, type NotifyConfig } from './notify.ts';
 import { parseLabels, LabelError, type LabelSet } from '../domain/labels.ts';
 import { parseDuration, DURATION_HINT } from './duration.ts';
 import { parseTree, type TreeNode } from './tree.ts';
@@ -68,7 +69,11 @@ export interface Config {
     readonly logLevel: LogLevel;
     /** processes serving the socket; 0 = one per core */
     readonly workers: number;
+    /** where GET /metrics is served, never the public listener; null = off */
+    readonly metrics: { readonly host: string; readonly port: number } | null;
   };
+  /** mail to users ([notify]); null when the section is absent */
+  readonly notify: NotifyConfig | null;
   readonly auth: {
     readonly session: SessionConfig | null;
     readonly local: boolean;
@@ -97,9 +102,8 @@ export interface LoadOptions {
   readonly baseDir?: string;
 }
 
-type Env = Readonly<Record<string, string | undefined>>;
 
-const SERVER_KEYS = ['listen', 'base_url', 'database', 'database_token_env', 'trusted_proxies', 'allowed_origins', 'audit_retention', 'log_level', 'workers'] as const;
+const SERVER_KEYS = ['listen', 'base_url', 'database', 'database_token_env', 'trusted_proxies', 'allowed_origins', 'audit_retention', 'log_level', 'workers', 'metrics_listen'] as const;
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
@@ -123,7 +127,6 @@ const AUTH_SPEC: Record<string, Record<string, Kind>> = {
   },
 };
 
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const HEADER_NAME = /^[A-Za-z0-9-]+$/;
 const MIN_SECRET_BYTES = 32;
 
@@ -132,11 +135,10 @@ export function loadConfig(text: string, env: Env, options: LoadOptions): Config
   const sections = splitSections(text, problems);
   const server = readServer(sections.get('server'), env, options.baseDir ?? process.cwd(), problems);
   const auth = readAuth(sections.get('auth') ?? [], env, options, server?.secure ?? false, problems);
+  const notify = sections.has('notify') ? readNotify(sections.get('notify'), env, options.mode === 'serve', problems) : null;
   if (problems.length > 0) throw new ConfigError(problems.map((p) => `svc: config: ${p}`));
-  return deepFreeze({ server: server!, auth: auth! });
+  return deepFreeze({ server: server!, auth: auth!, notify });
 }
-
-type Lines = { text: string; line: number }[];
 
 function splitSections(text: string, problems: string[]): Map<string, Lines> {
   const sections = new Map<string, Lines>();
@@ -146,8 +148,8 @@ function splitSections(text: string, problems: string[]): Map<string, Lines> {
     const header = /^\s*\[([^\]]*)\]\s*$/.exec(raw);
     if (header) {
       const name = header[1]!.trim();
-      if (name !== 'server' && name !== 'auth') {
-        problems.push(`${name}: unknown section (line ${line}); svc.ini has [server] and [auth]`);
+      if (name !== 'server' && name !== 'auth' && name !== 'notify') {
+        problems.push(`${name}: unknown section (line ${line}); svc.ini has [server], [notify] and [auth]`);
         current = [];
       } else if (sections.has(name)) {
         problems.push(`${name}: section given twice (line ${line})`);
@@ -171,29 +173,8 @@ function splitSections(text: string, problems: string[]): Map<string, Lines> {
 }
 
 function readServer(lines: Lines | undefined, env: Env, baseDir: string, problems: string[]): Config['server'] | null {
-  const raw: Record<string, unknown> = lines ? { ...ini.parse(lines.map((l) => l.text).join('\n')) } : {};
-  const seen = new Map<string, number>();
-  for (const { text, line } of lines ?? []) {
-    const m = /^\s*([^=;#\s[][^=]*?)\s*(=|$)/.exec(text);
-    if (!m || text.trim().startsWith(';') || text.trim().startsWith('#')) continue;
-    const key = m[1]!;
-    if (seen.has(key)) problems.push(`server.${key}: given twice (lines ${seen.get(key)} and ${line})`);
-    seen.set(key, line);
-  }
-  for (const key of Object.keys(raw)) {
-    if (!(SERVER_KEYS as readonly string[]).includes(key)) {
-      problems.push(`server.${key}: unknown key; [server] takes ${SERVER_KEYS.join(', ')}`);
-    }
-  }
-  const str = (key: string, fallback: string): string => {
-    const v = raw[key];
-    if (v === undefined) return fallback;
-    if (typeof v !== 'string') {
-      problems.push(`server.${key}: expected a single value`);
-      return fallback;
-    }
-    return v.trim();
-  };
+  const section = readIniSection('server', lines, SERVER_KEYS, problems);
+  const str = section.str;
 
   const listen = str('listen', '127.0.0.1:8080');
   const hostPort = parseHostPort(listen);
@@ -251,11 +232,18 @@ function readServer(lines: Lines | undefined, env: Env, baseDir: string, problem
   const workersText = str('workers', '1');
   const workers = /^\d{1,3}$/.test(workersText) ? Number(workersText) : NaN;
   if (Number.isNaN(workers)) problems.push(`server.workers: "${workersText}" is not a number of processes (0 = one per core)`);
+  const metricsText = str('metrics_listen', '');
+  const metrics = metricsText === '' ? null : parseHostPort(metricsText);
+  if (metricsText !== '' && metrics === null) problems.push(`server.metrics_listen: "${metricsText}" is not host:port (such as 127.0.0.1:9464)`);
+  if (metrics && hostPort && metrics.port === hostPort.port && metrics.port !== 0) {
+    problems.push(`server.metrics_listen: must not share listen's port ${hostPort.port}; metrics are never served on the public listener`);
+  }
 
   if (!hostPort) return null;
   return {
     host: hostPort.host, port: hostPort.port, baseUrl, secure, database, databaseToken, trustedProxies, allowedOrigins,
     auditRetentionSeconds: auditRetentionSeconds ?? 0, logLevel: logLevel as LogLevel, workers: Number.isNaN(workers) ? 1 : workers,
+    metrics,
   };
 }
 
@@ -267,19 +255,6 @@ export function parseHostPort(text: string): { host: string; port: number } | nu
   const host = m[1] ?? m[2]!;
   if (m[1] !== undefined && isIP(host) !== 6) return null;
   return { host, port };
-}
-
-function readEnv(path: string, name: string, env: Env, problems: string[]): string | null {
-  if (!ENV_NAME.test(name)) {
-    problems.push(`${path}: "${name}" is not an environment variable name`);
-    return null;
-  }
-  const value = env[name];
-  if (value === undefined || value === '') {
-    problems.push(`${path}: environment variable ${name} is not set`);
-    return null;
-  }
-  return value;
 }
 
 /** One subtree of [auth], its keys checked against the spec and its values by kind. */

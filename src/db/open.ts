@@ -17,7 +17,7 @@ import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import * as schema from './schema.ts';
 import { replacingConnection } from './libsql-statements.ts';
 import { loadMigrations, applyMigrations, pendingMigrations, type Migration } from './migrations.ts';
-import { DatabaseBusy, DatabaseFailure, isBusy, safeDatabaseMessage, explainFileFailure } from './errors.ts';
+import { DatabaseBusy, DatabaseFailure, isBusy, safeDatabaseMessage, explainFileFailure, sqliteCode } from './errors.ts';
 import { migrationText } from '../runtime/assets.ts';
 
 export type Db = BaseSQLiteDatabase<'sync' | 'async', unknown, typeof schema>;
@@ -50,7 +50,16 @@ export interface Database {
 export interface OpenOptions {
   /** Use @libsql/client even for file: URLs; tests use it to run the remote code path on a local file. */
   readonly forceClient?: boolean;
+  /** told of lock retries and failed writes (the metrics) */
+  readonly events?: DatabaseEvents;
 }
+
+export interface DatabaseEvents {
+  busyRetry(): void;
+  databaseError(kind: 'busy' | 'failed'): void;
+}
+
+const quiet: DatabaseEvents = { busyRetry() {}, databaseError() {} };
 
 /** How long a write waits for another process's lock before answering busy. */
 export const BUSY_WAIT_MS = 5000;
@@ -59,8 +68,19 @@ export const BUSY_WAIT_MS = 5000;
 export class DatabaseOpenError extends Error {}
 
 export async function openDatabase(url: string, authToken: string | null, options: OpenOptions = {}): Promise<Database> {
-  if (url.startsWith('file:') && !options.forceClient) return openEmbedded(filePath(url));
-  return openClient(url, authToken);
+  const events = options.events ?? quiet;
+  const database = url.startsWith('file:') && !options.forceClient ? await openEmbedded(filePath(url), events) : await openClient(url, authToken, events);
+  if (events === quiet) return database;
+  return {
+    ...database,
+    write: (fn, writeOptions) =>
+      database.write(fn, writeOptions).catch((e: unknown) => {
+        // A refusal the change itself decided (a conflict, a bad value) is no failure of the database.
+        if (e instanceof DatabaseBusy) events.databaseError('busy');
+        else if (e instanceof DatabaseFailure || sqliteCode(e) !== '') events.databaseError('failed');
+        throw e;
+      }),
+  };
 }
 
 /** One write at a time per process: writes queue here rather than contend for SQLite's lock. */
@@ -79,7 +99,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * Calls `attempt` until it does not fail busy, backing off without blocking, until `deadline` (which counts from
  * when the caller asked, so writes queued behind a waiting one do not each wait in full).
  */
-async function untilNotBusy<T>(attempt: () => T | Promise<T>, deadline: number): Promise<T> {
+async function untilNotBusy<T>(attempt: () => T | Promise<T>, deadline: number, events: DatabaseEvents): Promise<T> {
   const start = Date.now();
   for (let delay = 2; ; delay = Math.min(delay * 2, 50)) {
     try {
@@ -87,6 +107,7 @@ async function untilNotBusy<T>(attempt: () => T | Promise<T>, deadline: number):
     } catch (e) {
       if (!isBusy(e)) throw e;
       if (Date.now() >= deadline) throw new DatabaseBusy(Date.now() - start);
+      events.busyRetry();
       await sleep(delay + Math.random() * delay);
     }
   }
@@ -102,7 +123,7 @@ type LibsqlDatabase = Parameters<typeof replacingConnection>[0] extends () => in
 const WRITE_PROBE = sql`CREATE TABLE svc_write_probe (x)`;
 class ProbeRollback extends Error {}
 
-async function openEmbedded(path: string): Promise<Database> {
+async function openEmbedded(path: string, events: DatabaseEvents): Promise<Database> {
   const { default: Sqlite } = await import('better-sqlite3');
   const { drizzle } = await import('drizzle-orm/better-sqlite3');
   const inMemory = path === ':memory:';
@@ -135,7 +156,7 @@ async function openEmbedded(path: string): Promise<Database> {
   const transaction = async <T>(fn: (tx: Tx) => Promise<T>, waitMs: number): Promise<T> => {
     const deadline = Date.now() + waitMs;
     return queue(async () => {
-      await untilNotBusy(() => writer.exec('BEGIN IMMEDIATE'), deadline).catch((e) => {
+      await untilNotBusy(() => writer.exec('BEGIN IMMEDIATE'), deadline, events).catch((e) => {
         throw explainFileFailure(path, e);
       });
       let committing = false;
@@ -186,7 +207,7 @@ async function openEmbedded(path: string): Promise<Database> {
   return database;
 }
 
-async function openClient(url: string, authToken: string | null): Promise<Database> {
+async function openClient(url: string, authToken: string | null, events: DatabaseEvents): Promise<Database> {
   const { createClient } = await import('@libsql/client');
   const { drizzle } = await import('drizzle-orm/libsql');
   const isFile = url.startsWith('file:');
@@ -212,7 +233,7 @@ async function openClient(url: string, authToken: string | null): Promise<Databa
           if (started && isBusy(e)) throw new DatabaseBusy();
           throw isBusy(e) ? e : explainFileFailure(location, e);
         }
-      }, deadline);
+      }, deadline, events);
     });
   };
   return {

@@ -66,7 +66,7 @@ export const tokens = sqliteTable(
     grantId: text('grant_id'),
     familyId: text('family_id'),
   },
-  (t) => [uniqueIndex('tokens_hash').on(t.hash), index('tokens_user').on(t.userId)],
+  (t) => [uniqueIndex('tokens_hash').on(t.hash), index('tokens_user').on(t.userId), index('tokens_expiry').on(t.expiresAt)],
 );
 
 /** Documents. seq is the integer key the FTS5 index points at; id is the public id. */
@@ -227,3 +227,36 @@ export const oauthRefreshTokens = sqliteTable(
   },
   (t) => [index('oauth_refresh_family').on(t.familyId)],
 );
+
+/**
+ * Mail to users, claimed and sent by whichever svc process gets to it first. `key` makes each notice exist once
+ * (a token's expiry warning, one audit event); a claim is a lease, so a process that dies mid-send leaves the
+ * notice to another.
+ */
+export const notices = sqliteTable(
+  'notices',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    key: text('key').notNull().unique(),
+    userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    /** token_expiring, token_created, grant_made, password_changed */
+    kind: text('kind').notNull(),
+    /** JSON: what the mail names (a token's or client's name, an expiry time); never a secret */
+    detail: text('detail').notNull(),
+    createdAt: integer('created_at').notNull(),
+    nextAttemptAt: integer('next_attempt_at').notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    claimedUntil: integer('claimed_until'),
+    doneAt: integer('done_at'),
+    /** sent, no_email, obsolete (the token is gone), gave_up; null while pending */
+    outcome: text('outcome'),
+  },
+  (t) => [index('notices_due').on(t.doneAt, t.nextAttemptAt)],
+);
+
+/** How far the notices have read: the audit trail up to auditId, tokens expiring up to expiryUntil (one row). */
+export const noticeCursor = sqliteTable('notice_cursor', {
+  id: integer('id').primaryKey(),
+  auditId: integer('audit_id').notNull(),
+  expiryUntil: integer('expiry_until').notNull(),
+});

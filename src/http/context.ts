@@ -6,6 +6,7 @@ import type { Authenticator, Principal, Resolution } from '../auth/core.ts';
 import type { ErrorCode } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import type { RelyingParty } from '../auth/oidc.ts';
+import type { Metrics } from '../metrics/events.ts';
 
 export interface Services {
   readonly config: Config;
@@ -15,6 +16,8 @@ export interface Services {
   readonly log: Logger;
   /** the OpenID Connect relying party, when oidc is enabled */
   readonly oidc?: RelyingParty | null;
+  /** counts for /metrics; a no-op when metrics_listen is off */
+  readonly metrics: Metrics;
 }
 
 export interface Env {

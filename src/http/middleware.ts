@@ -78,16 +78,19 @@ export function requestLog(services: Services): MiddlewareHandler<Env> {
     const start = performance.now();
     await next();
     const r = c.get('resolution');
+    const route = [...matchedRoutes(c)].reverse().find((r) => r.method !== 'ALL')?.path ?? null;
+    const ms = performance.now() - start;
+    services.metrics.request(route ?? 'unmatched', c.req.method, c.res.status, ms / 1000);
     const given = c.req.header('x-request-id');
     const requestId = given !== undefined && REQUEST_ID.test(given) && trustedProxy(c.get('peer') ?? '') ? given : randomBytes(9).toString('base64url');
     c.header('X-Request-Id', requestId);
     services.log.info('request', {
       request_id: requestId,
       method: c.req.method,
-      route: [...matchedRoutes(c)].reverse().find((r) => r.method !== 'ALL')?.path ?? null,
+      route,
       path: c.req.path,
       status: c.res.status,
-      ms: Math.round((performance.now() - start) * 10) / 10,
+      ms: Math.round(ms * 10) / 10,
       peer: c.get('client'),
       via: r?.kind === 'principal' ? r.principal.via : undefined,
       uid: r?.kind === 'principal' ? r.principal.user.uid : undefined,
@@ -110,6 +113,9 @@ export function resolveCaller(services: Services, peerOf: (c: Parameters<Middlew
       cookie: (name) => getCookie(c, name),
     });
     c.set('resolution', resolution);
+    if (resolution.kind === 'principal') services.metrics.auth(resolution.principal.via, 'ok');
+    else if (resolution.kind === 'rejected') services.metrics.auth(resolution.channel, resolution.rejection.outcome);
+    else services.metrics.auth('none', 'missing');
     await next();
   };
 }

@@ -40,12 +40,12 @@ export interface Installation {
   remove(): void;
 }
 
-export async function install(runner: Runner, options: { auth?: string; env?: Record<string, string> } = {}): Promise<Installation> {
+export async function install(runner: Runner, options: { auth?: string; env?: Record<string, string>; server?: string } = {}): Promise<Installation> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-install-'));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const configPath = join(dir, 'svc.ini');
-  writeFileSync(configPath, `[server]\nlisten = 127.0.0.1:${port}\nbase_url = ${url}\ndatabase = file:svc.db\n[auth]\n${options.auth ?? DEFAULT_AUTH}\n`);
+  writeFileSync(configPath, `[server]\nlisten = 127.0.0.1:${port}\nbase_url = ${url}\ndatabase = file:svc.db\n${options.server ?? ''}\n[auth]\n${options.auth ?? DEFAULT_AUTH}\n`);
   // tsx looks for tsconfig.json (JSX settings) from the working directory; from source, name the project's.
   const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SVC_SESSION_SECRET: newSecret(), TSX_TSCONFIG_PATH: join(ROOT, 'tsconfig.json'), ...options.env };
   // Started from another folder than the config's: the relative database path must follow the config file.

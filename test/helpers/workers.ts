@@ -6,6 +6,8 @@ import { execFileSync, spawn } from 'node:child_process';
 import type { TestContext } from 'node:test';
 import { install, type Runner } from './installation.ts';
 import { bearer } from './http.ts';
+import { freePort } from './workspace.ts';
+import { scrape } from './metrics.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const children = (pid: number) => {
@@ -17,7 +19,8 @@ const children = (pid: number) => {
 };
 
 export async function twoWorkers(runner: Runner, t: TestContext): Promise<void> {
-  const inst = await install(runner);
+  const metricsPort = await freePort();
+  const inst = await install(runner, { server: `metrics_listen = 127.0.0.1:${metricsPort}` });
   try {
     assert.equal((await inst.cli(['user', 'add', 'wanda', '--email', 'wanda@example.com'])).code, 0);
     const token = (await inst.cli(['token', 'create', 'wanda', '--name', 'w'])).stdout.trim();
@@ -39,6 +42,13 @@ export async function twoWorkers(runner: Runner, t: TestContext): Promise<void> 
     const id = ((await (await fetch(`${inst.url}/auth/tokens`, { headers: bearer(token) })).json()) as { id: string }[])[0]!.id;
     assert.equal((await fetch(`${inst.url}/auth/tokens/${id}/revoke`, { method: 'POST', headers: bearer(token) })).status, 200);
     assert.deepEqual([...new Set(await many())], [401], 'refused by every worker on the very next request');
+
+    // The primary serves the sum of both workers' counts.
+    const counted = await scrape(`http://127.0.0.1:${metricsPort}/metrics`);
+    assert.equal(counted.value('svc_http_requests_total', { route: '/auth/tokens', method: 'GET', status: '200' }), 21);
+    assert.equal(counted.value('svc_http_requests_total', { route: '/auth/tokens', method: 'GET', status: '401' }), 20);
+    assert.equal(counted.value('svc_auth_outcomes_total', { channel: 'token', outcome: 'revoked' }), 20);
+    assert.equal(counted.value('svc_users'), 1, 'a database gauge is taken once, not summed over workers');
 
     // A worker killed: a new one takes its place, and the service answers on both again. (A request handed to the
     // worker in the instant it died is lost with it, as with any crash.)

@@ -27,10 +27,10 @@ export function headerChannel(database: Database, header: HeaderConfig, groups: 
   const trusted = trustedPeers(header.trustedProxies);
   const secretMatches = secretChecker(header.sharedSecret);
   const rejections = countedAuditRecorder(database);
-  const refuse = async (peer: string, reason: string, message: string): Promise<Rejection> => {
+  const refuse = async (outcome: Rejection['outcome'], peer: string, reason: string, message: string): Promise<Rejection> => {
     log.warn('header_rejected', { peer, reason });
     await rejections.record({ via: 'header', action: 'header.rejected', peer, reason });
-    return { status: 403, code: 'forbidden', message, reason: `header: ${reason}` };
+    return { status: 403, code: 'forbidden', message, reason: `header: ${reason}`, outcome };
   };
   return {
     name: 'header',
@@ -38,13 +38,13 @@ export function headerChannel(database: Database, header: HeaderConfig, groups: 
     async authenticate(request) {
       const subject = request.headers.get(header.userHeader);
       if (subject === null) return null;
-      if (!trusted(request.peer)) return refuse(request.peer, 'untrusted peer', 'identity headers are accepted only from the trusted proxy');
+      if (!trusted(request.peer)) return refuse('untrusted_peer', request.peer, 'untrusted peer', 'identity headers are accepted only from the trusted proxy');
       const secret = request.headers.get(header.secretHeader);
       if (secret === null || !secretMatches(secret)) {
-        return refuse(request.peer, secret === null ? 'missing proxy secret' : 'wrong proxy secret', 'the proxy secret is missing or wrong');
+        return refuse('bad_secret', request.peer, secret === null ? 'missing proxy secret' : 'wrong proxy secret', 'the proxy secret is missing or wrong');
       }
       // Repeated headers arrive joined by commas; an identity must be exactly one value.
-      if (subject.trim() === '' || subject.includes(',')) return refuse(request.peer, 'malformed identity', 'the identity header must hold one user');
+      if (subject.trim() === '' || subject.includes(',')) return refuse('malformed', request.peer, 'malformed identity', 'the identity header must hold one user');
       const email = request.headers.get(header.emailHeader);
       const result = await provision(
         database,
@@ -61,7 +61,7 @@ export function headerChannel(database: Database, header: HeaderConfig, groups: 
         },
         { jit: header.jit, defaultAcl: header.defaultAcl, groups },
       );
-      if (!result.ok) return refuse(request.peer, result.reason, result.message);
+      if (!result.ok) return refuse('refused', request.peer, result.reason, result.message);
       return { user: result.user, via: 'header' };
     },
   };

@@ -5,8 +5,8 @@ import type { Channel, Rejection } from '../core.ts';
 
 const BEARER = /^Bearer ([^\s,]+)$/i;
 
-function invalid(reason: string, message: string, code: Rejection['code'] = 'invalid_token'): Rejection {
-  return { status: 401, code, message, reason };
+function invalid(outcome: Rejection['outcome'], reason: string, message: string, code: Rejection['code'] = 'invalid_token'): Rejection {
+  return { status: 401, code, message, reason, outcome };
 }
 
 export function tokenChannel(database: Database, enabled: boolean): Channel {
@@ -17,12 +17,12 @@ export function tokenChannel(database: Database, enabled: boolean): Channel {
       if (header === null) return null;
       // Two Authorization headers arrive joined by a comma, which no token contains.
       const m = BEARER.exec(header.trim());
-      if (!m) return invalid('malformed authorization header', 'send exactly one "Authorization: Bearer <token>" header', 'unauthorized');
-      if (!enabled) return invalid('token channel disabled', 'personal access tokens are disabled on this server');
+      if (!m) return invalid('malformed', 'malformed authorization header', 'send exactly one "Authorization: Bearer <token>" header', 'unauthorized');
+      if (!enabled) return invalid('disabled', 'token channel disabled', 'personal access tokens are disabled on this server');
       const check = await checkToken(database, m[1]!);
       if (!check.ok) {
         const message = check.reason === 'expired' ? 'the token has expired' : check.reason === 'revoked' ? 'the token has been revoked' : 'the token is not valid';
-        return invalid(`token ${check.reason}`, message);
+        return invalid(check.reason === 'expired' || check.reason === 'revoked' ? check.reason : 'invalid', `token ${check.reason}`, message);
       }
       return { user: check.user, via: 'token', tokenId: check.tokenId, restriction: check.restriction };
     },

@@ -14,6 +14,17 @@ function rpcError(status: number, code: number, message: string): Response {
   });
 }
 
+/** Each JSON-RPC message of the body, by method and (for tools/call) tool; a batch shares its time. */
+function countMessages(services: Services, body: unknown, seconds: number): void {
+  for (const m of Array.isArray(body) ? body : [body]) {
+    if (m === null || typeof m !== 'object') continue;
+    const { method, params } = m as { method?: unknown; params?: { name?: unknown } };
+    if (typeof method !== 'string') continue;
+    const tool = method === 'tools/call' && typeof params?.name === 'string' ? params.name : '';
+    services.metrics.mcp(method, tool, seconds);
+  }
+}
+
 function isInitialize(body: unknown): boolean {
   const messages = Array.isArray(body) ? body : [body];
   return messages.some((m) => m !== null && typeof m === 'object' && (m as { method?: unknown }).method === 'initialize');
@@ -59,7 +70,9 @@ export function mcpRoutes(services: Services): Hono<Env> {
     await server.connect(transport);
     // Stateless JSON: once the response is built, nothing is pending, and nothing but this request holds the server
     // and transport. Closing them would only build abort signals and errors that nobody reads; they are left to GC.
+    const started = performance.now();
     const response = await transport.handleRequest(c.req.raw, { parsedBody });
+    countMessages(services, parsedBody, (performance.now() - started) / 1000);
     if (response.ok && isInitialize(parsedBody)) response.headers.set('mcp-session-id', newSessionId(await key, principal.user.id));
     return response;
   }

@@ -58,6 +58,7 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
     } catch (e) {
       if (e instanceof OidcFailure) {
         services.log.warn('oidc_failed', { reason: e.message });
+        services.metrics.login('oidc', 'failed');
         return page(c, e.status, 'Sign-in failed', e.message);
       }
       if (e instanceof OidcUnavailable) return page(c, 503, 'Single sign-on unavailable', e.message);
@@ -67,6 +68,7 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
     if (!result.ok) {
       const target = (arrival.uidClaim ?? arrival.subject).slice(0, 64);
       await database.write((tx) => recordAudit(tx, { actor: null, via: 'anonymous', action: 'login.failure', target, detail: { method: 'oidc', reason: result.reason }, peer: c.get('client') }));
+      services.metrics.login('oidc', 'refused');
       return page(c, 403, 'Not set up in svc', result.message);
     }
     const sessionId = await database.write(async (tx) => {
@@ -79,6 +81,7 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
       return id;
     });
     setSessionCookie(c, services, session, sessionId);
+    services.metrics.login('oidc', 'ok');
     return c.redirect(safeNext(flow.next, config.server.baseUrl), 303);
   });
 

@@ -56,6 +56,7 @@ export function sessionRoutes(services: Services): Hono<Env> {
     // Counted before the password is checked, so parallel guesses cannot all be checked.
     const reserved = await database.write((tx) => reserveAttempt(tx, [[accountKey, ACCOUNT_LIMIT], [addressKey, ADDRESS_LIMIT]]));
     if (!reserved.ok) {
+      services.metrics.login('password', 'throttled');
       c.header('Retry-After', String(reserved.retryAfter));
       return page(c, 429, { next, username, error: `Too many failed sign-ins. Try again in ${Math.ceil(reserved.retryAfter / 60)} minute(s).` });
     }
@@ -68,6 +69,7 @@ export function sessionRoutes(services: Services): Hono<Env> {
       // The reserved attempt stays: it is the failure.
       await database.write((tx) => recordAudit(tx, { actor: null, via: 'anonymous', action: 'login.failure', target: username.slice(0, 64), peer: c.get('client') }));
       services.log.warn('login_failed', { peer: c.get('client') });
+      services.metrics.login('password', 'failed');
       return page(c, 401, { next, username, error: GENERIC_FAILURE });
     }
     const rehashed = needsRehash(hash!) ? await hashPassword(password) : null;
@@ -80,6 +82,7 @@ export function sessionRoutes(services: Services): Hono<Env> {
     });
     setSessionCookie(c, services, session, sessionId);
     services.log.info('login', { uid: found.user.uid, via: 'local' });
+    services.metrics.login('password', 'ok');
     return c.redirect(safeNext(next, config.server.baseUrl), 303);
   });
 

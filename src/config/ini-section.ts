@@ -1,0 +1,55 @@
+// An ordinary `key = value` section of svc.ini ([server], [notify]): parsed with `ini`, with repeated and unknown
+// keys reported by line, so a typo never silently turns a setting off.
+import ini from 'ini';
+
+export type Lines = { text: string; line: number }[];
+
+export interface IniSection {
+  /** the trimmed value, or `fallback` when the key is absent */
+  str(key: string, fallback: string): string;
+  has(key: string): boolean;
+}
+
+export function readIniSection(name: string, lines: Lines | undefined, keys: readonly string[], problems: string[]): IniSection {
+  const raw: Record<string, unknown> = lines ? { ...ini.parse(lines.map((l) => l.text).join('\n')) } : {};
+  const seen = new Map<string, number>();
+  for (const { text, line } of lines ?? []) {
+    const m = /^\s*([^=;#\s[][^=]*?)\s*(=|$)/.exec(text);
+    if (!m || text.trim().startsWith(';') || text.trim().startsWith('#')) continue;
+    const key = m[1]!;
+    if (seen.has(key)) problems.push(`${name}.${key}: given twice (lines ${seen.get(key)} and ${line})`);
+    seen.set(key, line);
+  }
+  for (const key of Object.keys(raw)) {
+    if (!keys.includes(key)) problems.push(`${name}.${key}: unknown key; [${name}] takes ${keys.join(', ')}`);
+  }
+  return {
+    has: (key) => raw[key] !== undefined,
+    str(key, fallback) {
+      const v = raw[key];
+      if (v === undefined) return fallback;
+      if (typeof v !== 'string') {
+        problems.push(`${name}.${key}: expected a single value`);
+        return fallback;
+      }
+      return v.trim();
+    },
+  };
+}
+
+export type Env = Readonly<Record<string, string | undefined>>;
+export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** A secret named by an `_env` key: the variable's value, or null with a problem naming the variable (never the value). */
+export function readEnv(path: string, name: string, env: Env, problems: string[]): string | null {
+  if (!ENV_NAME.test(name)) {
+    problems.push(`${path}: "${name}" is not an environment variable name`);
+    return null;
+  }
+  const value = env[name];
+  if (value === undefined || value === '') {
+    problems.push(`${path}: environment variable ${name} is not set`);
+    return null;
+  }
+  return value;
+}

@@ -1,0 +1,136 @@
+// The metrics behind metrics_listen, on prom-client. Each process keeps its own registry; with several workers the
+// primary asks each for theirs and serves the sum (prom-client's cluster aggregation), so a scrape sees the whole
+// server. Gauges that read the database are taken once, not summed across workers.
+import { createServer } from 'node:http';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { AuthOutcome, LoginOutcome, Metrics } from './events.ts';
+import type { Population } from '../store/population.ts';
+import type { Logger } from '../log.ts';
+
+/** What the gauges read at scrape time. */
+export interface GaugeSources {
+  population(): Promise<Population>;
+  /** null when single sign-on is off */
+  oidc: (() => { ready: boolean; lastErrorAt: number | null }) | null;
+}
+
+const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+/** JSON-RPC methods svc answers; anything else a client sends is counted as "other", so no caller can add series. */
+const MCP_METHODS = new Set([
+  'initialize', 'notifications/initialized', 'ping', 'tools/list', 'tools/call', 'resources/list', 'resources/templates/list',
+  'resources/read', 'prompts/list', 'notifications/cancelled', 'logging/setLevel', 'completion/complete',
+]);
+const MCP_TOOLS = new Set(['whoami', 'search', 'fetch']);
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export class PrometheusMetrics implements Metrics {
+  readonly registry = new Registry();
+  private readonly requests = new Counter({ name: 'svc_http_requests_total', help: 'HTTP requests by route template, method and status', labelNames: ['route', 'method', 'status'], registers: [this.registry] });
+  private readonly requestSeconds = new Histogram({ name: 'svc_http_request_duration_seconds', help: 'HTTP request duration by route template and method', labelNames: ['route', 'method'], buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  private readonly authOutcomes = new Counter({ name: 'svc_auth_outcomes_total', help: 'How the auth core answered, by channel and outcome', labelNames: ['channel', 'outcome'], registers: [this.registry] });
+  private readonly logins = new Counter({ name: 'svc_login_attempts_total', help: 'Sign-in attempts by method and outcome (throttled: refused before the password was checked)', labelNames: ['method', 'outcome'], registers: [this.registry] });
+  private readonly mcpCalls = new Counter({ name: 'svc_mcp_calls_total', help: 'MCP messages by JSON-RPC method and tool', labelNames: ['method', 'tool'], registers: [this.registry] });
+  private readonly mcpSeconds = new Histogram({ name: 'svc_mcp_call_duration_seconds', help: 'MCP message handling time by JSON-RPC method and tool', labelNames: ['method', 'tool'], buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  private readonly busyRetries = new Counter({ name: 'svc_database_busy_retries_total', help: 'Writes that found the database locked by another process and tried again', registers: [this.registry] });
+  private readonly databaseErrors = new Counter({ name: 'svc_database_errors_total', help: 'Writes that failed: busy after the whole wait, or failed', labelNames: ['kind'], registers: [this.registry] });
+
+  constructor(sources: GaugeSources) {
+    collectDefaultMetrics({ register: this.registry });
+    // The population is read once per scrape and shared by the three gauges.
+    let pending: Promise<Population> | null = null;
+    const read = () => (pending ??= sources.population().finally(() => setImmediate(() => (pending = null))));
+    const populationGauge = (name: string, help: string, pick: (p: Population) => number) =>
+      new Gauge({
+        name, help, registers: [this.registry], aggregator: 'max',
+        async collect() {
+          this.set(pick(await read()));
+        },
+      });
+    populationGauge('svc_users', 'Users', (p) => p.users);
+    populationGauge('svc_sessions_active', 'Sessions not yet expired', (p) => p.activeSessions);
+    populationGauge('svc_tokens_active', 'Personal access tokens neither expired nor revoked', (p) => p.activeTokens);
+    const oidc = sources.oidc;
+    if (oidc !== null) {
+      new Gauge({
+        name: 'svc_oidc_discovery_ready', help: '1 once the OpenID provider\'s metadata is known, else 0', registers: [this.registry], aggregator: 'min',
+        collect() {
+          this.set(oidc().ready ? 1 : 0);
+        },
+      });
+      new Gauge({
+        name: 'svc_oidc_discovery_last_error_timestamp_seconds', help: 'When discovery last failed (0: never)', registers: [this.registry], aggregator: 'max',
+        collect() {
+          this.set((oidc().lastErrorAt ?? 0) / 1000);
+        },
+      });
+    }
+    // Counters start at zero for the outcomes an operator alerts on, so a rate() has a series before the first event.
+    this.logins.inc({ method: 'password', outcome: 'throttled' }, 0);
+    this.databaseErrors.inc({ kind: 'busy' }, 0);
+    this.busyRetries.inc(0);
+  }
+
+  request(route: string, method: string, status: number, seconds: number): void {
+    const m = HTTP_METHODS.has(method) ? method : 'OTHER';
+    this.requests.inc({ route, method: m, status: String(status) });
+    this.requestSeconds.observe({ route, method: m }, seconds);
+  }
+  auth(channel: string, outcome: AuthOutcome): void {
+    this.authOutcomes.inc({ channel, outcome });
+  }
+  login(method: 'password' | 'oidc', outcome: LoginOutcome): void {
+    this.logins.inc({ method, outcome });
+  }
+  mcp(method: string, tool: string, seconds: number): void {
+    const labels = { method: MCP_METHODS.has(method) ? method : 'other', tool: tool === '' ? '' : MCP_TOOLS.has(tool) ? tool : 'other' };
+    this.mcpCalls.inc(labels);
+    this.mcpSeconds.observe(labels, seconds);
+  }
+  busyRetry(): void {
+    this.busyRetries.inc();
+  }
+  databaseError(kind: 'busy' | 'failed'): void {
+    this.databaseErrors.inc({ kind });
+  }
+}
+
+/** In a worker: answer the primary's requests for this process's metrics. */
+export function shareWithPrimary(metrics: PrometheusMetrics): void {
+  new AggregatorRegistry();
+  AggregatorRegistry.setRegistries([metrics.registry]);
+}
+
+/**
+ * GET /metrics on metrics_listen: the registry of this process, or with workers the primary's sum of theirs.
+ * Nothing else is served there.
+ */
+export async function serveScrapes(where: { host: string; port: number }, scrape: () => Promise<{ body: string; type: string }>, log: Logger): Promise<{ close(): void }> {
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '').split('?')[0];
+    if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('only GET /metrics is served here\n');
+      return;
+    }
+    scrape().then(
+      ({ body, type }) => res.writeHead(200, { 'content-type': type }).end(req.method === 'HEAD' ? undefined : body),
+      () => res.writeHead(503, { 'content-type': 'text/plain' }).end('metrics are not available right now\n'),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (e) => reject(new Error(`server.metrics_listen: cannot listen on ${where.host}:${where.port} (${e.message})`)));
+    server.listen(where.port, where.host, () => resolve());
+  });
+  const address = server.address();
+  log.info('metrics_listening', { listen: `${where.host}:${typeof address === 'object' && address ? address.port : where.port}` });
+  return { close: () => server.close() };
+}
+
+export function processScrape(metrics: PrometheusMetrics): () => Promise<{ body: string; type: string }> {
+  return async () => ({ body: await metrics.registry.metrics(), type: metrics.registry.contentType });
+}
+
+export function clusterScrape(): () => Promise<{ body: string; type: string }> {
+  const aggregator = new AggregatorRegistry();
+  return async () => ({ body: await aggregator.clusterMetrics(), type: aggregator.contentType });
+}
+

@@ -1,0 +1,146 @@
+// [notify]: mail to users through a real SMTP server (smtp-server) as the peer. Two svc processes share the
+// database and each notice is mailed once; an SMTP server that is down delays mail without losing or doubling it,
+// across a restart; a user without an address is skipped; no mail carries a secret.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { install, sourceRunner, sqlite3 } from './helpers/installation.ts';
+import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
+import { startSmtpPeer, type SmtpPeer } from './helpers/smtp.ts';
+import { loadConfig, ConfigError } from '../src/config/load.ts';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const SMTP_PASS = 'smtp-pass-Zq8-do-not-leak';
+const DAY = 86_400_000;
+
+async function until(what: string, check: () => boolean | Promise<boolean>, ms = 30_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+test('notices: one mail per event across two processes, SMTP down then up across a restart, no address, no secrets', async () => {
+  const smtpPort = await freePort();
+  const inst = await install(sourceRunner, { env: { SVC_SMTP_URL: `smtp://mailer:${SMTP_PASS}@127.0.0.1:${smtpPort}` } });
+  const ports = [await freePort(), await freePort()];
+  const configs = ports.map((port, i) => {
+    const path = join(inst.dir, `svc-${i}.ini`);
+    writeFileSync(path, `[server]\nlisten = 127.0.0.1:${port}\nbase_url = ${inst.url}\ndatabase = file:svc.db\n[notify]\nsmtp_url_env = SVC_SMTP_URL\nfrom = svc@example.com\nexpiry_warning = 7d\n[auth]\n${DEFAULT_AUTH}`);
+    return path;
+  });
+  const logs = ['', ''];
+  const serve = async (i: number): Promise<ChildProcess> => {
+    const { file, args } = sourceRunner.command(['serve', '--config', configs[i]!]);
+    const child = spawn(file, args, { env: inst.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.on('data', (d) => (logs[i] += d));
+    child.stderr!.on('data', (d) => (logs[i] += d));
+    await until(`svc ${i} to listen`, () => logs[i]!.includes('"event":"listening"'));
+    return child;
+  };
+  const stop = async (child: ChildProcess) => {
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    await exited;
+  };
+  let peer: SmtpPeer | null = null;
+  const running: ChildProcess[] = [];
+  try {
+    for (const [uid, email] of [['ann', 'ann@example.com'], ['nomail', 'nomail@example.com'], ['carl', 'carl@example.com']]) {
+      assert.equal((await inst.cli(['user', 'add', uid!, '--email', email!, '--name', uid === 'ann' ? 'Ann Example' : ''])).code, 0);
+    }
+    await sqlite3(inst.dbPath, "UPDATE users SET email = '' WHERE uid = 'nomail';");
+    // Events made from the CLI before any server runs: a token an administrator made, a password change.
+    const minted = (await inst.cli(['token', 'create', 'ann', '--name', 'deploy-bot', '--ttl', '30d'])).stdout.trim();
+    assert.match(minted, /^svc_/);
+    assert.equal((await inst.cli(['user', 'set', 'ann', '--password-stdin'], 'ann password 1\n')).code, 0);
+    // Tokens whose expiry came within the window (as time would bring them): ann's, nomail's; carl's was made
+    // for two days and is not warned about; a revoked one neither.
+    const now = Date.now();
+    for (const [uid, name] of [['nomail', 'old-nomail'], ['carl', 'short'], ['carl', 'revoked']]) {
+      assert.equal((await inst.cli(['token', 'create', uid!, '--name', name!, '--ttl', '30d'])).code, 0);
+    }
+    await sqlite3(inst.dbPath, `
+      UPDATE tokens SET created_at = ${now - 28 * DAY}, expires_at = ${now + 2 * DAY} WHERE name IN ('deploy-bot', 'old-nomail', 'revoked');
+      UPDATE tokens SET created_at = ${now}, expires_at = ${now + 2 * DAY} WHERE name = 'short';
+      UPDATE tokens SET revoked_at = ${now} WHERE name = 'revoked';`);
+
+    // The SMTP server is down: svc tries, records the failure, and stops; nothing is sent or lost.
+    const first = await serve(0);
+    await until('a failed attempt', () => logs[0]!.includes('"event":"notice_failed"'));
+    await stop(first);
+    assert.doesNotMatch(logs[0]!, new RegExp(SMTP_PASS), 'the SMTP password is never logged');
+    // ann: token made, password changed, token expiring; nomail: token made, token expiring; carl: two tokens made.
+    assert.equal(await sqlite3(inst.dbPath, 'SELECT count(*) FROM notices;'), '7');
+    assert.equal(await sqlite3(inst.dbPath, "SELECT count(*) FROM notices WHERE outcome IS NOT NULL AND outcome <> 'no_email';"), '0');
+
+    // Up again, with two processes on the database: each notice is mailed once.
+    peer = await startSmtpPeer(smtpPort, { user: 'mailer', pass: SMTP_PASS });
+    running.push(await serve(0), await serve(1));
+    const expected = 3 + 2;
+    await until(`${expected} mails`, () => peer!.received.length >= expected);
+    // An event while both run: announced once too.
+    assert.equal((await inst.cli(['token', 'create', 'ann', '--name', 'second-bot'])).code, 0);
+    await until('the new event', () => peer!.received.some((m) => m.subject.includes('second-bot')));
+    await sleep(6000); // more rounds of both processes
+    await stop(running.pop()!);
+    running.push(await serve(1));
+    await sleep(3000);
+
+    const subjects = peer.received.map((m) => `${m.to} ${m.subject}`).sort();
+    assert.deepEqual(subjects, [
+      'ann@example.com A token was created for your svc account: "deploy-bot"',
+      'ann@example.com A token was created for your svc account: "second-bot"',
+      'ann@example.com Your svc password was changed',
+      `ann@example.com Your svc token "deploy-bot" expires on ${new Date(now + 2 * DAY).toISOString().slice(0, 16).replace('T', ' ')} UTC`,
+      'carl@example.com A token was created for your svc account: "revoked"',
+      'carl@example.com A token was created for your svc account: "short"',
+    ].sort());
+    assert.deepEqual(peer.logins.filter((l) => l !== 'mailer'), [], 'svc signs in with the configured user');
+    const outcomes = await sqlite3(inst.dbPath, "SELECT kind || ' ' || outcome FROM notices ORDER BY id;");
+    assert.match(outcomes, /token_expiring no_email/, 'nomail has no address: skipped, not retried');
+    assert.doesNotMatch(outcomes, /pending|gave_up/);
+
+    for (const mail of peer.received) {
+      assert.equal(mail.from, 'svc@example.com');
+      assert.ok(mail.text.includes(`${inst.url}/`), 'links to the token page');
+      assert.match(mail.html, new RegExp(`href="${inst.url}/"`));
+      assert.ok(!mail.raw.includes(minted) && !/svc_[a-z2-7]{20}/.test(mail.raw), 'no token in any mail');
+    }
+    const expiring = peer.received.find((m) => m.subject.includes('expires on'))!;
+    assert.match(expiring.text, /^Hello Ann Example,/);
+    assert.match(expiring.text, /"deploy-bot" expires on/);
+  } finally {
+    for (const c of running) c.kill('SIGTERM');
+    await peer?.stop();
+    inst.remove();
+  }
+});
+
+test('[notify] is checked: the SMTP URL comes from the environment, and is never echoed', () => {
+  const load = (notify: string, env: Record<string, string> = {}, mode: 'serve' | 'data' = 'serve') =>
+    loadConfig(`[server]\nlisten = 127.0.0.1:8080\n[notify]\n${notify}\n[auth]\ntoken\n    enabled true\n`, env, { mode });
+  const ok = load('smtp_url_env = SMTP\nfrom = svc@example.com', { SMTP: 'smtps://u:p@mail.example.com:465' });
+  assert.deepEqual(ok.notify, { smtpUrl: 'smtps://u:p@mail.example.com:465', from: 'svc@example.com', expiryWarningSeconds: 7 * 86400 });
+  assert.equal(load('smtp_url_env = SMTP\nfrom = svc@example.com', {}, 'data').notify?.smtpUrl, null, 'the data commands do not need the secret');
+  const problems = (notify: string, env: Record<string, string> = {}) => {
+    try {
+      load(notify, env);
+    } catch (e) {
+      return (e as ConfigError).message;
+    }
+    return '';
+  };
+  assert.match(problems('from = svc@example.com'), /notify\.smtp_url_env: required/);
+  assert.match(problems('smtp_url_env = SMTP\nfrom = svc@example.com'), /environment variable SMTP is not set/);
+  const bad = problems('smtp_url_env = SMTP\nfrom = svc@example.com', { SMTP: 'http://u:hunter2-secret@mail' });
+  assert.match(bad, /must hold an smtp:\/\/ or smtps:\/\/ URL/);
+  assert.doesNotMatch(bad, /hunter2-secret/);
+  assert.match(problems('smtp_url_env = SMTP\nfrom = nobody', { SMTP: 'smtp://m' }), /notify\.from: "nobody" is not a mail address/);
+  assert.match(problems('smtp_url_env = SMTP\nfrom = a@b\nexpiry_warning = soon', { SMTP: 'smtp://m' }), /notify\.expiry_warning: "soon" is not a duration/);
+  assert.match(problems('smtp_url_env = SMTP\nfrom = a@b\nsmtp_host = x', { SMTP: 'smtp://m' }), /notify\.smtp_host: unknown key/);
+  assert.equal(loadConfig('[server]\nlisten = 127.0.0.1:8080\n[auth]\ntoken\n    enabled true\n', {}, { mode: 'serve' }).notify, null, 'off when absent');
+});
