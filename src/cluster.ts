@@ -7,6 +7,7 @@ import type { Config } from './config/load.ts';
 import { openDatabase } from './db/open.ts';
 import { SHUTDOWN_GRACE_MS, StartupError } from './server.ts';
 import type { Logger } from './log.ts';
+import { IN_EXECUTABLE } from './runtime/assets.ts';
 
 /** `workers` as configured: 0 means one per core. */
 export function workerCount(configured: number): number {
@@ -32,6 +33,9 @@ export async function servePrimary(config: Config, log: Logger, workers: number)
     const { serveScrapes, clusterScrape } = await import('./metrics/prometheus.ts');
     metricsListener = await serveScrapes(config.server.metrics, clusterScrape(), log);
   }
+  // Inside the single executable each worker applies the executable's own flags; passed again they would arrive
+  // as arguments of the command line.
+  if (IN_EXECUTABLE) cluster.setupPrimary({ execArgv: [] });
   let stopping = false;
   const started = new Map<Worker, number>();
   const fork = () => {

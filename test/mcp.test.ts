@@ -207,6 +207,18 @@ describe('/mcp', () => {
     assert.equal(noAccept.status, 406);
     const huge = await rpc(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { pad: 'x'.repeat(5 * 1024 * 1024) } }));
     assert.equal(huge.status, 413);
+    // Chunked bodies carry no length: they are counted as they arrive, and refused past the limit.
+    const chunked = (text: string) =>
+      fetch(`${s.url}/mcp`, {
+        method: 'POST',
+        headers: { ...h, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: new ReadableStream({ start(c) { for (let i = 0; i < text.length; i += 65536) c.enqueue(new TextEncoder().encode(text.slice(i, i + 65536))); c.close(); } }),
+        duplex: 'half',
+      } as RequestInit);
+    assert.equal((await chunked(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { pad: 'x'.repeat(5 * 1024 * 1024) } }))).status, 413);
+    const small = await chunked('{"jsonrpc":"2.0","id":1,"method":"tools/list"}');
+    assert.equal(small.status, 200);
+    assert.ok(((await small.json()) as { result: { tools: unknown[] } }).result.tools.length === 3);
     const get = await fetch(`${s.url}/mcp`, { headers: { ...h, accept: 'text/event-stream' } });
     assert.equal(get.status, 405);
 

@@ -1,12 +1,13 @@
 // `npm run bench`: measures side by side in one run and prints ratios (never a bare time as a verdict).
 //   1. authenticated `tools/call whoami` on /mcp vs. the same handler without the auth core, and vs. a bare MCP SDK
 //      server answering `tools/call echo` (throughput, and svc's p99/p50)
-//   2. `search` over 100,000 generated items with the ACL filter vs. the bare FTS5 query (p50/p99 latency)
+//   2. `search` over 100,000 generated items with the ACL filter vs. the bare FTS5 query (p50/p99 latency); then
+//      over 1,000,000 items: a rare term, a common term, and the common term for a user who sees 1%
 //   3. the bearer lookup with 1,000,000 tokens in the table vs. 1,000 (cost per lookup)
 //   4. a token mint through svc's write path (queued BEGIN IMMEDIATE … COMMIT, commit check, synchronous=FULL) vs.
 //      the same INSERT in autocommit on a plain connection with synchronous=NORMAL (what svc did before)
 // Options: --quick (smaller sizes and shorter runs, for a smoke check), --rounds N, --seconds S,
-// --only mcp|search|lookup|writes (one part).
+// --only mcp|search|scale|lookup|writes (one part).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -188,6 +189,79 @@ async function benchSearch(): Promise<void> {
   say(`   ratio ACL / bare: p50 ${fmt(pct(times.acl, 50) / pct(times.bare, 50))}, p99 ${fmt(pct(times.acl, 99) / pct(times.bare, 99))}   (target <= 1.5)`);
 }
 
+// ---------- 2b. search at scale: 1,000,000 items ----------
+
+/**
+ * A million items of ~1 KB with a realistic label mix: 0.5% public, 0.5% labelled for one small team, the rest spread
+ * over departments and their combinations. Ten rare terms (in ~20 items each) and ten common ones (in ~10% each).
+ * Three cases, each over all ten terms: a rare term and a common term for a user who sees everything, and the common
+ * term for the small team's member, who sees 1%.
+ */
+async function benchScale(): Promise<void> {
+  const count = QUICK ? 100_000 : 1_000_000;
+  const { path, db, close } = await prepareDb('scale');
+  const rand = prng(7);
+  const vocabulary = Array.from({ length: 20_000 }, (_, i) => `v${i.toString(36)}${'aeiou'[i % 5]}`);
+  const word = () => vocabulary[Math.floor(vocabulary.length * rand() ** 2.5)]!;
+  const departments = ['eng', 'finance', 'hr', 'legal', 'sales', 'ops', 'support', 'marketing', 'board', 'security'];
+  const rare = Array.from({ length: 10 }, (_, i) => `rareterm${i}`);
+  const common = Array.from({ length: 10 }, (_, i) => `commonterm${i}`);
+  const labelsFor = (): string => {
+    const r = rand();
+    if (r < 0.005) return '';
+    if (r < 0.01) return 'tiger-team';
+    const first = departments[Math.floor(rand() * departments.length)]!;
+    if (rand() < 0.6) return first;
+    const second = departments[Math.floor(rand() * departments.length)]!;
+    return [...new Set([first, second, ...(rand() < 0.2 ? ['confidential'] : [])])].sort().join(',');
+  };
+  const raw = new Sqlite(path);
+  raw.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF');
+  const insert = raw.prepare('INSERT INTO items (id, title, text, labels, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
+  const started = performance.now();
+  const rareAt = new Map<number, string>();
+  for (const term of rare) for (let k = 0; k < 20; k++) rareAt.set(Math.floor(rand() * count), term);
+  raw.exec('BEGIN');
+  for (let i = 0; i < count; i++) {
+    const words = Array.from({ length: 140 }, word);
+    for (const term of common) if (rand() < 0.1) words[Math.floor(rand() * words.length)] = term;
+    const r = rareAt.get(i);
+    if (r) words[0] = r;
+    insert.run(`doc/${i}`, `${word()} ${word()} ${word()}`, words.join(' '), labelsFor(), i, i);
+    if (i % 100_000 === 99_999) {
+      raw.exec('COMMIT');
+      raw.exec('BEGIN');
+    }
+  }
+  raw.exec('COMMIT');
+  raw.exec('PRAGMA wal_checkpoint(TRUNCATE)');
+  raw.close();
+  const built = (performance.now() - started) / 1000;
+  const everyone = { labels: ['confidential', 'tiger-team', ...departments].sort(), restriction: null };
+  const team = { labels: ['tiger-team'], restriction: null };
+  const visibleShare = (await db.get<{ n: number }>(sql`SELECT count(*) AS n FROM items WHERE labels IN ('', 'tiger-team')`)).n / count;
+  const cases = [
+    { name: 'rare term, sees everything', terms: rare, access: everyone },
+    { name: 'common term (~10%), sees everything', terms: common, access: everyone },
+    { name: `common term (~10%), sees ${fmt(visibleShare * 100, 1)}%`, terms: common, access: team },
+  ];
+  say(`2b. search over ${count.toLocaleString('en')} items of ~1 KB (built in ${fmt(built, 0)} s), 10 terms per case, limit 10`);
+  for (const c of cases) {
+    for (const t of c.terms) await searchVisible(db, t, c.access, 10); // warm
+    const times: number[] = [];
+    for (let pass = 0; pass < 5; pass++) {
+      for (const t of c.terms) {
+        const at = performance.now();
+        const hits = await searchVisible(db, t, c.access, 10);
+        times.push(performance.now() - at);
+        if (hits.length === 0) throw new Error(`no hits for ${t}`);
+      }
+    }
+    say(`   ${c.name.padEnd(38)} p50 ${fmt(pct(times, 50), 1)} ms, p99 ${fmt(pct(times, 99), 1)} ms   (targets p50 <= 50, p99 <= 150)`);
+  }
+  close();
+}
+
 // ---------- 3. bearer lookup, 1,000,000 tokens vs. 1,000 ----------
 
 /** A database with `count` tokens and 100 real ones; returns a function timing one batch of lookups (µs each). */
@@ -267,7 +341,7 @@ try {
   if (pin) execFileSync('taskset', ['-pc', '1', String(process.pid)], { stdio: 'ignore' });
   say(`svc benchmark${QUICK ? ' (--quick: smaller sizes, not the reported figures)' : ''}, node ${process.version}`);
   say();
-  const parts = { mcp: benchMcp, search: benchSearch, lookup: benchLookup, writes: benchWrites };
+  const parts = { mcp: benchMcp, search: benchSearch, scale: benchScale, lookup: benchLookup, writes: benchWrites };
   for (const [name, run] of Object.entries(parts)) {
     if (opts.only !== undefined && opts.only !== name) continue;
     await run();

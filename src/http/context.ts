@@ -1,4 +1,5 @@
 // What every route may rely on: the resolved caller, and helpers for answers in the contract's shapes.
+import { randomBytes } from 'node:crypto';
 import type { Context } from 'hono';
 import type { Config } from '../config/load.ts';
 import type { Database } from '../db/open.ts';
@@ -23,8 +24,8 @@ export interface Services {
 export interface Env {
   Variables: {
     resolution: Resolution;
-    /** random per response, for the Content-Security-Policy of pages */
-    nonce: string;
+    /** random per page, for its Content-Security-Policy (made on first use: see nonceOf) */
+    nonce?: string;
     /** a source a page's form may lead to beyond 'self' (the consent page's redirect back to its app) */
     formTarget?: string;
     /** the TCP peer: what the header channel trusts, never a forwarded-for header */
@@ -60,4 +61,11 @@ export function principalOf(c: Ctx): Principal | null {
 export function wantsHtml(c: Ctx): boolean {
   const accept = c.req.header('accept') ?? '';
   return /text\/html/.test(accept) && !/^application\/json/.test(accept);
+}
+
+/** The page's CSP nonce, made when a page first asks: API responses never need one. */
+export function nonceOf(c: Ctx): string {
+  let nonce = c.get('nonce');
+  if (nonce === undefined) c.set('nonce', (nonce = randomBytes(16).toString('base64')));
+  return nonce;
 }

@@ -5,7 +5,7 @@ import type { MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { matchedRoutes } from 'hono/route';
 import { getCookie } from 'hono/cookie';
-import { apiError, principalOf, wantsHtml, type Env, type Services } from './context.ts';
+import { apiError, nonceOf, principalOf, wantsHtml, type Env, type Services } from './context.ts';
 import { addressMatcher, clientAddress } from '../domain/addresses.ts';
 
 const KiB = 1024;
@@ -14,14 +14,13 @@ export const LIMITS = { form: 16 * KiB, json: 1 * MiB, mcp: 4 * MiB, upload: 2 *
 
 export function securityHeaders(): MiddlewareHandler<Env> {
   return async (c, next) => {
-    const nonce = randomBytes(16).toString('base64');
-    c.set('nonce', nonce);
     await next();
     c.header('X-Content-Type-Options', 'nosniff');
     c.header('Referrer-Policy', 'same-origin');
     c.header('X-Frame-Options', 'DENY');
     c.header('Cache-Control', 'no-store');
     if ((c.res.headers.get('content-type') ?? '').startsWith('text/html')) {
+      const nonce = nonceOf(c);
       c.header(
         'Content-Security-Policy',
         `default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; img-src 'self' data:; form-action 'self'${formTarget(c.get('formTarget'))}; frame-ancestors 'none'; base-uri 'none'`,
@@ -44,28 +43,36 @@ function formTarget(uri: string | undefined): string {
 
 /** Forms 16 KiB, JSON 1 MiB, /mcp 4 MiB, a document uploaded on /admin/items 2 MiB; larger is 413 before the body is read. */
 export function bodyLimits(): MiddlewareHandler<Env> {
-  const limiter = (maxSize: number) =>
-    bodyLimit({
-      maxSize,
-      // Connection: close, so the server does not go on reading a body it has already refused.
-      onError: (c) => apiError(c as never, 'payload_too_large', `the request body is larger than ${maxSize / KiB} KiB`, { Connection: 'close' }),
-    });
-  const mcp = limiter(LIMITS.mcp);
-  const json = limiter(LIMITS.json);
-  const form = limiter(LIMITS.form);
-  const upload = limiter(LIMITS.upload);
+  const tooLarge = (c: Parameters<MiddlewareHandler<Env>>[0], maxSize: number) =>
+    // Connection: close, so the server does not go on reading a body it has already refused.
+    apiError(c, 'payload_too_large', `the request body is larger than ${maxSize / KiB} KiB`, { Connection: 'close' });
+  const limiters = new Map<number, MiddlewareHandler<Env>>(
+    Object.values(LIMITS).map((maxSize) => [maxSize, bodyLimit({ maxSize, onError: (c) => tooLarge(c as never, maxSize) })]),
+  );
+  const limitFor = (c: Parameters<MiddlewareHandler<Env>>[0]): number => {
+    if (c.req.path === '/mcp' || c.req.path === '/oauth/mcp') return LIMITS.mcp;
+    // A registration is a few hundred bytes of JSON; anyone may send one, so it gets the small limit.
+    if (c.req.path === '/oauth/register') return LIMITS.form;
+    const type = c.req.header('content-type') ?? '';
+    if (c.req.path === '/admin/items' && /^multipart\/form-data\b/i.test(type)) return LIMITS.upload;
+    return /^application\/json\b/i.test(type) ? LIMITS.json : LIMITS.form;
+  };
   return async (c, next) => {
     if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
-    if (c.req.path === '/mcp' || c.req.path === '/oauth/mcp') return mcp(c, next);
-    // A registration is a few hundred bytes of JSON; anyone may send one, so it gets the small limit.
-    if (c.req.path === '/oauth/register') return form(c, next);
-    const type = c.req.header('content-type') ?? '';
-    if (c.req.path === '/admin/items' && /^multipart\/form-data\b/i.test(type)) return upload(c, next);
-    return (/^application\/json\b/i.test(type) ? json : form)(c, next);
+    const maxSize = limitFor(c);
+    // A declared length is judged from the header alone (asking for the body would build a full Request object for
+    // every POST); a chunked body is counted as it is read.
+    const declared = c.req.header('content-length');
+    const chunked = c.req.header('transfer-encoding') !== undefined;
+    if (!chunked) return declared !== undefined && Number(declared) > maxSize ? tooLarge(c, maxSize) : next();
+    return limiters.get(maxSize)!(c, next);
   };
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+/** Request ids need to be unique, not secret: a random prefix per process and a counter. */
+const ID_PREFIX = randomBytes(6).toString('base64url');
+let requestCount = 0;
 
 /**
  * One line per request, with a request id: the X-Request-Id a trusted proxy sent, else a new one; it is echoed in
@@ -82,7 +89,7 @@ export function requestLog(services: Services): MiddlewareHandler<Env> {
     const ms = performance.now() - start;
     services.metrics.request(route ?? 'unmatched', c.req.method, c.res.status, ms / 1000);
     const given = c.req.header('x-request-id');
-    const requestId = given !== undefined && REQUEST_ID.test(given) && trustedProxy(c.get('peer') ?? '') ? given : randomBytes(9).toString('base64url');
+    const requestId = given !== undefined && REQUEST_ID.test(given) && trustedProxy(c.get('peer') ?? '') ? given : `${ID_PREFIX}${(requestCount++).toString(36)}`;
     c.header('X-Request-Id', requestId);
     services.log.info('request', {
       request_id: requestId,

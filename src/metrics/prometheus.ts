@@ -70,21 +70,30 @@ export class PrometheusMetrics implements Metrics {
     this.busyRetries.inc(0);
   }
 
+  // Each series' child is looked up once by a plain string key: prom-client would otherwise sort and join the
+  // label names on every call, which showed on the /mcp hot path.
+  private readonly children = new Map<string, { inc(): void } | { observe(v: number): void }>();
+  private child<T extends { inc(): void } | { observe(v: number): void }>(key: string, make: () => T): T {
+    let c = this.children.get(key) as T | undefined;
+    if (c === undefined) this.children.set(key, (c = make()));
+    return c;
+  }
+
   request(route: string, method: string, status: number, seconds: number): void {
     const m = HTTP_METHODS.has(method) ? method : 'OTHER';
-    this.requests.inc({ route, method: m, status: String(status) });
-    this.requestSeconds.observe({ route, method: m }, seconds);
+    this.child(`r ${route} ${m} ${status}`, () => this.requests.labels({ route, method: m, status: String(status) })).inc();
+    this.child(`rs ${route} ${m}`, () => this.requestSeconds.labels({ route, method: m })).observe(seconds);
   }
   auth(channel: string, outcome: AuthOutcome): void {
-    this.authOutcomes.inc({ channel, outcome });
+    this.child(`a ${channel} ${outcome}`, () => this.authOutcomes.labels({ channel, outcome })).inc();
   }
   login(method: 'password' | 'oidc', outcome: LoginOutcome): void {
     this.logins.inc({ method, outcome });
   }
   mcp(method: string, tool: string, seconds: number): void {
     const labels = { method: MCP_METHODS.has(method) ? method : 'other', tool: tool === '' ? '' : MCP_TOOLS.has(tool) ? tool : 'other' };
-    this.mcpCalls.inc(labels);
-    this.mcpSeconds.observe(labels, seconds);
+    this.child(`m ${labels.method} ${labels.tool}`, () => this.mcpCalls.labels(labels)).inc();
+    this.child(`ms ${labels.method} ${labels.tool}`, () => this.mcpSeconds.labels(labels)).observe(seconds);
   }
   busyRetry(): void {
     this.busyRetries.inc();

@@ -34,6 +34,8 @@ function seaApi(): SeaApi | null {
   }
 }
 const sea = BUILD ? seaApi() : null;
+/** true inside the single executable, which applies its own node flags (sea-config execArgv) in every process */
+export const IN_EXECUTABLE = sea !== null;
 
 /** The repository root, when running from a checkout or from a plain `node dist/svc.cjs`. */
 function repositoryRoot(): string {

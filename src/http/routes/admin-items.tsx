@@ -3,6 +3,7 @@
 import { Hono } from 'hono';
 import { basename } from 'node:path';
 import type { Env, Services, Ctx } from '../context.ts';
+import { nonceOf } from '../context.ts';
 import { requireAdmin, requireCaller, caller, actorOf } from '../guards.ts';
 import { readBody } from '../forms.ts';
 import { ItemsPage, ItemPage, RemoveItemPage, itemPath } from '../pages/admin-items.tsx';
@@ -54,7 +55,7 @@ export function adminItemRoutes(services: Services): Hono<Env> {
 
   const frame = (c: Ctx, error?: string) => {
     const principal = caller(c);
-    return { nonce: c.get('nonce'), me: { uid: principal.user.uid, canLogout: principal.via === 'session' }, notice: DONE[c.req.query('done') ?? ''], ...(error ? { error } : {}) };
+    return { nonce: nonceOf(c), me: { uid: principal.user.uid, canLogout: principal.via === 'session' }, notice: DONE[c.req.query('done') ?? ''], ...(error ? { error } : {}) };
   };
 
   const listPage = async (c: Ctx, status: 200 | 400 | 404, error?: string, form?: Record<string, string>) => {

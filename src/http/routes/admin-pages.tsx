@@ -2,6 +2,7 @@
 // admin/actions.ts, the same code the JSON API uses.
 import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
+import { nonceOf } from '../context.ts';
 import { requireAdmin, requireCaller, caller, actorOf } from '../guards.ts';
 import { readBody } from '../forms.ts';
 import { UsersPage, UserPage, RemovePage, AuditPage } from '../pages/admin.tsx';
@@ -28,7 +29,7 @@ const DONE: Record<string, string> = {
 function frame(c: Ctx, extra: { error?: string } = {}) {
   const principal = caller(c);
   return {
-    nonce: c.get('nonce'),
+    nonce: nonceOf(c),
     me: { uid: principal.user.uid, canLogout: principal.via === 'session' },
     notice: DONE[c.req.query('done') ?? ''],
     ...extra,

@@ -1,11 +1,22 @@
 // /mcp: the SDK's web-standard Streamable HTTP transport in stateless JSON mode, behind the auth core.
 import { Hono } from 'hono';
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { Env, Services, Ctx } from '../context.ts';
 import { oauthChallenge } from '../../oauth/rules.ts';
 import { requireCaller, caller } from '../guards.ts';
-import { buildMcpServer } from '../../mcp/server.ts';
 import { newSessionId, checkSessionId, sessionIdKey } from '../../mcp/session-id.ts';
+
+/**
+ * The MCP SDK (with zod and Ajv) is loaded on the first /mcp request: a server that has not served MCP yet keeps
+ * ~10 MiB less resident, and starts sooner.
+ */
+let mcpModules: Promise<{
+  Transport: typeof import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js').WebStandardStreamableHTTPServerTransport;
+  buildMcpServer: typeof import('../../mcp/server.ts').buildMcpServer;
+}> | null = null;
+const loadMcp = () =>
+  (mcpModules ??= Promise.all([import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'), import('../../mcp/server.ts')]).then(
+    ([transport, server]) => ({ Transport: transport.WebStandardStreamableHTTPServerTransport, buildMcpServer: server.buildMcpServer }),
+  ));
 
 function rpcError(status: number, code: number, message: string): Response {
   return new Response(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }), {
@@ -65,8 +76,9 @@ export function mcpRoutes(services: Services): Hono<Env> {
     }
     if (parsedBody === undefined) return rpcError(400, -32700, 'Parse error: the body is not JSON');
 
+    const { Transport, buildMcpServer } = await loadMcp();
     const server = buildMcpServer(services.database.db, principal);
-    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    const transport = new Transport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
     // Stateless JSON: once the response is built, nothing is pending, and nothing but this request holds the server
     // and transport. Closing them would only build abort signals and errors that nobody reads; they are left to GC.

@@ -4,7 +4,7 @@
 import { Hono } from 'hono';
 import { timingSafeEqual } from 'node:crypto';
 import type { Env, Services, Ctx } from '../context.ts';
-import { principalOf } from '../context.ts';
+import { principalOf, nonceOf } from '../context.ts';
 import { requireCaller, caller, actorOf } from '../guards.ts';
 import { readBody, restrictionFromForm } from '../forms.ts';
 import { ConsentPage, OauthErrorPage } from '../pages/consent.tsx';
@@ -87,7 +87,7 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
   }
 
   // ---- the authorization endpoint
-  const errorPage = (c: Ctx, message: string) => c.html(<OauthErrorPage nonce={c.get('nonce')} message={message} />, 400);
+  const errorPage = (c: Ctx, message: string) => c.html(<OauthErrorPage nonce={nonceOf(c)} message={message} />, 400);
   const back = (c: Ctx, redirectUri: string, params: Record<string, string | null | undefined>) => {
     const to = new URL(redirectUri);
     for (const [k, v] of Object.entries({ ...params, iss: base })) if (v !== null && v !== undefined) to.searchParams.set(k, v);
@@ -100,7 +100,7 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
     c.set('formTarget', request.redirectUri);
     return c.html(
       <ConsentPage
-        nonce={c.get('nonce')}
+        nonce={nonceOf(c)}
         uid={principal.user.uid}
         canLogout={principal.via === 'session'}
         clientName={client.name}

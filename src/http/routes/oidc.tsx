@@ -3,6 +3,7 @@
 import { Hono } from 'hono';
 import { getCookie, setCookie, deleteCookie } from 'hono/cookie';
 import type { Env, Services, Ctx } from '../context.ts';
+import { nonceOf } from '../context.ts';
 import { MessagePage } from '../pages/message.tsx';
 import { safeNext, safeNextPath } from '../forms.ts';
 import { setSessionCookie } from './session.tsx';
@@ -22,7 +23,7 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
   const flowKey = deriveKey(session.secret, 'oidc-flow-cookie');
   const app = new Hono<Env>();
   const page = (c: Ctx, status: 400 | 403 | 502 | 503, title: string, message: string) =>
-    c.html(<MessagePage nonce={c.get('nonce')} title={title} message={message} link={{ href: '/login', text: 'Back to sign-in' }} />, status);
+    c.html(<MessagePage nonce={nonceOf(c)} title={title} message={message} link={{ href: '/login', text: 'Back to sign-in' }} />, status);
 
   app.get('/oidc/login', async (c) => {
     let begun;

@@ -3,7 +3,7 @@
 import { Hono } from 'hono';
 import { setCookie, deleteCookie } from 'hono/cookie';
 import type { Env, Services, Ctx } from '../context.ts';
-import { principalOf } from '../context.ts';
+import { principalOf, nonceOf } from '../context.ts';
 import { LoginPage } from '../pages/login.tsx';
 import { readBody, safeNext, safeNextPath } from '../forms.ts';
 import { sameOrigin, crossSite } from '../middleware.ts';
@@ -36,7 +36,7 @@ export function sessionRoutes(services: Services): Hono<Env> {
   const page = async (c: Ctx, status: 200 | 401 | 429 | 400, props: { next: string; error?: string; username?: string }) => {
     const returnTo = config.auth.oauth ? await oauthReturnTarget(db, props.next) : undefined;
     if (returnTo) c.set('formTarget', returnTo);
-    return c.html(<LoginPage nonce={c.get('nonce')} local={config.auth.local} oidc={config.auth.oidc !== null} {...props} />, status);
+    return c.html(<LoginPage nonce={nonceOf(c)} local={config.auth.local} oidc={config.auth.oidc !== null} {...props} />, status);
   };
 
   app.get('/login', (c) => page(c, 200, { next: safeNextPath(c.req.query('next'), config.server.baseUrl) }));

@@ -2,7 +2,7 @@
 // routes; a browser form gets HTML back, any other client JSON.
 import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
-import { wantsHtml } from '../context.ts';
+import { wantsHtml, nonceOf } from '../context.ts';
 import { iso } from '../../domain/json.ts';
 import { requireCaller, caller, actorOf } from '../guards.ts';
 import { readBody, restrictionFromForm } from '../forms.ts';
@@ -34,7 +34,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
     const principal = caller(c);
     return c.html(
       <TokensPage
-        nonce={c.get('nonce')}
+        nonce={nonceOf(c)}
         uid={principal.user.uid}
         admin={principal.user.admin}
         canLogout={principal.via === 'session'}
