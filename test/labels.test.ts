@@ -107,3 +107,31 @@ describe('visibility', () => {
     });
   }
 });
+
+describe('search past the rank window', () => {
+  test('a common term ranks the newest matches; results stay visible ones, and a caller who sees few gets them all', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-window-'));
+    const database = await openDatabase(`file:${join(dir, 'svc.db')}`, null);
+    try {
+      await database.migrate();
+      // Oldest first: two items for team a, then 28 for team b; every one holds the common word.
+      const ids = [...['a0', 'a1'], ...Array.from({ length: 28 }, (_, i) => `b${i}`)];
+      await database.write(async (tx) => {
+        for (const id of ids) await putItem(tx, id, { title: id, text: `needle ${id}`, labels: id.startsWith('a') ? 'a' : 'b' });
+      });
+      const search = (labels: string[], limit: number, window: number) => searchVisible(database.db, 'needle', { labels, restriction: null }, limit, window);
+      const newest = ids.slice(-5);
+      const both = (await search(['a', 'b'], 3, 5)).map((h) => h.id);
+      assert.equal(both.length, 3);
+      for (const id of both) assert.ok(newest.includes(id), `${id} is among the newest five matches`);
+      // Team a sees none of the newest five: the whole ranking answers, with exactly what a may read.
+      assert.deepEqual((await search(['a'], 3, 5)).map((h) => h.id).sort(), ['a0', 'a1']);
+      assert.deepEqual(await search([], 3, 5), [], 'nothing for a caller who may read nothing');
+      // Below the window nothing changes: every visible match is ranked.
+      assert.equal((await search(['a', 'b'], 50, 100)).length, 30);
+    } finally {
+      database.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

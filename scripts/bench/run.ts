@@ -1,15 +1,15 @@
 // `npm run bench`: measures side by side in one run and prints ratios (never a bare time as a verdict).
-//   1. authenticated `tools/call whoami` on /mcp vs. the same handler without the auth core, and vs. a bare MCP SDK
-//      server answering `tools/call echo` (throughput, and svc's p99/p50)
+//   1. authenticated `tools/call whoami` on /mcp vs. the same handler without the auth core, with metrics on, without
+//      the request log line, and vs. a bare MCP SDK server answering `tools/call echo` (throughput, svc's p99/p50)
 //   2. `search` over 100,000 generated items with the ACL filter vs. the bare FTS5 query (p50/p99 latency); then
 //      over 1,000,000 items: a rare term, a common term, and the common term for a user who sees 1%
 //   3. the bearer lookup with 1,000,000 tokens in the table vs. 1,000 (cost per lookup)
 //   4. a token mint through svc's write path (queued BEGIN IMMEDIATE … COMMIT, commit check, synchronous=FULL) vs.
 //      the same INSERT in autocommit on a plain connection with synchronous=NORMAL (what svc did before)
 // Options: --quick (smaller sizes and shorter runs, for a smoke check), --rounds N, --seconds S,
-// --only mcp|search|scale|lookup|writes (one part).
+// --only mcp|workers|search|scale|lookup|writes (one part).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -24,7 +24,7 @@ import { searchVisible, ftsQuery } from '../../src/store/items.ts';
 import { storedHash } from '../../src/domain/secrets.ts';
 
 const { values: opts } = parseArgs({
-  options: { quick: { type: 'boolean' }, rounds: { type: 'string' }, seconds: { type: 'string' }, only: { type: 'string' } },
+  options: { quick: { type: 'boolean' }, rounds: { type: 'string' }, seconds: { type: 'string' }, only: { type: 'string' }, 'scale-db': { type: 'string' } },
 });
 const QUICK = opts.quick ?? false;
 const ROUNDS = Number(opts.rounds ?? (QUICK ? 1 : 3));
@@ -49,7 +49,7 @@ async function prepareDb(name: string): Promise<{ url: string; path: string; dat
 
 // ---------- 1. /mcp throughput, authenticated vs. not ----------
 
-type Mode = 'auth' | 'direct' | 'metrics' | 'bare';
+type Mode = 'auth' | 'direct' | 'metrics' | 'nolog' | 'bare';
 
 function startServer(mode: Mode, url: string, port: number): Promise<ChildProcess> {
   const args = [process.execPath, '--import', 'tsx', join(import.meta.dirname, 'server.ts'), mode, url, String(port)];
@@ -86,13 +86,13 @@ async function benchMcp(): Promise<void> {
   // One server of each kind for the whole part, both on core 0, loaded one at a time: each stays warm, and
   // short alternating rounds (ABBA) spread drift over both instead of favouring whichever ran first.
   const base = 20000 + Math.floor(Math.random() * 10000);
-  const ports: Record<Mode, number> = { direct: base, auth: base + 1, metrics: base + 2, bare: base + 3 };
-  const modes = ['direct', 'auth', 'metrics', 'bare'] as const;
+  const ports: Record<Mode, number> = { direct: base, auth: base + 1, metrics: base + 2, nolog: base + 3, bare: base + 4 };
+  const modes = ['direct', 'auth', 'metrics', 'nolog', 'bare'] as const;
   const servers: ChildProcess[] = [];
   for (const mode of modes) servers.push(await startServer(mode, url, ports[mode]));
-  const rates: Record<Mode, number[]> = { auth: [], direct: [], metrics: [], bare: [] };
-  const p99: Record<Mode, number[]> = { auth: [], direct: [], metrics: [], bare: [] };
-  const p50: Record<Mode, number[]> = { auth: [], direct: [], metrics: [], bare: [] };
+  const rates: Record<Mode, number[]> = { auth: [], direct: [], metrics: [], nolog: [], bare: [] };
+  const p99: Record<Mode, number[]> = { auth: [], direct: [], metrics: [], nolog: [], bare: [] };
+  const p50: Record<Mode, number[]> = { auth: [], direct: [], metrics: [], nolog: [], bare: [] };
   try {
     for (const mode of modes) await load(ports[mode], token, QUICK ? 2 : 5, mode); // warm-up
     for (let round = 0; round < ROUNDS * 2; round++) {
@@ -108,16 +108,72 @@ async function benchMcp(): Promise<void> {
   } finally {
     for (const s of servers) s.kill('SIGKILL');
   }
-  const [auth, direct, withMetrics, bare] = [median(rates.auth), median(rates.direct), median(rates.metrics), median(rates.bare)];
+  const [auth, direct, withMetrics, quiet, bare] = [median(rates.auth), median(rates.direct), median(rates.metrics), median(rates.nolog), median(rates.bare)];
   say(`1. /mcp tools/call, 50 connections, median of ${ROUNDS * 2} alternating rounds of ${SECONDS}s${pin ? ' (servers on core 0)' : ''}`);
   say(`   svc, authenticated whoami:   ${fmt(auth, 0)} req/s, p50 ${median(p50.auth)} ms, p99 ${median(p99.auth)} ms`);
   say(`   svc without auth, whoami:    ${fmt(direct, 0)} req/s, p99 ${median(p99.direct)} ms`);
   say(`   svc with metrics on, whoami: ${fmt(withMetrics, 0)} req/s, p99 ${median(p99.metrics)} ms`);
+  say(`   svc without request log:     ${fmt(quiet, 0)} req/s, p99 ${median(p99.nolog)} ms`);
   say(`   bare MCP SDK server, echo:   ${fmt(bare, 0)} req/s, p99 ${median(p99.bare)} ms`);
   say(`   ratio authenticated / without auth: ${fmt(auth / direct)}   (target >= 0.90)`);
   say(`   ratio svc authenticated / bare SDK server: ${fmt(auth / bare)}   (target >= 0.90)`);
   say(`   svc p99 / p50: ${fmt(median(p99.auth) / Math.max(1, median(p50.auth)))}   (target <= 5)`);
   say(`   ratio metrics on / off: ${fmt(withMetrics / auth)}   (target >= 0.97)`);
+  say(`   ratio with / without the request log line: ${fmt(auth / quiet)}`);
+}
+
+// ---------- 1b. svc serve --workers 2 vs. 1 ----------
+
+/**
+ * The shipped CLI serving with one worker and with two, loaded in turns from a load generator on the same two-core
+ * machine. Every process here may use both cores (the bench itself is pinned to core 1; children are not).
+ */
+async function benchWorkers(): Promise<void> {
+  const { url, database, close } = await prepareDb('workers');
+  const { token } = await database.write(async (tx) => {
+    const user = await createUser(tx, { uid: 'bench', email: 'bench@example.com', labels: 'eng' });
+    return createToken(tx, user.id, 'bench', undefined);
+  });
+  close();
+  const both = (args: string[]) => (pin ? ['taskset', ['-c', '0,1', ...args]] : [args[0]!, args.slice(1)]) as [string, string[]];
+  const servers: ChildProcess[] = [];
+  const ports: Record<1 | 2, number> = { 1: 30000 + Math.floor(Math.random() * 10000), 2: 0 };
+  ports[2] = ports[1] + 1;
+  try {
+    for (const n of [1, 2] as const) {
+      const config = join(work, `workers-${n}.ini`);
+      writeFileSync(config, `[server]\nlisten = 127.0.0.1:${ports[n]}\ndatabase = ${url}\nlog_level = info\n[auth]\ntoken\n    enabled true\n`);
+      const [file, args] = both([process.execPath, '--import', 'tsx', join(import.meta.dirname, '../../src/main.ts'), 'serve', '--workers', String(n), '--config', config]);
+      const child = spawn(file, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+      child.stderr!.on('data', () => undefined); // the request log, drained
+      servers.push(child);
+      for (let i = 0; i < 400; i++) {
+        if (await fetch(`http://127.0.0.1:${ports[n]}/healthz`).then((r) => r.ok, () => false)) break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    const load = (n: 1 | 2, seconds: number): Promise<{ rate: number; bad: number }> =>
+      new Promise((resolve, reject) => {
+        const [file, args] = both([process.execPath, '--import', 'tsx', join(import.meta.dirname, 'load.ts'), `http://127.0.0.1:${ports[n]}/mcp`, token, String(seconds)]);
+        let out = '';
+        const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+        child.stdout!.on('data', (d: Buffer) => (out += d));
+        child.once('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`load exited ${code}`))));
+      });
+    await load(1, 3);
+    await load(2, 3);
+    const rates: Record<1 | 2, number[]> = { 1: [], 2: [] };
+    for (const n of [1, 2, 2, 1, 1, 2] as const) {
+      const r = await load(n, SECONDS);
+      if (r.bad > 0) throw new Error(`--workers ${n}: ${r.bad} failed requests`);
+      rates[n].push(r.rate);
+    }
+    const [one, two] = [median(rates[1]), median(rates[2])];
+    say(`1b. svc serve --workers 2 vs. 1, /mcp whoami, 50 connections, the load generator on the same 2 cores, median of 3 rounds of ${SECONDS}s`);
+    say(`   1 worker: ${fmt(one, 0)} req/s; 2 workers: ${fmt(two, 0)} req/s; ratio 2 / 1: ${fmt(two / one)}`);
+  } finally {
+    for (const s of servers) s.kill('SIGTERM');
+  }
 }
 
 // ---------- 2. search with the ACL vs. bare FTS5 ----------
@@ -199,7 +255,14 @@ async function benchSearch(): Promise<void> {
  */
 async function benchScale(): Promise<void> {
   const count = QUICK ? 100_000 : 1_000_000;
-  const { path, db, close } = await prepareDb('scale');
+  // --scale-db PATH keeps the generated database there and uses it again on the next run (it takes minutes to make).
+  const kept = opts['scale-db'];
+  const reuse = kept !== undefined && existsSync(kept);
+  const { path, db, close } = kept === undefined ? await prepareDb('scale') : await (async () => {
+    const database = await openDatabase(`file:${kept}`, null);
+    await database.migrate();
+    return { path: kept, db: database.db, close: () => database.close() };
+  })();
   const rand = prng(7);
   const vocabulary = Array.from({ length: 20_000 }, (_, i) => `v${i.toString(36)}${'aeiou'[i % 5]}`);
   const word = () => vocabulary[Math.floor(vocabulary.length * rand() ** 2.5)]!;
@@ -215,27 +278,29 @@ async function benchScale(): Promise<void> {
     const second = departments[Math.floor(rand() * departments.length)]!;
     return [...new Set([first, second, ...(rand() < 0.2 ? ['confidential'] : [])])].sort().join(',');
   };
-  const raw = new Sqlite(path);
-  raw.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF');
-  const insert = raw.prepare('INSERT INTO items (id, title, text, labels, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
   const started = performance.now();
-  const rareAt = new Map<number, string>();
-  for (const term of rare) for (let k = 0; k < 20; k++) rareAt.set(Math.floor(rand() * count), term);
-  raw.exec('BEGIN');
-  for (let i = 0; i < count; i++) {
-    const words = Array.from({ length: 140 }, word);
-    for (const term of common) if (rand() < 0.1) words[Math.floor(rand() * words.length)] = term;
-    const r = rareAt.get(i);
-    if (r) words[0] = r;
-    insert.run(`doc/${i}`, `${word()} ${word()} ${word()}`, words.join(' '), labelsFor(), i, i);
-    if (i % 100_000 === 99_999) {
-      raw.exec('COMMIT');
-      raw.exec('BEGIN');
+  if (!reuse) {
+    const raw = new Sqlite(path);
+    raw.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF');
+    const insert = raw.prepare('INSERT INTO items (id, title, text, labels, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
+    const rareAt = new Map<number, string>();
+    for (const term of rare) for (let k = 0; k < 20; k++) rareAt.set(Math.floor(rand() * count), term);
+    raw.exec('BEGIN');
+    for (let i = 0; i < count; i++) {
+      const words = Array.from({ length: 140 }, word);
+      for (const term of common) if (rand() < 0.1) words[Math.floor(rand() * words.length)] = term;
+      const r = rareAt.get(i);
+      if (r) words[0] = r;
+      insert.run(`doc/${i}`, `${word()} ${word()} ${word()}`, words.join(' '), labelsFor(), i, i);
+      if (i % 100_000 === 99_999) {
+        raw.exec('COMMIT');
+        raw.exec('BEGIN');
+      }
     }
+    raw.exec('COMMIT');
+    raw.exec('PRAGMA wal_checkpoint(TRUNCATE)');
+    raw.close();
   }
-  raw.exec('COMMIT');
-  raw.exec('PRAGMA wal_checkpoint(TRUNCATE)');
-  raw.close();
   const built = (performance.now() - started) / 1000;
   const everyone = { labels: ['confidential', 'tiger-team', ...departments].sort(), restriction: null };
   const team = { labels: ['tiger-team'], restriction: null };
@@ -245,7 +310,7 @@ async function benchScale(): Promise<void> {
     { name: 'common term (~10%), sees everything', terms: common, access: everyone },
     { name: `common term (~10%), sees ${fmt(visibleShare * 100, 1)}%`, terms: common, access: team },
   ];
-  say(`2b. search over ${count.toLocaleString('en')} items of ~1 KB (built in ${fmt(built, 0)} s), 10 terms per case, limit 10`);
+  say(`2b. search over ${count.toLocaleString('en')} items of ~1 KB (${reuse ? `kept in ${kept}` : `built in ${fmt(built, 0)} s`}), 10 terms per case, limit 10`);
   for (const c of cases) {
     for (const t of c.terms) await searchVisible(db, t, c.access, 10); // warm
     const times: number[] = [];
@@ -341,7 +406,7 @@ try {
   if (pin) execFileSync('taskset', ['-pc', '1', String(process.pid)], { stdio: 'ignore' });
   say(`svc benchmark${QUICK ? ' (--quick: smaller sizes, not the reported figures)' : ''}, node ${process.version}`);
   say();
-  const parts = { mcp: benchMcp, search: benchSearch, scale: benchScale, lookup: benchLookup, writes: benchWrites };
+  const parts = { mcp: benchMcp, workers: benchWorkers, search: benchSearch, scale: benchScale, lookup: benchLookup, writes: benchWrites };
   for (const [name, run] of Object.entries(parts)) {
     if (opts.only !== undefined && opts.only !== name) continue;
     await run();

@@ -1,6 +1,7 @@
 // A server for the /mcp throughput benchmark, run as its own process.
 //   tsx scripts/bench/server.ts auth   DB_URL PORT  -> the shipped app (createApp): auth core on every request
 //   tsx scripts/bench/server.ts metrics DB_URL PORT -> the shipped app with metrics on (what metrics_listen turns on)
+//   tsx scripts/bench/server.ts nolog  DB_URL PORT  -> the shipped app with log_level = warn: no line per request
 //   tsx scripts/bench/server.ts direct DB_URL PORT  -> the same app, with an authenticator that returns the bench user
 //                                                     without looking at the request (the unauthenticated baseline)
 //   tsx scripts/bench/server.ts bare   -      PORT  -> a bare MCP SDK server: Hono, the web-standard transport,
@@ -49,7 +50,7 @@ const config = loadConfig(
 );
 const database = await openDatabase(dbUrl, null);
 // Logging as the shipped server does: one JSON line per request, to a pipe the bench drains.
-const log = createLogger();
+const log = createLogger(undefined, mode === 'nolog' ? 'warn' : 'info');
 const metrics = mode === 'metrics'
   ? new (await import('../../src/metrics/prometheus.ts')).PrometheusMetrics({ population: () => population(database.db), oidc: null })
   : noMetrics;

@@ -122,18 +122,37 @@ export async function listVisible(
 }
 
 /**
+ * How many matches a search ranks at most. FTS5 ranks every match before it can return the best, so a term found in
+ * a tenth of a million documents would cost a tenth of a second per search. Past this many matches svc ranks the
+ * newest RANK_WINDOW of them (by insertion order): every result is still one the caller may read, and every
+ * visible match of a rarer query is still ranked.
+ */
+export const RANK_WINDOW = 20_000;
+
+/**
  * Full-text search, best first. The query is reduced to words, each quoted, so no user input is ever FTS5
  * syntax. Ordering by the FTS table's own rank lets SQLite stop after `limit` visible hits.
  */
-export async function searchVisible(db: Db, query: string, access: Access, limit: number): Promise<SearchHit[]> {
+export async function searchVisible(db: Db, query: string, access: Access, limit: number, window = RANK_WINDOW): Promise<SearchHit[]> {
   const match = ftsQuery(query);
   if (match === null) return [];
-  return db.all<SearchHit>(sql`
-    SELECT i.id AS id, i.title AS title, snippet(items_fts, 1, '', '', '…', 24) AS snippet
-    FROM items_fts JOIN items i ON i.seq = items_fts.rowid
-    WHERE items_fts MATCH ${match} AND ${accessSql(sql`i.seq`, access)}
-    ORDER BY items_fts.rank
-    LIMIT ${limit}`);
+  const ranked = (from: number | null) =>
+    db.all<SearchHit>(sql`
+      SELECT i.id AS id, i.title AS title, snippet(items_fts, 1, '', '', '…', 24) AS snippet
+      FROM items_fts JOIN items i ON i.seq = items_fts.rowid
+      WHERE items_fts MATCH ${match} ${from === null ? sql`` : sql`AND items_fts.rowid >= ${sql.raw(String(from))}`} AND ${accessSql(sql`i.seq`, access)}
+      ORDER BY items_fts.rank
+      LIMIT ${limit}`);
+  // Walking the matches newest first costs no ranking: it finds where the window starts, if there are that many.
+  const [edge] = await db.all<{ seq: number }>(sql`
+    SELECT rowid AS seq FROM items_fts WHERE items_fts MATCH ${match} ORDER BY rowid DESC LIMIT 1 OFFSET ${window - 1}`);
+  if (edge === undefined) return ranked(null);
+  // Written into the statement, not bound: FTS5 narrows its scan by a rowid bound only when it is a literal (a
+  // bound one costs the whole scan, measured here). It is an integer read from the database.
+  if (!Number.isSafeInteger(edge.seq)) return ranked(null);
+  const hits = await ranked(edge.seq);
+  // A caller who may read few of the newest matches gets the whole ranking: slower, never fewer results.
+  return hits.length === limit ? hits : ranked(null);
 }
 
 const MAX_TERMS = 32;

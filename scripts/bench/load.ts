@@ -1,0 +1,14 @@
+// One autocannon run against /mcp `tools/call whoami`, as its own process (so its CPU placement can be chosen):
+//   tsx scripts/bench/load.ts URL TOKEN SECONDS  -> prints {"rate": req/s, "p50": ms, "p99": ms, "bad": n} on stdout
+import autocannon from 'autocannon';
+
+const [url, token, seconds] = process.argv.slice(2) as [string, string, string];
+const r = await autocannon({
+  url,
+  method: 'POST',
+  connections: 50,
+  duration: Number(seconds),
+  headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+  body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } }),
+});
+process.stdout.write(JSON.stringify({ rate: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, bad: r.non2xx + r.errors }) + '\n');
