@@ -76,13 +76,19 @@ async function load(port: number, token: string, seconds: number, mode: Mode): P
   });
 }
 
-async function benchMcp(): Promise<void> {
-  const { url, database, close } = await prepareDb('mcp');
+/** A database holding the bench user and a token of theirs. */
+async function benchUserDb(name: string, labels: string): Promise<{ url: string; token: string }> {
+  const { url, database, close } = await prepareDb(name);
   const { token } = await database.write(async (tx) => {
-    const user = await createUser(tx, { uid: 'bench', email: 'bench@example.com', labels: 'eng, finance' });
+    const user = await createUser(tx, { uid: 'bench', email: 'bench@example.com', labels });
     return createToken(tx, user.id, 'bench', undefined);
   });
   close();
+  return { url, token };
+}
+
+async function benchMcp(): Promise<void> {
+  const { url, token } = await benchUserDb('mcp', 'eng, finance');
   // One server of each kind for the whole part, both on core 0, loaded one at a time: each stays warm, and
   // short alternating rounds (ABBA) spread drift over both instead of favouring whichever ran first.
   const base = 20000 + Math.floor(Math.random() * 10000);
@@ -129,12 +135,7 @@ async function benchMcp(): Promise<void> {
  * machine. Every process here may use both cores (the bench itself is pinned to core 1; children are not).
  */
 async function benchWorkers(): Promise<void> {
-  const { url, database, close } = await prepareDb('workers');
-  const { token } = await database.write(async (tx) => {
-    const user = await createUser(tx, { uid: 'bench', email: 'bench@example.com', labels: 'eng' });
-    return createToken(tx, user.id, 'bench', undefined);
-  });
-  close();
+  const { url, token } = await benchUserDb('workers', 'eng');
   const both = (args: string[]) => (pin ? ['taskset', ['-c', '0,1', ...args]] : [args[0]!, args.slice(1)]) as [string, string[]];
   const servers: ChildProcess[] = [];
   const ports: Record<1 | 2, number> = { 1: 30000 + Math.floor(Math.random() * 10000), 2: 0 };
