@@ -4,10 +4,12 @@
 //   2. `search` over 100,000 generated items with the ACL filter vs. the bare FTS5 query (p50/p99 latency); then
 //      over 1,000,000 items: a rare term, a common term, and the common term for a user who sees 1%
 //   3. the bearer lookup with 1,000,000 tokens in the table vs. 1,000 (cost per lookup)
+//   1b. svc serve --workers 2 vs. 1, with the load generator on the same machine
 //   4. a token mint through svc's write path (queued BEGIN IMMEDIATE … COMMIT, commit check, synchronous=FULL) vs.
 //      the same INSERT in autocommit on a plain connection with synchronous=NORMAL (what svc did before)
+//   5. the single executable: cold start, resident memory idle and under load, its memory flags' throughput cost
 // Options: --quick (smaller sizes and shorter runs, for a smoke check), --rounds N, --seconds S,
-// --only mcp|workers|search|scale|lookup|writes (one part).
+// --only mcp|workers|search|scale|lookup|writes|binary (one part).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -403,11 +405,22 @@ async function benchWrites(): Promise<void> {
   say(`   ratio svc / plain: ${fmt(a / b)}`);
 }
 
+// ---------- 5. the single executable: start, memory, and the cost of its memory flags ----------
+
+/** Builds dist/svc from this checkout and runs scripts/bench/binary.ts on it (its own output). */
+async function benchBinary(): Promise<void> {
+  const tsx = ['--import', 'tsx'];
+  execFileSync(process.execPath, [...tsx, join(import.meta.dirname, '../build-binary.ts')], { stdio: ['ignore', 'ignore', 'inherit'] });
+  say('5. the single executable (dist/svc, built from this checkout)');
+  const out = execFileSync(process.execPath, [...tsx, join(import.meta.dirname, 'binary.ts')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  for (const line of out.trim().split('\n')) say(`   ${line}`);
+}
+
 try {
   if (pin) execFileSync('taskset', ['-pc', '1', String(process.pid)], { stdio: 'ignore' });
   say(`svc benchmark${QUICK ? ' (--quick: smaller sizes, not the reported figures)' : ''}, node ${process.version}`);
   say();
-  const parts = { mcp: benchMcp, workers: benchWorkers, search: benchSearch, scale: benchScale, lookup: benchLookup, writes: benchWrites };
+  const parts = { mcp: benchMcp, workers: benchWorkers, search: benchSearch, scale: benchScale, lookup: benchLookup, writes: benchWrites, binary: benchBinary };
   for (const [name, run] of Object.entries(parts)) {
     if (opts.only !== undefined && opts.only !== name) continue;
     await run();
