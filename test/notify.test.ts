@@ -4,12 +4,17 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { install, sourceRunner, sqlite3 } from './helpers/installation.ts';
 import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
 import { startSmtpPeer, type SmtpPeer } from './helpers/smtp.ts';
 import { loadConfig, ConfigError } from '../src/config/load.ts';
+import { openDatabase } from '../src/db/open.ts';
+import { notices } from '../src/db/schema.ts';
+import { createUser } from '../src/store/users.ts';
+import { pruneNotices } from '../src/store/notices.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const SMTP_PASS = 'smtp-pass-Zq8-do-not-leak';
@@ -143,4 +148,27 @@ test('[notify] is checked: the SMTP URL comes from the environment, and is never
   assert.match(problems('smtp_url_env = SMTP\nfrom = a@b\nexpiry_warning = soon', { SMTP: 'smtp://m' }), /notify\.expiry_warning: "soon" is not a duration/);
   assert.match(problems('smtp_url_env = SMTP\nfrom = a@b\nsmtp_host = x', { SMTP: 'smtp://m' }), /notify\.smtp_host: unknown key/);
   assert.equal(loadConfig('[server]\nlisten = 127.0.0.1:8080\n[auth]\ntoken\n    enabled true\n', {}, { mode: 'serve' }).notify, null, 'off when absent');
+});
+
+test('settled notices are removed after their keep time; pending ones never', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-notices-'));
+  const database = await openDatabase(`file:${join(dir, 'svc.db')}`, null);
+  try {
+    await database.migrate();
+    const user = await database.write((tx) => createUser(tx, { uid: 'pat', email: 'pat@example.com' }));
+    const now = Date.now();
+    await database.write(async (tx) => {
+      for (let i = 0; i < 1500; i++) {
+        await tx.insert(notices).values({ key: `old:${i}`, userId: user.id, kind: 'password_changed', detail: '{}', createdAt: now - 90 * DAY, nextAttemptAt: now - 90 * DAY, doneAt: now - 60 * DAY, outcome: 'sent' });
+      }
+      await tx.insert(notices).values({ key: 'recent', userId: user.id, kind: 'password_changed', detail: '{}', createdAt: now, nextAttemptAt: now, doneAt: now, outcome: 'sent' });
+      await tx.insert(notices).values({ key: 'pending', userId: user.id, kind: 'password_changed', detail: '{}', createdAt: now - 90 * DAY, nextAttemptAt: now });
+    });
+    const batches = [await database.write((tx) => pruneNotices(tx, now - 37 * DAY)), await database.write((tx) => pruneNotices(tx, now - 37 * DAY)), await database.write((tx) => pruneNotices(tx, now - 37 * DAY))];
+    assert.deepEqual(batches, [1000, 500, 0], 'in batches of 1,000');
+    assert.deepEqual((await database.db.select({ key: notices.key }).from(notices).all()).map((r) => r.key).sort(), ['pending', 'recent']);
+  } finally {
+    database.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
