@@ -25,6 +25,8 @@ export interface NginxOptions {
   names?: Record<string, string>;
 }
 
+const READY_TOKEN = `ready-${process.pid}-${Date.now()}`;
+
 function waitForPort(port: number, deadline: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const attempt = () => {
@@ -68,6 +70,11 @@ ${(Array.isArray(o.upstreamPort) ? o.upstreamPort : [o.upstreamPort]).map((p) =>
   }
   server {
     listen 127.0.0.1:${o.port};
+    # How the helper knows it is this nginx that listens, not something else on the port.
+    location = /.nginx-ready {
+      add_header X-Nginx-Ready ${READY_TOKEN};
+      return 204;
+    }
     # The sign-in form needs no proxy authentication; nginx passes the client's address on.
     location = /login {
       proxy_pass http://svc;
@@ -101,6 +108,10 @@ ${(Array.isArray(o.upstreamPort) ? o.upstreamPort : [o.upstreamPort]).map((p) =>
   child.stderr!.on('data', (d) => (stderr += d));
   try {
     await waitForPort(o.port, Date.now() + 10_000);
+    const ready = await fetch(`http://127.0.0.1:${o.port}/.nginx-ready`).catch(() => null);
+    if (child.exitCode !== null || ready?.headers.get('x-nginx-ready') !== READY_TOKEN) {
+      throw new Error(`port ${o.port} is answered by something other than this nginx`);
+    }
   } catch (e) {
     child.kill('SIGKILL');
     let log = '';
