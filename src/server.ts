@@ -63,7 +63,7 @@ export async function startServer(config: Config, log: Logger, options: { graceM
   const sources = { database: null as Database | null, oidc: null as RelyingParty | null };
   const prometheus = config.server.metrics ? await startMetrics(config, sources, log) : null;
   const metrics = prometheus?.metrics ?? noMetrics;
-  const database = await openDatabase(config.server.database, config.server.databaseToken, { events: metrics }).catch((e: unknown) => {
+  const database = await openDatabase(config.server.database, config.server.databaseToken, prometheus ? { events: prometheus.metrics } : {}).catch((e: unknown) => {
     prometheus?.close();
     throw e;
   });
@@ -129,9 +129,9 @@ export async function startServer(config: Config, log: Logger, options: { graceM
       .catch((e: unknown) => log.warn('audit_prune_failed', { error: safeDatabaseMessage(e) }));
   };
   const firstPrune = setTimeout(prune, 1000).unref();
+  const hourlyPrune = setInterval(prune, 3600_000).unref();
   // Mail to users, when [notify] is set: loaded only then.
   const notices = config.notify ? (await import('./notify/job.ts')).startNoticeJob(database, config.notify, config.server.baseUrl, log) : null;
-  const hourlyPrune = setInterval(prune, 3600_000).unref();
 
   const http = server as ServerType & { closeIdleConnections(): void; closeAllConnections(): void };
   let cut: NodeJS.Timeout | null = null;

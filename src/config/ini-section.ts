@@ -7,7 +7,6 @@ export type Lines = { text: string; line: number }[];
 export interface IniSection {
   /** the trimmed value, or `fallback` when the key is absent */
   str(key: string, fallback: string): string;
-  has(key: string): boolean;
 }
 
 export function readIniSection(name: string, lines: Lines | undefined, keys: readonly string[], problems: string[]): IniSection {
@@ -24,7 +23,6 @@ export function readIniSection(name: string, lines: Lines | undefined, keys: rea
     if (!keys.includes(key)) problems.push(`${name}.${key}: unknown key; [${name}] takes ${keys.join(', ')}`);
   }
   return {
-    has: (key) => raw[key] !== undefined,
     str(key, fallback) {
       const v = raw[key];
       if (v === undefined) return fallback;

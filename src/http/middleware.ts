@@ -5,7 +5,7 @@ import type { MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { matchedRoutes } from 'hono/route';
 import { getCookie } from 'hono/cookie';
-import { apiError, nonceOf, principalOf, wantsHtml, type Env, type Services } from './context.ts';
+import { apiError, nonceOf, principalOf, wantsHtml, type Ctx, type Env, type Services } from './context.ts';
 import { addressMatcher, clientAddress } from '../domain/addresses.ts';
 
 const KiB = 1024;
@@ -43,13 +43,13 @@ function formTarget(uri: string | undefined): string {
 
 /** Forms 16 KiB, JSON 1 MiB, /mcp 4 MiB, a document uploaded on /admin/items 2 MiB; larger is 413 before the body is read. */
 export function bodyLimits(): MiddlewareHandler<Env> {
-  const tooLarge = (c: Parameters<MiddlewareHandler<Env>>[0], maxSize: number) =>
+  const tooLarge = (c: Ctx, maxSize: number) =>
     // Connection: close, so the server does not go on reading a body it has already refused.
     apiError(c, 'payload_too_large', `the request body is larger than ${maxSize / KiB} KiB`, { Connection: 'close' });
   const limiters = new Map<number, MiddlewareHandler<Env>>(
     Object.values(LIMITS).map((maxSize) => [maxSize, bodyLimit({ maxSize, onError: (c) => tooLarge(c as never, maxSize) })]),
   );
-  const limitFor = (c: Parameters<MiddlewareHandler<Env>>[0]): number => {
+  const limitFor = (c: Ctx): number => {
     if (c.req.path === '/mcp' || c.req.path === '/oauth/mcp') return LIMITS.mcp;
     // A registration is a few hundred bytes of JSON; anyone may send one, so it gets the small limit.
     if (c.req.path === '/oauth/register') return LIMITS.form;
@@ -107,7 +107,7 @@ export function requestLog(services: Services): MiddlewareHandler<Env> {
 }
 
 /** Resolves the caller once per request; routes read it with principalOf(). */
-export function resolveCaller(services: Services, peerOf: (c: Parameters<MiddlewareHandler<Env>>[0]) => string): MiddlewareHandler<Env> {
+export function resolveCaller(services: Services, peerOf: (c: Ctx) => string): MiddlewareHandler<Env> {
   const trustedProxy = addressMatcher(services.config.server.trustedProxies);
   return async (c, next) => {
     const peer = peerOf(c);
@@ -176,7 +176,7 @@ export function sameOriginForAmbient(services: Services): MiddlewareHandler<Env>
   };
 }
 
-export function crossSite(c: Parameters<MiddlewareHandler<Env>>[0]): Response {
+export function crossSite(c: Ctx): Response {
   const message = 'cross-site request refused: this form must be sent from the svc site itself';
   return wantsHtml(c) ? c.text(message, 403) : apiError(c, 'forbidden', message);
 }

@@ -7,12 +7,10 @@ import type { Database } from '../db/open.ts';
 import type { NotifyConfig } from '../config/notify.ts';
 import type { Logger } from '../log.ts';
 import { DatabaseBusy, safeDatabaseMessage } from '../db/errors.ts';
-import { derivationDue, deriveNotices, noticesDue, claimNotices, settleNotice, retryNotice, pruneNotices, type ClaimedNotice } from '../store/notices.ts';
+import { derivationDue, deriveNotices, noticesDue, claimNotices, settleNotice, retryNotice, pruneNotices, NOTICE_PRUNE_BATCH, type ClaimedNotice } from '../store/notices.ts';
 import { composeMail } from './messages.ts';
 
 export interface NoticeJob {
-  /** runs one round now (tests, and right after start) */
-  tick(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -74,7 +72,7 @@ export function startNoticeJob(database: Database, notify: NotifyConfig, baseUrl
     }
     if (now - prunedAt > PRUNE_EVERY_MS) {
       prunedAt = now;
-      while ((await database.write((tx) => pruneNotices(tx, now - warningMs - KEEP_MS))) > 0);
+      while ((await database.write((tx) => pruneNotices(tx, now - warningMs - KEEP_MS))) === NOTICE_PRUNE_BATCH);
     }
   };
 
@@ -90,7 +88,6 @@ export function startNoticeJob(database: Database, notify: NotifyConfig, baseUrl
   const first = setTimeout(() => void tick(), 1000).unref();
   const timer = setInterval(() => void tick(), TICK_MS).unref();
   return {
-    tick,
     async stop() {
       stopped = true;
       clearTimeout(first);

@@ -162,11 +162,13 @@ export async function retryNotice(tx: Tx, id: number, at: number): Promise<void>
   await tx.update(notices).set({ claimedUntil: null, nextAttemptAt: at }).where(eq(notices.id, id));
 }
 
-/** Settled notices older than `before` are removed, a batch at a time. */
+export const NOTICE_PRUNE_BATCH = 1000;
+
+/** Settled notices older than `before` are removed, NOTICE_PRUNE_BATCH at a time. */
 export async function pruneNotices(tx: Tx, before: number): Promise<number> {
   const rows = await tx
     .delete(notices)
-    .where(sql`${notices.id} IN (SELECT id FROM notices WHERE done_at IS NOT NULL AND done_at < ${before} LIMIT 1000)`)
+    .where(sql`${notices.id} IN (SELECT id FROM notices WHERE done_at IS NOT NULL AND done_at < ${before} LIMIT ${NOTICE_PRUNE_BATCH})`)
     .returning({ id: notices.id });
   return rows.length;
 }
