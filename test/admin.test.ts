@@ -15,8 +15,8 @@ describe('administration', () => {
     s = await startTestServer();
     const root = await s.addUser({ uid: 'root', email: 'root@example.com', password: 'root password 1', admin: true });
     const plain = await s.addUser({ uid: 'plain', email: 'plain@example.com', password: 'plain password 1' });
-    adminToken = await s.tokenFor(root);
-    userToken = await s.tokenFor(plain);
+    adminToken = await s.tokenFor(root, undefined, 'mcp api admin');
+    userToken = await s.tokenFor(plain, undefined, 'mcp api');
     admin = new Browser(s.url);
     assert.equal((await admin.login('root', 'root password 1')).status, 303);
   });
@@ -125,7 +125,7 @@ describe('administration', () => {
     assert.equal((await (await api('/users/root')).json()).admin, true);
 
     await api('/users', { json: { uid: 'second', email: 'second@example.com', admin: true } });
-    const secondToken = await s.tokenFor((await (await import('../src/store/users.ts')).getUser(s.database.db, 'second')));
+    const secondToken = await s.tokenFor((await (await import('../src/store/users.ts')).getUser(s.database.db, 'second')), undefined, 'mcp api admin');
     const [a, b] = await Promise.all([
       api('/users/second', { method: 'PATCH', json: { admin: false } }),
       api('/users/root', { method: 'PATCH', json: { admin: false }, token: secondToken }),
@@ -155,7 +155,7 @@ describe('administration', () => {
 
   test('a removed user\'s token and session are refused at once', async () => {
     await api('/users', { json: { uid: 'leaver', email: 'leaver@example.com', password: 'leaver password' } });
-    const token = await s.tokenFor((await (await import('../src/store/users.ts')).getUser(s.database.db, 'leaver')));
+    const token = await s.tokenFor((await (await import('../src/store/users.ts')).getUser(s.database.db, 'leaver')), undefined, 'mcp api');
     const b = new Browser(s.url);
     await b.login('leaver', 'leaver password');
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) })).status, 200);
@@ -189,7 +189,7 @@ describe('administration', () => {
     const revoked = await (await api('/users/plain/tokens/revoke', { json: {} })).json();
     assert.ok(revoked.revoked >= 2);
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(extra.token) })).status, 401);
-    userToken = await s.tokenFor((await (await import('../src/store/users.ts')).getUser(s.database.db, 'plain')));
+    userToken = await s.tokenFor((await (await import('../src/store/users.ts')).getUser(s.database.db, 'plain')), undefined, 'mcp api');
   });
 
   test('items API: put creates 201 then replaces 200, labels as string or array, get, list, delete 204', async () => {

@@ -35,7 +35,12 @@ test('sign in, create a token, see it once, use it, revoke it', async () => {
 
   await page.getByLabel('Name').fill('e2e agent');
   await page.getByLabel('Lifetime').selectOption('30d');
+  // MCP is chosen by default; this token may also list and revoke its owner's tokens. Admin is not offered to dana.
+  assert.equal(await page.getByRole('checkbox', { name: /^mcp\b/ }).isChecked(), true);
+  assert.equal(await page.getByRole('checkbox', { name: /^admin\b/ }).count(), 0);
+  await page.getByRole('checkbox', { name: /^api\b/ }).check();
   await page.getByRole('button', { name: 'Create token' }).click();
+  assert.match((await page.locator('section.notice.ok').textContent())!, /Scopes: mcp, api\./);
   const token = (await page.locator('#new-token').textContent())!.trim();
   assert.match(token, /^svc_[a-z2-7]{48}$/);
   assert.match((await page.locator('#new-config').textContent())!, /"Authorization": "Bearer svc_/);

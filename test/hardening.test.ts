@@ -25,7 +25,7 @@ describe('uids are unique and reserved regardless of letter case', () => {
   let admin: string;
   before(async () => {
     s = await startTestServer();
-    admin = await s.tokenFor(await s.addUser({ uid: 'root', email: 'root@example.com', admin: true }));
+    admin = await s.tokenFor(await s.addUser({ uid: 'root', email: 'root@example.com', admin: true }), undefined, 'admin');
     await s.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1' });
   });
   after(() => s.stop());
@@ -93,7 +93,7 @@ describe('a password change or removal ends the user\'s other sessions (tokens s
   test('changed by an admin: all the user\'s sessions end; changed by the user on their own page: theirs stays', async () => {
     await s.addUser({ uid: 'boss', email: 'boss@example.com', password: 'boss password 1', admin: true });
     const carol = await s.addUser({ uid: 'carol', email: 'carol@example.com', password: 'carol password 1', admin: true });
-    const carolToken = await s.tokenFor(carol);
+    const carolToken = await s.tokenFor(carol, undefined, 'api');
     const [c1, c2, boss] = [new Browser(s.url), new Browser(s.url), new Browser(s.url)];
     for (const b of [c1, c2]) assert.equal((await b.login('carol', 'carol password 1')).status, 303);
     assert.equal((await boss.login('boss', 'boss password 1')).status, 303);

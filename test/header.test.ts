@@ -197,7 +197,7 @@ describe('header channel behind nginx', () => {
   });
 
   test('a bearer token still works alongside the header channel', async () => {
-    const token = await s.tokenFor(await getUser(s.database.db, 'carol'));
+    const token = await s.tokenFor(await getUser(s.database.db, 'carol'), undefined, 'api');
     const r = await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) });
     assert.equal(r.status, 200);
   });

@@ -76,7 +76,7 @@ describe('two instances on one database behind nginx', () => {
   });
 
   test('a token revoked on A is refused by B on the very next request', async () => {
-    const token = (await inst.cli(['token', 'create', 'tom', '--name', 'both'])).stdout.trim();
+    const token = (await inst.cli(['token', 'create', 'tom', '--name', 'both', '--scopes', 'api'])).stdout.trim();
     for (const url of [a, b]) assert.equal((await fetch(`${url}/auth/tokens`, { headers: bearer(token) })).status, 200);
     const id = ((await (await fetch(`${a}/auth/tokens`, { headers: bearer(token) })).json()) as { id: string }[])[0]!.id;
     assert.equal((await fetch(`${a}/auth/tokens/${id}/revoke`, { method: 'POST', headers: bearer(token) })).status, 200);

@@ -86,12 +86,17 @@ describe('/mcp', () => {
     const { client } = await connectAs(s.url, bearer(tokens.bothuser!));
     const { tools } = await client.listTools();
     assert.deepEqual(tools.map((t) => t.name).sort(), ['fetch', 'search', 'whoami']);
+    // The stateless endpoint never sends a notification, so it announces none.
+    const capabilities = client.getServerCapabilities()!;
+    assert.notEqual(capabilities.tools?.listChanged, true, 'tools.listChanged');
+    assert.notEqual(capabilities.resources?.listChanged, true, 'resources.listChanged');
+    assert.ok(capabilities.tools && capabilities.resources);
     for (const t of tools) {
       assert.ok(t.description && t.description.length > 30, `${t.name} has a useful description`);
       assert.ok(t.outputSchema, `${t.name} has an output schema`);
     }
     const who = await call(client, 'whoami');
-    assert.deepEqual(who.structuredContent, { uid: 'bothuser', name: 'User bothuser', email: 'bothuser@example.com', labels: ['eng', 'finance'], admin: false, via: 'token', restriction: null });
+    assert.deepEqual(who.structuredContent, { uid: 'bothuser', name: 'User bothuser', email: 'bothuser@example.com', labels: ['eng', 'finance'], admin: false, via: 'token', restriction: null, scopes: ['mcp'] });
     assert.deepEqual(JSON.parse(who.content[0]!.text), who.structuredContent);
     await client.close();
   });

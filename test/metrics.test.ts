@@ -27,7 +27,7 @@ describe('metrics', () => {
     const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
     try {
       const alice = await s.addUser({ uid: 'alice', email: 'alice@example.com', labels: 'eng', password: 'alice password 1' });
-      const mint = (name: string) => s.database.write((tx) => createToken(tx, alice.id, name, undefined));
+      const mint = (name: string) => s.database.write((tx) => createToken(tx, alice.id, name, undefined, null, 'mcp api'));
       const { token: good } = await mint('good');
       const { token: revoked, id: revokedId } = await mint('revoked');
       const { token: expired, id: expiredId } = await mint('expired');
@@ -101,7 +101,7 @@ describe('metrics', () => {
     const holder = new Sqlite(filePath(s.ws.dbUrl));
     try {
       const bob = await s.addUser({ uid: 'bob', email: 'bob@example.com' });
-      const token = await s.tokenFor(bob);
+      const token = await s.tokenFor(bob, undefined, 'api');
       const other = await s.database.write((tx) => createToken(tx, bob.id, 'other', undefined));
       const before = await scrape(metricsUrl);
       // Held briefly: the write waits, retries and succeeds.

@@ -18,6 +18,12 @@ import { consentAs, connect, Provider, REDIRECT } from './helpers/oauth-client.t
 
 const OAUTH = `${DEFAULT_AUTH}oauth\n    enabled true\n    refresh_grace 2s\n`;
 
+/** How /oauth/mcp answers a token: the scope every OAuth access token carries. */
+const mcpStatus = async (url: string, token: string) => {
+  const r = await fetch(`${url}/oauth/mcp`, { method: 'POST', headers: { ...bearer(token), 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+  await r.body?.cancel();
+  return r.status;
+};
 const whoami = async (client: Client) => (await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { uid: string; via: string };
 
 describe('OAuth for MCP clients', () => {
@@ -75,7 +81,7 @@ describe('OAuth for MCP clients', () => {
     const before = provider.saved!;
     const revoked = await fetch(`${s.url}/oauth/revoke`, { method: 'POST', body: new URLSearchParams({ token: before.access_token, client_id: provider.info!.client_id }) });
     assert.equal(revoked.status, 200);
-    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(before.access_token) })).status, 401);
+    assert.equal(await mcpStatus(s.url, before.access_token), 401);
     const refreshed = await connect(s.url, provider);
     assert.equal((await whoami(refreshed)).uid, 'alice');
     assert.notEqual(provider.saved!.refresh_token, before.refresh_token, 'rotated');
@@ -92,7 +98,7 @@ describe('OAuth for MCP clients', () => {
     const revokedByForm = await alice.request(`/auth/grants/${grants[0]!.id}/revoke`, { form: {}, headers: { accept: 'text/html' } });
     assert.equal(revokedByForm.status, 303);
     assert.deepEqual(await (await alice.request('/auth/grants')).json(), []);
-    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(provider.saved!.access_token) })).status, 401);
+    assert.equal(await mcpStatus(s.url, provider.saved!.access_token), 401);
     const refresh = await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: provider.saved!.refresh_token!, client_id: provider.info!.client_id }) });
     assert.equal(refresh.status, 400);
     assert.equal(((await refresh.json()) as { error: string }).error, 'invalid_grant');
@@ -164,7 +170,7 @@ describe('OAuth judged by oauth4webapi', () => {
     assert.ok(raced.access_token);
     // Again, or after the grace period: the whole family is revoked.
     await assert.rejects(async () => oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, auth, first, insecure)), invalidGrant);
-    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(raced.access_token) })).status, 401, 'the family\'s access tokens end too');
+    assert.equal(await mcpStatus(s.url, raced.access_token), 401, 'the family\'s access tokens end too');
     await assert.rejects(async () => oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, auth, second, insecure)), invalidGrant);
   });
 
@@ -191,12 +197,12 @@ describe('OAuth judged by oauth4webapi', () => {
     const client: oauth.Client = { client_id: 'team-bot' };
     const a = await authorize(client);
     const issued = await oauth.processAuthorizationCodeResponse(as, client, await oauth.authorizationCodeGrantRequest(as, client, oauth.ClientSecretPost(secret), oauth.validateAuthResponse(as, client, a.back, a.state), REDIRECT, a.verifier, insecure));
-    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(issued.access_token) })).status, 200);
+    assert.equal(await mcpStatus(s.url, issued.access_token), 200);
     const listed = JSON.parse((await s.ws.svc(['oauth', 'client', 'list', '--json'])).stdout) as { client_id: string; kind: string; confidential: boolean }[];
     assert.deepEqual(listed.find((c) => c.client_id === 'team-bot'), { ...listed.find((c) => c.client_id === 'team-bot')!, kind: 'static', confidential: true });
     assert.doesNotMatch(JSON.stringify(listed), /svcs_/, 'no secret is listed');
     assert.equal((await s.ws.svc(['oauth', 'client', 'remove', 'team-bot'])).code, 0);
-    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(issued.access_token) })).status, 401);
+    assert.equal(await mcpStatus(s.url, issued.access_token), 401);
     const again = await s.ws.svc(['oauth', 'client', 'remove', 'team-bot']);
     assert.equal(again.code, 1);
     const bad = await s.ws.svc(['oauth', 'client', 'add', 'Bad', '--redirect-uri', 'javascript:alert(1)']);
@@ -216,7 +222,7 @@ describe('OAuth judged by oauth4webapi', () => {
     const good = (await (await exchange({ code: c.code, code_verifier: c.verifier, redirect_uri: REDIRECT })).json()) as { access_token: string };
     const replay = await exchange({ code: c.code, code_verifier: c.verifier, redirect_uri: REDIRECT });
     assert.equal(((await replay.json()) as { error: string }).error, 'invalid_grant');
-    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(good.access_token) })).status, 401, 'what the first use issued is revoked');
+    assert.equal(await mcpStatus(s.url, good.access_token), 401, 'what the first use issued is revoked');
     c = await code();
     assert.equal(((await (await exchange({ code: c.code, code_verifier: oauth.generateRandomCodeVerifier(), redirect_uri: REDIRECT })).json()) as { error: string }).error, 'invalid_grant');
     c = await code();
@@ -359,12 +365,12 @@ describe('OAuth authorization requests that must not get a code', () => {
     const known = await carl.request(`/oauth/authorize?${new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' })}`, { headers: { accept: 'text/html' } });
     assert.equal(known.status, 302, 'carl granted this app before');
     const issued = (await (await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', client_id: clientId, code: new URL(known.headers.get('location')!).searchParams.get('code')!, code_verifier: verifier, redirect_uri: REDIRECT }) })).json()) as { access_token: string };
-    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(issued.access_token) })).status, 200);
+    assert.equal(await mcpStatus(s.url, issued.access_token), 200);
     const page = await (await ops.request('/admin/users/carl', { headers: { accept: 'text/html' } })).text();
     const grant = /<li data-grant-id="([^"]+)">app <span class="muted">granted [^<]*, only finance<\/span>/.exec(page)?.[1];
     assert.ok(grant, page);
     assert.equal((await ops.request(`/admin/users/carl/grants/${grant}/revoke`, { form: {} })).status, 303);
-    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(issued.access_token) })).status, 401);
+    assert.equal(await mcpStatus(s.url, issued.access_token), 401);
     assert.equal((await ops.request(`/admin/users/carl/grants/${grant}/revoke`, { form: {} })).status, 404, 'once');
   });
 
@@ -377,9 +383,9 @@ describe('OAuth authorization requests that must not get a code', () => {
     url.search = new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' }).toString();
     const back = await consentAs(b, url);
     const issued = (await (await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', client_id: clientId, code: back.searchParams.get('code')!, code_verifier: verifier, redirect_uri: REDIRECT }) })).json()) as { access_token: string };
-    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(issued.access_token) })).status, 200);
+    assert.equal(await mcpStatus(s.url, issued.access_token), 200);
     assert.equal((await s.ws.svc(['user', 'remove', 'leaving'])).code, 0);
-    assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(issued.access_token) })).status, 401);
+    assert.equal(await mcpStatus(s.url, issued.access_token), 401);
     const grantsLeft = await s.database.db.select({ n: count() }).from(oauthGrants).where(eq(oauthGrants.userId, leaving.id)).get();
     assert.equal(grantsLeft!.n, 0);
     const tokensLeft = await s.database.db.select({ n: count() }).from(tokens).where(eq(tokens.userId, leaving.id)).get();

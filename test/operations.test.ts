@@ -98,7 +98,7 @@ describe('request logs', () => {
     const s = await startTestServer({ log, serverExtra: 'trusted_proxies = 127.0.0.1\n' });
     try {
       const admin = await s.addUser({ uid: 'root', email: 'root@example.com', admin: true });
-      const token = await s.tokenFor(admin);
+      const token = await s.tokenFor(admin, undefined, 'admin');
       const res = await fetch(`${s.url}/admin/api/users/root`, { headers: { ...bearer(token), 'x-request-id': 'from-the-proxy-123' } });
       assert.equal(res.headers.get('x-request-id'), 'from-the-proxy-123');
       const line = lines.find((l) => l.event === 'request' && l.path === '/admin/api/users/root')!;

@@ -25,10 +25,11 @@ describe('personal access tokens', () => {
   const tokenRows = async () => (await s.database.db.select({ n: count() }).from(tokens).get())!.n;
 
   test('create from a session: 201 with the plaintext once; list shows no secret', async () => {
-    const res = await b.request('/auth/tokens', { form: { name: 'laptop', ttl: '30d' } });
+    const res = await b.request('/auth/tokens', { form: { name: 'laptop', ttl: '30d', scopes: 'mcp api' } });
     assert.equal(res.status, 201);
     const body = await res.json();
-    assert.deepEqual(Object.keys(body).sort(), ['expires_at', 'id', 'labels', 'name', 'token']);
+    assert.deepEqual(Object.keys(body).sort(), ['expires_at', 'id', 'labels', 'name', 'scopes', 'token']);
+    assert.deepEqual(body.scopes, ['mcp', 'api']);
     assert.match(body.token, /^svc_[a-z2-7]{48}$/);
     assert.equal(body.name, 'laptop');
     const days = (Date.parse(body.expires_at) - Date.now()) / 86400_000;
@@ -36,7 +37,8 @@ describe('personal access tokens', () => {
 
     const list = await (await b.request('/auth/tokens')).json();
     const mine = list.find((t: { id: string }) => t.id === body.id);
-    assert.deepEqual(Object.keys(mine).sort(), ['created_at', 'expires_at', 'id', 'labels', 'last_used_at', 'name', 'state']);
+    assert.deepEqual(Object.keys(mine).sort(), ['created_at', 'expires_at', 'id', 'labels', 'last_used_at', 'name', 'scopes', 'state']);
+    assert.deepEqual(mine.scopes, ['mcp', 'api']);
     assert.equal(mine.state, 'active');
     assert.equal(mine.last_used_at, null);
     assert.ok(!JSON.stringify(list).includes(body.token));
@@ -108,7 +110,7 @@ describe('personal access tokens', () => {
   });
 
   test('revoke: refused on the very next request; others\' and unknown ids are 404', async () => {
-    const { id, token } = await (await b.request('/auth/tokens', { form: { name: 'short-lived' } })).json();
+    const { id, token } = await (await b.request('/auth/tokens', { form: { name: 'short-lived', scopes: 'mcp api' } })).json();
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) })).status, 200);
 
     const bobSession = new Browser(s.url);
@@ -129,7 +131,7 @@ describe('personal access tokens', () => {
   });
 
   test('a token may revoke itself', async () => {
-    const token = await s.tokenFor(bob);
+    const token = await s.tokenFor(bob, undefined, 'api');
     const [{ id }] = await (await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) })).json();
     const res = await fetch(`${s.url}/auth/tokens/${id}/revoke`, { method: 'POST', headers: bearer(token) });
     assert.equal(res.status, 200);
@@ -137,7 +139,7 @@ describe('personal access tokens', () => {
   });
 
   test('expiry: a 1s token works, then is refused and listed as expired', async () => {
-    const { id, token } = await (await b.request('/auth/tokens', { form: { name: 'one second', ttl: '1s' } })).json();
+    const { id, token } = await (await b.request('/auth/tokens', { form: { name: 'one second', ttl: '1s', scopes: 'api' } })).json();
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) })).status, 200);
     await new Promise((r) => setTimeout(r, 1100));
     const res = await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) });
@@ -149,7 +151,7 @@ describe('personal access tokens', () => {
   });
 
   test('malformed credentials are 401, never anonymous and never the cookie\'s user', async () => {
-    const good = await s.tokenFor(alice);
+    const good = await s.tokenFor(alice, undefined, 'api');
     const body = good.slice(4, 44);
     const flipped = good.slice(0, -1) + (good.endsWith('a') ? 'b' : 'a');
     const cases: [string, string][] = [
@@ -174,7 +176,7 @@ describe('personal access tokens', () => {
   });
 
   test('last_used_at is recorded on use', async () => {
-    const token = await s.tokenFor(alice);
+    const token = await s.tokenFor(alice, undefined, 'api');
     await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) });
     await new Promise((r) => setTimeout(r, 50));
     const list = await (await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) })).json();
@@ -189,7 +191,7 @@ describe('personal access tokens', () => {
     const html = await page.text();
     assert.match(html, /action="\/auth\/tokens\/tok_[a-z2-7]+\/revoke"/);
     assert.doesNotMatch(html, /svc_[a-z2-7]{48}/, 'no plaintext token on the page');
-    const token = await s.tokenFor(alice);
+    const token = await s.tokenFor(alice, undefined, 'mcp api');
     assert.equal((await fetch(`${s.url}/`, { headers: bearer(token) })).status, 403);
   });
 });

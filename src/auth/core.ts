@@ -4,6 +4,7 @@
 import type { User } from '../store/users.ts';
 import type { LabelSet } from '../domain/labels.ts';
 import type { Access } from '../domain/visibility.ts';
+import type { Scope, ScopeSet } from '../domain/scopes.ts';
 import type { AuthOutcome } from '../metrics/events.ts';
 
 export type Via = 'token' | 'session' | 'header';
@@ -23,6 +24,10 @@ export interface Principal {
   readonly tokenId?: string;
   /** a token's label restriction; absent or null: the user's whole access */
   readonly restriction?: LabelSet | null;
+  /** a bearer token's scopes: what it may do. Absent for sessions and the header channel (a person, not scoped) */
+  readonly scopes?: ScopeSet;
+  /** an OAuth access token's grant */
+  readonly grantId?: string | null;
 }
 
 export interface Rejection {
@@ -72,6 +77,17 @@ export function createAuthenticator(channels: readonly Channel[]): Authenticator
       await Promise.all(channels.map((c) => c.close?.()));
     },
   };
+}
+
+/**
+ * Whether this caller may do what `scope` names. Bearer tokens need the scope; `admin` further needs an admin
+ * owner (read afresh on this request) and no label restriction. Sessions and the header channel are not scoped,
+ * and whether they are admins is checked by the admin guard.
+ */
+export function permits(principal: Principal, scope: Scope): boolean {
+  if (principal.via !== 'token') return true;
+  if (!principal.scopes?.includes(scope)) return false;
+  return scope !== 'admin' || (principal.user.admin && (principal.restriction ?? null) === null);
 }
 
 /** What the caller may read: the user's labels, read afresh on this request, narrowed by a token's restriction. */

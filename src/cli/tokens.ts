@@ -2,15 +2,16 @@ import { type Command, withDatabase, str, auditCli } from './command.ts';
 import { getUser } from '../store/users.ts';
 import { createToken } from '../store/tokens.ts';
 import { UsageError } from './errors.ts';
+import { SCOPES, SCOPE_MEANING } from '../domain/scopes.ts';
 
 export const tokenCommands: Command[] = [
   {
     name: ['token', 'create'],
-    usage: 'token create UID --name N [--ttl D] [--labels L]',
+    usage: 'token create UID --name N [--ttl D] [--labels L] [--scopes S]',
     summary: 'mint a personal access token and print it once',
-    help: 'Mints a token for UID and prints it once on standard output (for bootstrap and automation).\nOptions:\n  --name N     what the token is for (required)\n  --ttl D      lifetime such as 90d; omitted, the token never expires\n  --labels L   restrict it to these labels ("finance, reports"; "" for unlabelled documents only);\n               it never sees more than its owner',
+    help: `Mints a token for UID and prints it once on standard output (for bootstrap and automation).\nOptions:\n  --name N     what the token is for (required)\n  --ttl D      lifetime such as 90d; omitted, the token never expires\n  --labels L   restrict it to these labels ("finance, reports"; "" for unlabelled documents only);\n               it never sees more than its owner\n  --scopes S   what it may do, comma separated (default mcp):\n${SCOPES.map((s) => `                 ${s}: ${SCOPE_MEANING[s]}`).join('\n')}\n               admin only for an administrator's token without --labels`,
     positionals: ['UID'],
-    options: { name: { type: 'string' }, ttl: { type: 'string' }, labels: { type: 'string' } },
+    options: { name: { type: 'string' }, ttl: { type: 'string' }, labels: { type: 'string' }, scopes: { type: 'string' } },
     configMode: 'data',
     async run(ctx) {
       const name = str(ctx, 'name');
@@ -18,8 +19,10 @@ export const tokenCommands: Command[] = [
       const created = await withDatabase(ctx.config(), (database) =>
         database.write(async (tx) => {
           const user = await getUser(tx, ctx.positionals[0]!);
-          const token = await createToken(tx, user.id, name, str(ctx, 'ttl'), str(ctx, 'labels') ?? null);
-          await auditCli(tx, 'token.create', token.id, { owner: user.uid, name: token.name, expires_at: token.expiresAt === null ? null : new Date(token.expiresAt).toISOString(), labels: token.labels });
+          const token = await createToken(tx, user.id, name, str(ctx, 'ttl'), str(ctx, 'labels') ?? null, str(ctx, 'scopes'));
+          await auditCli(tx, 'token.create', token.id, {
+            owner: user.uid, name: token.name, expires_at: token.expiresAt === null ? null : new Date(token.expiresAt).toISOString(), labels: token.labels, scopes: token.scopes,
+          });
           return token;
         }),
       );

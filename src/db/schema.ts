@@ -62,6 +62,8 @@ export const tokens = sqliteTable(
     revokedAt: integer('revoked_at'),
     /** a label restriction (canonical label string, '' for none of them), or null: the owner's whole access */
     labels: text('labels'),
+    /** what the token may do: space-separated scopes (domain/scopes.ts); OAuth access tokens carry exactly `mcp` */
+    scopes: text('scopes').notNull().default('mcp'),
     /** OAuth access tokens: the grant and refresh family they were issued under (null for personal tokens) */
     grantId: text('grant_id'),
     familyId: text('family_id'),

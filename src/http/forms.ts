@@ -53,6 +53,16 @@ export function safeNextPath(next: unknown, baseUrl: string): string {
 }
 
 /**
+ * The scopes a token form or request asks for: the page's checkboxes arrive as a list (none checked is refused by
+ * the scope rules), an API client sends a list or a string, or nothing for the default.
+ */
+export function scopesFromForm(body: Record<string, unknown>): unknown {
+  // The page marks its choice, so that no box checked is refused rather than read as "the default".
+  const scopes = body.scope_choice === '1' && body.scopes === undefined ? [] : body.scopes;
+  return Array.isArray(scopes) && scopes.length === 1 && typeof scopes[0] === 'string' && /[\s,]/.test(scopes[0]) ? scopes[0] : scopes;
+}
+
+/**
  * The label restriction a token or consent form asks for. The page sends access=all or access=labels with the checked labels
  * (none checked: unlabelled documents only); API clients send `labels` (an array or a label string) or nothing.
  */

@@ -1,7 +1,8 @@
 // Route guards: turn the resolved caller into "go on" or the contract's answer for anonymous, rejected,
 // non-admin and wrong-channel callers.
 import type { MiddlewareHandler } from 'hono';
-import type { Principal, Via } from '../auth/core.ts';
+import { permits, type Principal, type Via } from '../auth/core.ts';
+import { SCOPE_MEANING, type Scope } from '../domain/scopes.ts';
 import { apiError, type Ctx, type Env } from './context.ts';
 import type { Actor } from '../store/audit.ts';
 
@@ -29,27 +30,67 @@ export function refusal(c: Ctx, page: boolean, challengeBase = WWW_AUTHENTICATE)
   return apiError(c, 'unauthorized', 'sign in, or send "Authorization: Bearer <token>"', { 'WWW-Authenticate': challengeBase });
 }
 
-export function requireCaller(options: { page?: boolean; via?: readonly Via[]; challenge?: string } = {}): MiddlewareHandler<Env> {
+export interface GuardOptions {
+  /** a browser page: anonymous callers are sent to sign in, and a bearer token never reaches it */
+  readonly page?: boolean;
+  /** the channels allowed here (default: any) */
+  readonly via?: readonly Via[];
+  /** the 401 challenge, when it names OAuth metadata */
+  readonly challenge?: string;
+  /** what a bearer token must be allowed to do here */
+  readonly scope?: Scope;
+  /** the protected resource's metadata URL, named in an insufficient_scope challenge */
+  readonly resourceMetadata?: string;
+}
+
+/**
+ * 403 insufficient_scope with the challenge the MCP authorization spec asks of a protected resource (RFC 6750
+ * §3.1): the token is good, but not for this.
+ */
+export function insufficientScope(c: Ctx, scope: Scope, resourceMetadata?: string): Response {
+  const metadata = resourceMetadata ? `, resource_metadata="${resourceMetadata}"` : '';
+  return c.json(
+    { error: 'insufficient_scope', message: `this token lacks the scope "${scope}" (${SCOPE_MEANING[scope]}); create a token with it` },
+    403,
+    { 'WWW-Authenticate': `${WWW_AUTHENTICATE}, error="insufficient_scope", scope="${scope}"${metadata}` },
+  );
+}
+
+const PAGE_NOT_FOR_TOKENS = 'this page is for a signed-in browser; an access token works on /mcp and the JSON API only';
+
+/** The checks every guard shares after the caller is known: channel, page, scope. */
+function refusedPrincipal(c: Ctx, principal: Principal, options: GuardOptions): Response | null {
+  if (options.page && principal.via === 'token') return c.text(PAGE_NOT_FOR_TOKENS, 403);
+  if (options.via && !options.via.includes(principal.via)) {
+    return apiError(c, 'forbidden', `this needs a signed-in browser session${options.via.includes('header') ? ' or the proxy' : ''}, not a ${principal.via}`);
+  }
+  if (options.scope && !permits(principal, options.scope)) return insufficientScope(c, options.scope, options.resourceMetadata);
+  return null;
+}
+
+export function requireCaller(options: GuardOptions = {}): MiddlewareHandler<Env> {
   return async (c, next) => {
-    const refused = refusal(c, options.page ?? false, options.challenge);
+    const refused = refusal(c, options.page ?? false, options.challenge) ?? refusedPrincipal(c, caller(c), options);
     if (refused) return refused;
-    const principal = (c.get('resolution') as { principal: Principal }).principal;
-    if (options.via && !options.via.includes(principal.via)) {
-      return apiError(c, 'forbidden', `this needs a signed-in browser session${options.via.includes('header') ? ' or the proxy' : ''}, not a ${principal.via}`);
-    }
     await next();
   };
 }
 
+/**
+ * Admins only. The admin flag is read afresh on every request, so losing it ends a token's admin scope at once; a
+ * bearer token further needs the `admin` scope (and no label restriction), and never opens an admin page.
+ */
 export function requireAdmin(options: { page?: boolean } = {}): MiddlewareHandler<Env> {
   return async (c, next) => {
     const refused = refusal(c, options.page ?? false);
     if (refused) return refused;
-    const principal = (c.get('resolution') as { principal: Principal }).principal;
+    const principal = caller(c);
+    if (options.page && principal.via === 'token') return c.text(PAGE_NOT_FOR_TOKENS, 403);
     if (!principal.user.admin) {
       const message = 'administrators only';
       return options.page ? c.text(message, 403) : apiError(c, 'forbidden', message);
     }
+    if (!permits(principal, 'admin')) return insufficientScope(c, 'admin');
     await next();
   };
 }

@@ -31,6 +31,7 @@ const whoamiOutput = z.object({
   admin: z.boolean(),
   via: z.enum(['token', 'session', 'header']),
   restriction: z.array(z.string()).nullable().describe('the token\'s label restriction, or null for the user\'s whole access'),
+  scopes: z.array(z.string()).nullable().describe('what the token may do (mcp, api, admin), or null for a browser session or the proxy, which are not scoped'),
 });
 const hit = z.object({ id: z.string(), title: z.string(), snippet: z.string() });
 const itemOutput = z.object({ id: z.string(), title: z.string(), text: z.string(), labels: z.array(z.string()) });
@@ -67,7 +68,8 @@ export function buildMcpServer(db: Db, principal: Principal): McpServer {
     async () => {
       const u = principal.user;
       const restriction = access.restriction === null ? null : [...access.restriction];
-      const result = { uid: u.uid, name: u.name, email: u.email, labels: [...effectiveLabels(access)], admin: u.admin, via: principal.via, restriction };
+      const scopes = principal.via === 'token' ? [...(principal.scopes ?? [])] : null;
+      const result = { uid: u.uid, name: u.name, email: u.email, labels: [...effectiveLabels(access)], admin: u.admin, via: principal.via, restriction, scopes };
       return { content: json(result), structuredContent: result };
     },
   );
@@ -133,6 +135,9 @@ export function buildMcpServer(db: Db, principal: Principal): McpServer {
     if (!item) throw new McpError(RESOURCE_NOT_FOUND, `Resource not found: ${uri}`);
     return { contents: [{ uri, mimeType: 'text/markdown', text: item.text }] };
   });
+  // The stateless endpoint can never send a notification, so none is announced (McpServer announces tools'
+  // listChanged as soon as a tool is registered).
+  low.registerCapabilities({ tools: { listChanged: false }, resources: { listChanged: false } });
   return server;
 }
 

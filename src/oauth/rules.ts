@@ -87,7 +87,9 @@ export function authorizationServerMetadata(baseUrl: string, config: OauthConfig
   };
 }
 
+export const resourceMetadataUrl = (baseUrl: string, resourcePath: string) => `${baseUrl}/.well-known/oauth-protected-resource${resourcePath}`;
+
 /** The WWW-Authenticate challenge of a protected resource that announces OAuth. */
-export function oauthChallenge(baseUrl: string, metadataPath: string): string {
-  return `Bearer realm="svc", resource_metadata="${baseUrl}/.well-known/oauth-protected-resource${metadataPath}", scope="${SCOPES.join(' ')}"`;
+export function oauthChallenge(baseUrl: string, resourcePath: string): string {
+  return `Bearer realm="svc", resource_metadata="${resourceMetadataUrl(baseUrl, resourcePath)}", scope="${SCOPES.join(' ')}"`;
 }

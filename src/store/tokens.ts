@@ -1,12 +1,13 @@
 // Personal access tokens: minted, listed, revoked, and looked up on every bearer request.
 import { eq, and, desc, sql, isNull, lt, or } from 'drizzle-orm';
 import type { Database, Db, Tx } from '../db/open.ts';
-import { tokens, users } from '../db/schema.ts';
+import { oauthGrants, tokens, users } from '../db/schema.ts';
 import { mintToken, randomId, storedHash, tokenWellFormed } from '../domain/secrets.ts';
 import { parseDuration, DURATION_HINT } from '../config/duration.ts';
 import { badRequest, notFound } from '../domain/errors.ts';
 import { toUser, checkLabels, type User } from './users.ts';
 import { storedLabels, formatLabels, type LabelSet } from '../domain/labels.ts';
+import { checkScopesFor, formatScopes, parseScopes, storedScopes, type ScopeSet } from '../domain/scopes.ts';
 
 export type TokenState = 'active' | 'expired' | 'revoked';
 
@@ -15,6 +16,7 @@ export interface TokenInfo {
   readonly name: string;
   /** the label restriction, or null: the owner's whole access */
   readonly labels: LabelSet | null;
+  readonly scopes: ScopeSet;
   readonly createdAt: number;
   readonly expiresAt: number | null;
   readonly lastUsedAt: number | null;
@@ -61,6 +63,7 @@ function stateOf(row: { expiresAt: number | null; revokedAt: number | null }, no
 /**
  * Mints a token. Its times come from the database's clock, not this process's, so a host whose clock is off
  * cannot mint a token that is expired already (or lives longer than asked) for the servers that check it.
+ * `scopes` omitted means `mcp`; `admin` is checked against the owner's record as it is in this transaction.
  */
 export async function createToken(
   tx: Tx,
@@ -68,24 +71,36 @@ export async function createToken(
   name: unknown,
   ttl: unknown,
   labels: unknown = null,
-): Promise<{ id: string; token: string; name: string; createdAt: number; expiresAt: number | null; labels: LabelSet | null }> {
+  scopes: unknown = undefined,
+): Promise<{ id: string; token: string; name: string; createdAt: number; expiresAt: number | null; labels: LabelSet | null; scopes: ScopeSet }> {
   const checkedName = checkTokenName(name);
   const seconds = checkTokenTtl(ttl);
   const restriction = checkTokenLabels(labels);
+  const checkedScopes = parseScopes(scopes);
+  if (checkedScopes.includes('admin')) {
+    const owner = await tx.select({ admin: users.admin }).from(users).where(eq(users.id, userId)).get();
+    checkScopesFor(checkedScopes, { admin: owner?.admin === true }, restriction !== null);
+  }
   const token = mintToken();
   const id = `tok_${randomId(10)}`;
   const now = await databaseNow(tx);
   const expiresAt = seconds === null ? null : now + seconds * 1000;
   await tx.insert(tokens).values({
     id, hash: storedHash(token), userId, name: checkedName, createdAt: now, expiresAt,
-    labels: restriction === null ? null : formatLabels(restriction),
+    labels: restriction === null ? null : formatLabels(restriction), scopes: formatScopes(checkedScopes),
   });
-  return { id, token, name: checkedName, createdAt: now, expiresAt, labels: restriction };
+  return { id, token, name: checkedName, createdAt: now, expiresAt, labels: restriction, scopes: checkedScopes };
 }
 
-/** Sets or lifts (null) the restriction of one of the user's own tokens; someone else's is not found. */
+/**
+ * Sets or lifts (null) the restriction of one of the user's own tokens; someone else's is not found. A token with
+ * the admin scope cannot be restricted (an admin API sees everything): make a new token instead.
+ */
 export async function restrictToken(tx: Tx, userId: number, id: string, labels: unknown): Promise<TokenInfo> {
   const restriction = checkTokenLabels(labels);
+  const current = await tx.select({ scopes: tokens.scopes }).from(tokens).where(and(eq(tokens.id, id), eq(tokens.userId, userId))).get();
+  if (!current) throw notFound('no such token');
+  if (restriction !== null) checkScopesFor(storedScopes(current.scopes), { admin: true }, true);
   const rows = await tx.update(tokens).set({ labels: restriction === null ? null : formatLabels(restriction) })
     .where(and(eq(tokens.id, id), eq(tokens.userId, userId))).returning();
   if (rows.length === 0) throw notFound('no such token');
@@ -97,6 +112,7 @@ function tokenInfo(r: typeof tokens.$inferSelect, now: number): TokenInfo {
     id: r.id,
     name: r.name,
     labels: r.labels === null ? null : storedLabels(r.labels),
+    scopes: storedScopes(r.scopes),
     createdAt: r.createdAt,
     expiresAt: r.expiresAt,
     lastUsedAt: r.lastUsedAt,
@@ -133,7 +149,7 @@ export async function revokeAllTokens(tx: Tx, userId: number, now = Date.now()):
 }
 
 export type TokenCheck =
-  | { ok: true; user: User; tokenId: string; restriction: LabelSet | null }
+  | { ok: true; user: User; tokenId: string; restriction: LabelSet | null; scopes: ScopeSet; grantId: string | null }
   | { ok: false; reason: 'malformed' | 'unknown' | 'expired' | 'revoked' };
 
 interface LookupRow {
@@ -142,13 +158,18 @@ interface LookupRow {
   readonly expiresAt: number | null;
   readonly revokedAt: number | null;
   readonly lastUsedAt: number | null;
+  readonly scopes: ScopeSet;
+  /** an OAuth access token's grant, and whether that grant still stands (it is the authority behind the token) */
+  readonly grantId: string | null;
+  readonly grantRevoked: boolean;
   readonly user: User;
 }
 type Lookup = (hash: string) => LookupRow | undefined | Promise<LookupRow | undefined>;
 
 const LOOKUP_SQL = `SELECT t.id, t.expires_at, t.revoked_at, t.last_used_at,
-  u.id, u.uid, u.email, u.name, u.labels, u.admin, u.password_hash IS NOT NULL, u.created_at, u.updated_at, t.labels
-  FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?`;
+  u.id, u.uid, u.email, u.name, u.labels, u.admin, u.password_hash IS NOT NULL, u.created_at, u.updated_at, t.labels,
+  t.scopes, t.grant_id, t.grant_id IS NOT NULL AND (g.id IS NULL OR g.revoked_at IS NOT NULL)
+  FROM tokens t JOIN users u ON u.id = t.user_id LEFT JOIN oauth_grants g ON g.id = t.grant_id WHERE t.hash = ?`;
 
 interface RawStatement {
   raw(on: boolean): RawStatement;
@@ -173,6 +194,9 @@ function prepareLookup(db: Db): Lookup {
         revokedAt: r[2] as number | null,
         lastUsedAt: r[3] as number | null,
         restriction: r[13] === null ? null : storedLabels(r[13] as string),
+        scopes: storedScopes(r[14] as string),
+        grantId: r[15] as string | null,
+        grantRevoked: r[16] === 1,
         user: {
           id: r[4] as number, uid: r[5] as string, email: r[6] as string, name: r[7] as string,
           labels: storedLabels(r[8] as string), admin: r[9] === 1, hasPassword: r[10] === 1,
@@ -182,9 +206,14 @@ function prepareLookup(db: Db): Lookup {
     };
   }
   const query = db
-    .select({ t: { id: tokens.id, expiresAt: tokens.expiresAt, revokedAt: tokens.revokedAt, lastUsedAt: tokens.lastUsedAt, labels: tokens.labels }, u: users })
+    .select({
+      t: { id: tokens.id, expiresAt: tokens.expiresAt, revokedAt: tokens.revokedAt, lastUsedAt: tokens.lastUsedAt, labels: tokens.labels, scopes: tokens.scopes, grantId: tokens.grantId },
+      g: { id: oauthGrants.id, revokedAt: oauthGrants.revokedAt },
+      u: users,
+    })
     .from(tokens)
     .innerJoin(users, eq(users.id, tokens.userId))
+    .leftJoin(oauthGrants, eq(oauthGrants.id, tokens.grantId))
     .where(eq(tokens.hash, sql.placeholder('hash')))
     .prepare();
   return async (hash) => {
@@ -192,6 +221,7 @@ function prepareLookup(db: Db): Lookup {
     return row && {
       tokenId: row.t.id, expiresAt: row.t.expiresAt, revokedAt: row.t.revokedAt, lastUsedAt: row.t.lastUsedAt,
       restriction: row.t.labels === null ? null : storedLabels(row.t.labels), user: toUser(row.u),
+      scopes: storedScopes(row.t.scopes), grantId: row.t.grantId, grantRevoked: row.t.grantId !== null && (row.g === null || row.g.revokedAt !== null),
     };
   };
 }
@@ -205,10 +235,10 @@ export async function checkToken(database: Database, token: string, now = Date.n
   if (!lookup) lookups.set(db, (lookup = prepareLookup(db)));
   const row = await lookup(storedHash(token));
   if (!row) return { ok: false, reason: 'unknown' };
-  const state = stateOf(row, now);
+  const state = row.grantRevoked ? 'revoked' : stateOf(row, now);
   if (state !== 'active') return { ok: false, reason: state };
   if (row.lastUsedAt === null || row.lastUsedAt < now - LAST_USED_GRANULARITY_MS) touchToken(database, row.tokenId, now);
-  return { ok: true, user: row.user, tokenId: row.tokenId, restriction: row.restriction };
+  return { ok: true, user: row.user, tokenId: row.tokenId, restriction: row.restriction, scopes: row.scopes, grantId: row.grantId };
 }
 
 /**

@@ -17,7 +17,8 @@ export interface TestServer {
   readonly database: Database;
   restart(env?: Record<string, string>): Promise<void>;
   addUser(user: NewUser & { password?: string }): Promise<User>;
-  tokenFor(user: User, ttl?: string): Promise<string>;
+  /** a personal token; `scopes` as on the CLI (default mcp) */
+  tokenFor(user: User, ttl?: string, scopes?: string): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -61,8 +62,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       const passwordHash = password ? await hashPassword(password) : null;
       return database.write((tx) => createUser(tx, { ...user, passwordHash }));
     },
-    async tokenFor(user, ttl) {
-      return (await database.write((tx) => createToken(tx, user.id, 'test', ttl))).token;
+    async tokenFor(user, ttl, scopes) {
+      return (await database.write((tx) => createToken(tx, user.id, 'test', ttl, null, scopes))).token;
     },
     async stop() {
       await running.stop();

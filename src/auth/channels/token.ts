@@ -24,7 +24,7 @@ export function tokenChannel(database: Database, enabled: boolean): Channel {
         const message = check.reason === 'expired' ? 'the token has expired' : check.reason === 'revoked' ? 'the token has been revoked' : 'the token is not valid';
         return invalid(check.reason === 'expired' || check.reason === 'revoked' ? check.reason : 'invalid', `token ${check.reason}`, message);
       }
-      return { user: check.user, via: 'token', tokenId: check.tokenId, restriction: check.restriction };
+      return { user: check.user, via: 'token', tokenId: check.tokenId, restriction: check.restriction, scopes: check.scopes, grantId: check.grantId };
     },
   };
 }

@@ -36,8 +36,8 @@ pre { background: var(--card); padding: .75rem; border-radius: 6px; overflow-x: 
 .muted { color: var(--muted); }
 code.label { background: var(--card); border: 1px solid var(--line); border-radius: 4px; padding: 0 .3rem; margin-right: .25rem; }
 .warn { color: var(--bad); font-weight: 600; }
-fieldset.access { border: 1px solid var(--line); border-radius: 6px; padding: .5rem .75rem; display: grid; gap: .35rem; }
-fieldset.access legend { font-weight: 600; }
+fieldset.access, fieldset.scopes { border: 1px solid var(--line); border-radius: 6px; padding: .5rem .75rem; display: grid; gap: .35rem; }
+fieldset.access legend, fieldset.scopes legend { font-weight: 600; }
 label.choice { display: flex; gap: .4rem; align-items: center; font-weight: 400; }
 .labels { display: flex; gap: .75rem; flex-wrap: wrap; padding-left: 1.5rem; }
 .sso { display: inline-block; padding: .5rem .9rem; border: 1px solid var(--accent); border-radius: 6px; text-decoration: none; font-weight: 600; }

@@ -3,6 +3,7 @@ import { Layout, formatTime, AccessChoice } from './layout.tsx';
 import type { TokenInfo } from '../../store/tokens.ts';
 import type { GrantListing } from '../../store/oauth.ts';
 import { mcpClientConfig } from '../../mcp/client-config.ts';
+import { SCOPES, SCOPE_MEANING, DEFAULT_SCOPES, type ScopeSet } from '../../domain/scopes.ts';
 
 export interface TokensProps {
   nonce: string;
@@ -15,7 +16,7 @@ export interface TokensProps {
   grants: readonly GrantListing[] | null;
   /** the owner's labels, offered as a token's restriction */
   labels: readonly string[];
-  created?: { token: string; name: string; expiresAt: number | null; labels: readonly string[] | null } | undefined;
+  created?: { token: string; name: string; expiresAt: number | null; labels: readonly string[] | null; scopes: ScopeSet } | undefined;
   error?: string | undefined;
 }
 
@@ -29,6 +30,27 @@ const LIFETIMES = [
 
 function when(ms: number | null, never = 'never'): string {
   return ms === null ? never : formatTime(ms);
+}
+
+/** What a token may do: its scopes, shortest first. */
+function scopesText(scopes: ScopeSet): string {
+  return scopes.join(', ');
+}
+
+/** The scopes a new token may carry; admin only for an admin, and the server refuses it with a restriction. */
+function ScopeChoice(p: { admin: boolean }) {
+  return (
+    <fieldset class="scopes">
+      <legend>It may</legend>
+      <input type="hidden" name="scope_choice" value="1" />
+      {SCOPES.filter((s) => s !== 'admin' || p.admin).map((s) => (
+        <label class="choice">
+          <input type="checkbox" name="scopes" value={s} checked={DEFAULT_SCOPES.includes(s)} /> <code>{s}</code>: {SCOPE_MEANING[s]}
+          {s === 'admin' && <span class="muted"> (only with "Everything I can see")</span>}
+        </label>
+      ))}
+    </fieldset>
+  );
 }
 
 /** What a token can read, in words. */
@@ -63,7 +85,7 @@ export function TokensPage(p: TokensProps) {
       {p.created && (
         <section class="notice ok" aria-live="polite">
           <h2>New token “{p.created.name}”</h2>
-          <p>Copy it now: it is shown only once. Expires: {when(p.created.expiresAt)}. Access: {accessText(p.created.labels)}.</p>
+          <p>Copy it now: it is shown only once. Expires: {when(p.created.expiresAt)}. Access: {accessText(p.created.labels)}. Scopes: {scopesText(p.created.scopes)}.</p>
           <div class="secret">
             <code id="new-token">{p.created.token}</code>
             <button type="button" class="secondary" data-copy="new-token" hidden>Copy</button>
@@ -88,6 +110,7 @@ export function TokensPage(p: TokensProps) {
           </select>
         </label>
         <AccessChoice labels={p.labels} who="such a token" />
+        <ScopeChoice admin={p.admin} />
         <button type="submit">Create token</button>
       </form>
       <h2>Your tokens</h2>
@@ -97,13 +120,14 @@ export function TokensPage(p: TokensProps) {
         <div class="table-wrap">
           <table>
             <thead>
-              <tr><th>Name</th><th>Access</th><th>Created</th><th>Expires</th><th>Last used</th><th>State</th><th><span class="muted">Action</span></th></tr>
+              <tr><th>Name</th><th>Access</th><th>Scopes</th><th>Created</th><th>Expires</th><th>Last used</th><th>State</th><th><span class="muted">Action</span></th></tr>
             </thead>
             <tbody>
               {p.tokens.map((t) => (
                 <tr data-token-id={t.id}>
                   <td>{t.name}</td>
                   <td class="token-access">{accessText(t.labels)}</td>
+                  <td class="token-scopes">{scopesText(t.scopes)}</td>
                   <td>{when(t.createdAt)}</td>
                   <td>{when(t.expiresAt)}</td>
                   <td>{when(t.lastUsedAt, '—')}</td>

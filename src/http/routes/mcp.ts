@@ -1,8 +1,8 @@
 // /mcp: the SDK's web-standard Streamable HTTP transport in stateless JSON mode, behind the auth core.
 import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
-import { oauthChallenge } from '../../oauth/rules.ts';
-import { requireCaller, caller } from '../guards.ts';
+import { oauthChallenge, resourceMetadataUrl } from '../../oauth/rules.ts';
+import { requireCaller, caller, type GuardOptions } from '../guards.ts';
 import { newSessionId, checkSessionId, sessionIdKey } from '../../mcp/session-id.ts';
 
 /**
@@ -49,9 +49,11 @@ export function mcpRoutes(services: Services): Hono<Env> {
   const app = new Hono<Env>();
   let key: Promise<Buffer> | null = null;
   const { oauth, baseUrl } = { oauth: services.config.auth.oauth, baseUrl: services.config.server.baseUrl };
-  const endpoints: [string, string | undefined][] = [['/mcp', oauth?.advertiseOnMcp ? oauthChallenge(baseUrl, '/mcp') : undefined]];
-  if (oauth) endpoints.push(['/oauth/mcp', oauthChallenge(baseUrl, '/oauth/mcp')]);
-  for (const [path, challenge] of endpoints) app.on(['GET', 'POST', 'DELETE'], path, requireCaller(challenge ? { challenge } : {}), handle);
+  // Each endpoint with the guard options that say how it answers: a token needs the `mcp` scope on both.
+  const oauthGuard = (path: string) => ({ challenge: oauthChallenge(baseUrl, path), resourceMetadata: resourceMetadataUrl(baseUrl, path) });
+  const endpoints: [string, GuardOptions][] = [['/mcp', oauth?.advertiseOnMcp ? oauthGuard('/mcp') : {}]];
+  if (oauth) endpoints.push(['/oauth/mcp', oauthGuard('/oauth/mcp')]);
+  for (const [path, options] of endpoints) app.on(['GET', 'POST', 'DELETE'], path, requireCaller({ ...options, scope: 'mcp' }), handle);
   async function handle(c: Ctx): Promise<Response> {
     const principal = caller(c);
     // No server-initiated stream in stateless mode: the spec's answer to GET is 405.

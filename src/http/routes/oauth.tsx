@@ -274,12 +274,12 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
   });
 
   // ---- the caller's grants ("Connected apps")
-  app.get('/auth/grants', requireCaller(), async (c) =>
+  app.get('/auth/grants', requireCaller({ scope: 'api' }), async (c) =>
     c.json((await listGrants(db, caller(c).user.id)).map((g) => ({
       id: g.id, client_id: g.clientId, client_name: g.clientName, scope: g.scope, created_at: iso(g.createdAt), last_used_at: iso(g.lastUsedAt),
     }))),
   );
-  app.post('/auth/grants/:id/revoke', requireCaller(), async (c) => {
+  app.post('/auth/grants/:id/revoke', requireCaller({ scope: 'api' }), async (c) => {
     const id = c.req.param('id');
     const done = await database.write(async (tx) => {
       if (!(await revokeGrant(tx, caller(c).user.id, id))) return false;

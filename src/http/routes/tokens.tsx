@@ -5,8 +5,8 @@ import type { Env, Services, Ctx } from '../context.ts';
 import { wantsHtml, nonceOf } from '../context.ts';
 import { iso } from '../../domain/json.ts';
 import { requireCaller, caller, actorOf } from '../guards.ts';
-import { readBody, restrictionFromForm } from '../forms.ts';
-import { TokensPage } from '../pages/tokens.tsx';
+import { readBody, restrictionFromForm, scopesFromForm } from '../forms.ts';
+import { TokensPage, type TokensProps } from '../pages/tokens.tsx';
 import { createToken, listTokens, revokeToken, restrictToken, type TokenInfo } from '../../store/tokens.ts';
 import { listGrants } from '../../store/oauth.ts';
 import { AppError, badRequest } from '../../domain/errors.ts';
@@ -17,6 +17,7 @@ function tokenJson(t: TokenInfo) {
     id: t.id,
     name: t.name,
     labels: t.labels === null ? null : [...t.labels],
+    scopes: [...t.scopes],
     created_at: iso(t.createdAt),
     expires_at: iso(t.expiresAt),
     last_used_at: iso(t.lastUsedAt),
@@ -30,7 +31,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
   const app = new Hono<Env>();
   const browserOnly = requireCaller({ via: ['session', 'header'] });
 
-  const renderPage = async (c: Ctx, status: 200 | 201 | 400, extra: { created?: { token: string; name: string; expiresAt: number | null; labels: readonly string[] | null }; error?: string } = {}) => {
+  const renderPage = async (c: Ctx, status: 200 | 201 | 400, extra: { created?: TokensProps['created']; error?: string } = {}) => {
     const principal = caller(c);
     return c.html(
       <TokensPage
@@ -53,21 +54,22 @@ export function tokenRoutes(services: Services): Hono<Env> {
   app.post('/auth/tokens', browserOnly, async (c) => {
     const html = wantsHtml(c);
     try {
-      const body = await readBody(c, { lists: ['labels'] });
+      const body = await readBody(c, { lists: ['labels', 'scopes'] });
       const created = await database.write(async (tx) => {
-        const token = await createToken(tx, caller(c).user.id, body.name, body.ttl, restrictionFromForm(body));
-        await recordActorAudit(tx, actorOf(c), 'token.create', token.id, { name: token.name, expires_at: iso(token.expiresAt), labels: token.labels });
+        const token = await createToken(tx, caller(c).user.id, body.name, body.ttl, restrictionFromForm(body), scopesFromForm(body));
+        await recordActorAudit(tx, actorOf(c), 'token.create', token.id, { name: token.name, expires_at: iso(token.expiresAt), labels: token.labels, scopes: token.scopes });
         return token;
       });
       if (html) return renderPage(c, 201, { created });
-      return c.json({ id: created.id, token: created.token, name: created.name, expires_at: iso(created.expiresAt), labels: created.labels }, 201);
+      return c.json({ id: created.id, token: created.token, name: created.name, expires_at: iso(created.expiresAt), labels: created.labels, scopes: created.scopes }, 201);
     } catch (e) {
       if (html && e instanceof AppError && e.code === 'bad_request') return renderPage(c, 400, { error: e.message });
       throw e;
     }
   });
 
-  app.get('/auth/tokens', requireCaller(), async (c) => {
+  const ownApi = requireCaller({ scope: 'api' });
+  app.get('/auth/tokens', ownApi, async (c) => {
     const list = await listTokens(db, caller(c).user.id);
     return c.json(
       list.map(tokenJson),
@@ -87,7 +89,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
     return c.json(tokenJson(token));
   });
 
-  app.post('/auth/tokens/:id/revoke', requireCaller(), async (c) => {
+  app.post('/auth/tokens/:id/revoke', ownApi, async (c) => {
     const id = c.req.param('id');
     await database.write(async (tx) => {
       await revokeToken(tx, caller(c).user.id, id);
