@@ -205,4 +205,25 @@ describe('svc.ini', () => {
     assert.equal(config.server.database, 'file:/etc/svc/svc.db');
     assert.throws(() => loadConfig(text.replace('ttl 24h', 'ttl forever'), {}, { mode: 'data' }), ConfigError);
   });
+
+  test('oauth enterprise: a trusted issuer with defaults, and every problem of the block listed', () => {
+    const base = `${SESSION}local\n    enabled true\noauth\n    enabled true\n    enterprise\n`;
+    const ok = load(`${base}        issuer https://idp.example.com\n        jit true\n        default_acl staff, eng\n`).auth.oauth!.enterprise!;
+    assert.deepEqual(ok, { issuer: 'https://idp.example.com', audience: 'http://127.0.0.1:8080', jit: true, defaultAcl: ['eng', 'staff'], subjectClaim: 'sub' });
+    assert.equal(load(`${SESSION}local\n    enabled true\noauth\n    enabled true\n`).auth.oauth!.enterprise, null);
+    const found = problems(`${base}        audience not a url\n        jit maybe\n        default_acl Bad!\n        tenant acme\n        subject_claim\n            nested x\n`);
+    for (const expected of [
+      'svc: config: auth.oauth.enterprise.issuer: required when oauth enterprise is configured',
+      'svc: config: auth.oauth.enterprise.audience: "not a url" is not an http(s) URL',
+      'svc: config: auth.oauth.enterprise.jit: "maybe" is not true or false',
+      'svc: config: auth.oauth.enterprise.tenant: unknown key (line',
+      'svc: config: auth.oauth.enterprise.subject_claim: takes a value, not indented lines below it',
+      'svc: config: auth.oauth.enterprise.default_acl: invalid label',
+    ]) {
+      assert.ok(found.some((p) => p.startsWith(expected)), `${expected}\n${found.join('\n')}`);
+    }
+    assert.ok(problems(`${base}        issuer http://idp.example.com\n`).some((p) => p.includes('auth.oauth.enterprise.issuer: must be https://')));
+    assert.ok(problems(`${SESSION}local\n    enabled true\noauth\n    enterprise yes\n        issuer https://idp.example.com\n`).some((p) => p.includes('auth.oauth.enterprise: takes no value')));
+    assert.ok(problems(`${SESSION}local\n    enabled true\noauth\n    enterprise\n        issuer https://idp.example.com\n`).some((p) => p.includes('auth.oauth.enterprise: takes effect only with oauth enabled')));
+  });
 });

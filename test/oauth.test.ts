@@ -46,6 +46,9 @@ describe('OAuth for MCP clients', () => {
     assert.deepEqual(as.token_endpoint_auth_methods_supported, ['none', 'client_secret_post', 'client_secret_basic']);
     assert.equal(as.authorization_response_iss_parameter_supported, true);
     assert.equal(as.registration_endpoint, `${s.url}/oauth/register`);
+    // Enterprise-managed authorization is not configured: neither its grant nor its profile is announced.
+    assert.deepEqual(as.grant_types_supported, ['authorization_code', 'refresh_token']);
+    assert.equal(as.authorization_grant_profiles_supported, undefined);
     const prm = (await (await fetch(`${s.url}/.well-known/oauth-protected-resource/oauth/mcp`)).json()) as Record<string, unknown>;
     assert.deepEqual(prm, { resource: `${s.url}/oauth/mcp`, authorization_servers: [s.url], scopes_supported: ['mcp'], bearer_methods_supported: ['header'], resource_name: 'svc' });
     for (const path of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource', '/.well-known/openid-configuration', '/.well-known/anything']) {

@@ -47,6 +47,17 @@ export interface OauthConfig {
   readonly advertiseOnMcp: boolean;
   /** testing only: fetch client metadata documents from loopback and private addresses */
   readonly clientMetadataAllowPrivate: boolean;
+  /** enterprise-managed authorization (ID-JAG, CONTRACT §7.1), or null when not configured */
+  readonly enterprise: EnterpriseConfig | null;
+}
+/** The enterprise identity provider whose Identity Assertion JWT Authorization Grants svc accepts. */
+export interface EnterpriseConfig {
+  readonly issuer: string;
+  /** the `aud` an assertion must carry: svc's issuer (base_url) unless configured */
+  readonly audience: string;
+  readonly jit: boolean;
+  readonly defaultAcl: LabelSet;
+  readonly subjectClaim: string;
 }
 export interface GroupsConfig {
   readonly claim: string;
@@ -107,7 +118,7 @@ const SERVER_KEYS = ['listen', 'base_url', 'database', 'database_token_env', 'tr
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-type Kind = 'bool' | 'text' | 'duration' | 'env' | 'labels' | 'header' | 'map';
+type Kind = 'bool' | 'text' | 'duration' | 'env' | 'labels' | 'header' | 'map' | 'block';
 const AUTH_SPEC: Record<string, Record<string, Kind>> = {
   session: { cookie_name: 'text', ttl: 'duration', secret_env: 'env' },
   local: { enabled: 'bool' },
@@ -123,8 +134,12 @@ const AUTH_SPEC: Record<string, Record<string, Kind>> = {
   groups: { enabled: 'bool', claim: 'text', map: 'map' },
   oauth: {
     enabled: 'bool', access_ttl: 'duration', refresh_ttl: 'duration', refresh_grace: 'duration', dynamic_registration: 'bool',
-    client_metadata_documents: 'bool', advertise_on_mcp: 'bool', client_metadata_allow_private: 'bool',
+    client_metadata_documents: 'bool', advertise_on_mcp: 'bool', client_metadata_allow_private: 'bool', enterprise: 'block',
   },
+};
+/** Nested blocks of [auth] (kind 'block'), by their dotted name below auth. */
+const BLOCK_SPEC: Record<string, Record<string, Exclude<Kind, 'map' | 'block'>>> = {
+  'oauth.enterprise': { issuer: 'text', audience: 'text', jit: 'bool', default_acl: 'labels', subject_claim: 'text' },
 };
 
 const HEADER_NAME = /^[A-Za-z0-9-]+$/;
@@ -134,7 +149,7 @@ export function loadConfig(text: string, env: Env, options: LoadOptions): Config
   const problems: string[] = [];
   const sections = splitSections(text, problems);
   const server = readServer(sections.get('server'), env, options.baseDir ?? process.cwd(), problems);
-  const auth = readAuth(sections.get('auth') ?? [], env, options, server?.secure ?? false, problems);
+  const auth = readAuth(sections.get('auth') ?? [], env, options, server, problems);
   const notify = sections.has('notify') ? readNotify(sections.get('notify'), env, options.mode === 'serve', problems) : null;
   if (problems.length > 0) throw new ConfigError(problems.map((p) => `svc: config: ${p}`));
   return deepFreeze({ server: server!, auth: auth!, notify });
@@ -306,7 +321,9 @@ class Section {
   }
 }
 
-function readAuth(lines: Lines, env: Env, options: LoadOptions, secure: boolean, problems: string[]): Config['auth'] | null {
+function readAuth(lines: Lines, env: Env, options: LoadOptions, server: { secure: boolean; baseUrl: string } | null, problems: string[]): Config['auth'] | null {
+  const secure = server?.secure ?? false;
+  const baseUrl = server?.baseUrl ?? '';
   const tree = parseTree(lines);
   for (const p of tree.problems) problems.push(`auth: line ${p.line}: ${p.message}`);
 
@@ -333,8 +350,9 @@ function readAuth(lines: Lines, env: Env, options: LoadOptions, secure: boolean,
         problems.push(`${path}: unknown key (line ${child.line}); ${node.key} takes ${Object.keys(spec).join(', ')}`);
       } else if (section.values.has(child.key)) {
         problems.push(`${path}: given twice (lines ${section.values.get(child.key)!.line} and ${child.line})`);
-      } else if (kind === 'map') {
-        if (child.value !== '') problems.push(`${path}: takes no value (line ${child.line}); put one mapping a line below it`);
+      } else if (kind === 'map' || kind === 'block') {
+        const what = kind === 'map' ? 'one mapping a line' : 'its settings on indented lines';
+        if (child.value !== '') problems.push(`${path}: takes no value (line ${child.line}); put ${what} below it`);
         section.values.set(child.key, child);
       } else if (child.children.length > 0) {
         problems.push(`${path}: takes a value, not indented lines below it (line ${child.line})`);
@@ -400,10 +418,7 @@ function readAuth(lines: Lines, env: Env, options: LoadOptions, secure: boolean,
   if (oidcOn) {
     const why = 'oidc is enabled';
     const issuer = oidcSection.required('issuer', why);
-    if (issuer !== '' && !isHttpUrl(issuer)) problems.push(`${oidcSection.path('issuer')}: "${issuer}" is not an http(s) URL`);
-    else if (issuer !== '' && new URL(issuer).protocol === 'http:' && !isLoopbackHost(new URL(issuer).hostname)) {
-      problems.push(`${oidcSection.path('issuer')}: must be https:// (plain http is allowed only for a provider on loopback)`);
-    }
+    checkIssuer(oidcSection, issuer, problems);
     const clientId = oidcSection.required('client_id', why);
     const clientSecret = secretFrom(oidcSection, 'client_secret_env', why) ?? '';
     const redirectUrl = oidcSection.required('redirect_url', why);
@@ -477,6 +492,10 @@ function readAuth(lines: Lines, env: Env, options: LoadOptions, secure: boolean,
 
   let oauth: OauthConfig | null = null;
   const oauthSection = get('oauth');
+  const enterpriseSection = block(oauthSection, 'enterprise', problems);
+  if (enterpriseSection && !oauthSection.bool('enabled')) {
+    problems.push('auth.oauth.enterprise: takes effect only with oauth enabled; add "enabled true" under oauth, or remove the block');
+  }
   if (oauthSection.bool('enabled')) {
     // People grant access on a page after signing in, so one sign-in channel must be on.
     if (!local && !oidcOn && !headerOn) {
@@ -490,10 +509,51 @@ function readAuth(lines: Lines, env: Env, options: LoadOptions, secure: boolean,
       clientMetadataDocuments: oauthSection.bool('client_metadata_documents', true),
       advertiseOnMcp: oauthSection.bool('advertise_on_mcp'),
       clientMetadataAllowPrivate: oauthSection.bool('client_metadata_allow_private'),
+      enterprise: enterpriseSection ? readEnterprise(enterpriseSection, baseUrl, problems) : null,
     };
   }
 
   return { session, local, oidc, header, token, groups, oauth };
+}
+
+/** A nested block (kind 'block') of a section, its keys checked against BLOCK_SPEC; null when absent. */
+function block(parent: Section, key: string, problems: string[]): Section | null {
+  const node = parent.values.get(key);
+  if (!node) return null;
+  const name = `${parent.name}.${key}`;
+  const spec = BLOCK_SPEC[name]!;
+  const section = new Section(name, node, problems);
+  for (const child of node.children) {
+    const path = section.path(child.key);
+    if (!spec[child.key]) problems.push(`${path}: unknown key (line ${child.line}); ${key} takes ${Object.keys(spec).join(', ')}`);
+    else if (section.values.has(child.key)) problems.push(`${path}: given twice (lines ${section.values.get(child.key)!.line} and ${child.line})`);
+    else if (child.children.length > 0) problems.push(`${path}: takes a value, not indented lines below it (line ${child.line})`);
+    else section.values.set(child.key, child);
+  }
+  return section;
+}
+
+/** An identity provider's issuer: https, or plain http on loopback only (tests and local development). */
+function checkIssuer(section: Section, issuer: string, problems: string[]): void {
+  if (issuer === '') return;
+  if (!isHttpUrl(issuer)) problems.push(`${section.path('issuer')}: "${issuer}" is not an http(s) URL`);
+  else if (new URL(issuer).protocol === 'http:' && !isLoopbackHost(new URL(issuer).hostname)) {
+    problems.push(`${section.path('issuer')}: must be https:// (plain http is allowed only for a provider on loopback)`);
+  }
+}
+
+function readEnterprise(section: Section, baseUrl: string, problems: string[]): EnterpriseConfig {
+  const issuer = section.required('issuer', 'oauth enterprise is configured');
+  checkIssuer(section, issuer, problems);
+  const audience = section.raw('audience');
+  if (audience !== '' && !isHttpUrl(audience)) problems.push(`${section.path('audience')}: "${audience}" is not an http(s) URL`);
+  return {
+    issuer,
+    audience: audience || baseUrl,
+    jit: section.bool('jit'),
+    defaultAcl: section.labels('default_acl'),
+    subjectClaim: section.raw('subject_claim') || 'sub',
+  };
 }
 
 function checkOptionalDuration(section: Section, key: string, problems: string[]): void {

@@ -262,3 +262,16 @@ export const noticeCursor = sqliteTable('notice_cursor', {
   auditId: integer('audit_id').notNull(),
   expiryUntil: integer('expiry_until').notNull(),
 });
+
+/**
+ * Identity assertions (ID-JAG) already exchanged, kept until they expire so that none is accepted twice, by any
+ * instance: the key is the SHA-256 (hex) of the issuer and the assertion's jti.
+ */
+export const oauthAssertions = sqliteTable(
+  'oauth_assertions',
+  {
+    id: text('id').primaryKey(),
+    expiresAt: integer('expires_at').notNull(),
+  },
+  (t) => [index('oauth_assertions_expiry').on(t.expiresAt)],
+);

@@ -3,6 +3,7 @@
 // a request's Host header.
 import { createHash } from 'node:crypto';
 import type { OauthConfig } from '../config/load.ts';
+import { ID_JAG_PROFILE, JWT_BEARER_GRANT } from './enterprise.ts';
 
 export const SCOPES = ['mcp'] as const;
 
@@ -77,7 +78,8 @@ export function authorizationServerMetadata(baseUrl: string, config: OauthConfig
     revocation_endpoint: `${baseUrl}/oauth/revoke`,
     ...(config.dynamicRegistration ? { registration_endpoint: `${baseUrl}/oauth/register` } : {}),
     response_types_supported: ['code'],
-    grant_types_supported: ['authorization_code', 'refresh_token'],
+    grant_types_supported: ['authorization_code', 'refresh_token', ...(config.enterprise ? [JWT_BEARER_GRANT] : [])],
+    ...(config.enterprise ? { authorization_grant_profiles_supported: [ID_JAG_PROFILE] } : {}),
     code_challenge_methods_supported: ['S256'],
     token_endpoint_auth_methods_supported: ['none', 'client_secret_post', 'client_secret_basic'],
     revocation_endpoint_auth_methods_supported: ['none', 'client_secret_post', 'client_secret_basic'],

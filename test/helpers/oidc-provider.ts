@@ -3,6 +3,7 @@
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import { createHash, randomBytes } from 'node:crypto';
 import Provider from 'oidc-provider';
+import { enableIdJag, type IdJagIssuer, type IdJagOptions } from './id-jag.ts';
 
 export interface Account {
   email?: string;
@@ -20,6 +21,8 @@ export interface TestProvider {
   substituteNextIdToken(idToken: string): void;
   /** Runs a whole code flow for any registered client, outside svc, and returns the ID token it got. */
   obtainIdToken(o: { clientId: string; clientSecret: string; redirectUri: string; nonce: string; login: string }): Promise<string>;
+  /** with `idJag`: the provider's own signing key and RFC 8693 token exchange issuing ID-JAGs */
+  readonly idJag: IdJagIssuer | null;
   stop(): Promise<void>;
 }
 
@@ -34,6 +37,8 @@ export async function startProvider(options: {
   port: number;
   redirectUris: string[];
   extraClients?: { client_id: string; client_secret: string; redirect_uris: string[] }[];
+  /** play an enterprise identity provider that issues ID-JAGs to the extra clients */
+  idJag?: IdJagOptions;
 }): Promise<TestProvider> {
   const issuer = `http://127.0.0.1:${options.port}`;
   const innerPort = await new Promise<number>((resolve) => {
@@ -43,10 +48,13 @@ export async function startProvider(options: {
     });
   });
   const accounts = new Map<string, Account>();
+  const jag = options.idJag ? await enableIdJag(issuer, options.idJag) : null;
   const provider = new Provider(issuer, {
+    // As an enterprise provider: its own key, and ID tokens that carry the profile claims an ID-JAG passes on.
+    ...(jag ? { jwks: { keys: [jag.privateJwk] }, conformIdTokenClaims: false } : {}),
     clients: [
       { client_id: CLIENT_ID, client_secret: CLIENT_SECRET, redirect_uris: options.redirectUris, grant_types: ['authorization_code'], response_types: ['code'] },
-      ...(options.extraClients ?? []).map((c) => ({ ...c, grant_types: ['authorization_code'], response_types: ['code'] })),
+      ...(options.extraClients ?? []).map((c) => ({ ...c, grant_types: ['authorization_code', ...(jag ? [jag.grantType] : [])], response_types: ['code'] })),
     ],
     claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name', 'preferred_username'], groups: ['groups'] },
     findAccount: async (_ctx: unknown, id: string) => ({
@@ -60,6 +68,7 @@ export async function startProvider(options: {
     cookies: { keys: ['oidc-provider-test-cookie-key'] },
     features: { devInteractions: { enabled: true } },
   } as ConstructorParameters<typeof Provider>[1]);
+  jag?.register(provider);
   const inner: Server = createServer(provider.callback());
   await new Promise<void>((resolve) => inner.listen(innerPort, '127.0.0.1', resolve));
 
@@ -96,6 +105,7 @@ export async function startProvider(options: {
   return {
     issuer,
     accounts,
+    idJag: jag,
     substituteNextIdToken(idToken) {
       substitute = idToken;
     },

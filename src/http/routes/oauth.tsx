@@ -18,6 +18,7 @@ import {
   takeRequest, useCode, useRefresh, saveMetadataClient, type AuthMethod, type OauthClient, type PendingRequest,
 } from '../../store/oauth.ts';
 import { fetchClientMetadata, isMetadataUrl, MetadataRefused } from '../../oauth/client-metadata.ts';
+import { AssertionRefused, EnterpriseIssuer, exchangeAssertion, JWT_BEARER_GRANT, ProviderUnavailable, type ExchangeContext } from '../../oauth/enterprise.ts';
 import { reserveAttempt } from '../../store/throttle.ts';
 import { recordAudit, recordActorAudit } from '../../store/audit.ts';
 import { randomId, storedHash } from '../../domain/secrets.ts';
@@ -39,6 +40,10 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
   const db = database.db;
   const base = config.server.baseUrl;
   const ttl = { accessSeconds: oauth.accessTtlSeconds, refreshSeconds: oauth.refreshTtlSeconds };
+  const enterprise: ExchangeContext | null = oauth.enterprise && {
+    database, issuer: new EnterpriseIssuer(oauth.enterprise, services.log), groups: config.auth.groups, accessSeconds: oauth.accessTtlSeconds,
+    resources: [resourceFor(base), `${base}/mcp`],
+  };
   const app = new Hono<Env>();
 
   // ---- metadata (RFC 8414, RFC 9728)
@@ -262,7 +267,19 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
       });
       return 'error' in result ? tokenError(c, result) : c.json(tokenResponse(result));
     }
-    return tokenError(c, oauthError('unsupported_grant_type', 'grant_type is authorization_code or refresh_token'));
+    if (body.grant_type === JWT_BEARER_GRANT && enterprise) {
+      const assertion = str('assertion');
+      if (!assertion) return tokenError(c, oauthError('invalid_request', 'assertion is required'));
+      try {
+        const issued = await exchangeAssertion(enterprise, client, assertion, c.get('client'));
+        return c.json({ access_token: issued.accessToken, token_type: 'Bearer', expires_in: issued.expiresIn, scope: 'mcp' });
+      } catch (e) {
+        if (e instanceof AssertionRefused) return tokenError(c, oauthError('invalid_grant', e.message));
+        if (e instanceof ProviderUnavailable) return c.json(oauthError('temporarily_unavailable', e.message), 503, { 'Retry-After': '30' });
+        throw e;
+      }
+    }
+    return tokenError(c, oauthError('unsupported_grant_type', `grant_type is authorization_code or refresh_token${enterprise ? ` or ${JWT_BEARER_GRANT}` : ''}`));
   });
 
   app.post('/oauth/revoke', async (c) => {
