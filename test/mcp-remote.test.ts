@@ -37,6 +37,14 @@ interface Opened {
   readonly visit: Promise<Visit>;
 }
 
+function urlOrNull(text: string): URL | null {
+  try {
+    return new URL(text);
+  } catch {
+    return null;
+  }
+}
+
 interface SvcRequest {
   method: string;
   path: string;
@@ -70,9 +78,10 @@ describe('mcp-remote by URL alone: sign-in, stored tokens, refresh, revocation, 
       let body = '';
       req.on('data', (d: Buffer) => (body += d));
       req.on('end', () => {
-        const url = new URL(body.trim());
-        const callback = new URL(url.searchParams.get('redirect_uri') ?? 'http://invalid.invalid');
+        const url = urlOrNull(body.trim()) ?? new URL('about:blank');
         const visit = (async () => {
+          const callback = urlOrNull(url.searchParams.get('redirect_uri') ?? '');
+          if (!callback) throw new Error(`mcp-remote opened ${JSON.stringify(body)}, which has no redirect_uri`);
           const page = await profile.newPage();
           try {
             return await allowInChromium(page, url.href, PETRA, callback.origin);
@@ -97,8 +106,9 @@ describe('mcp-remote by URL alone: sign-in, stored tokens, refresh, revocation, 
         `  .then((r) => process.exit(r.status === 204 ? 0 : 1), () => process.exit(1));\n`,
       { mode: 0o755 },
     );
-    // mcp-remote opens the browser through the `open` package, whose own xdg-open honours BROWSER; the stand-in also
-    // comes first on PATH for the openers mcp-remote tries after it. No DISPLAY: nothing else may open.
+    // mcp-remote opens the browser through the `open` package, whose bundled xdg-open (like /usr/bin/xdg-open, which
+    // mcp-remote tries next) hands the address to BROWSER when no desktop is running; the stand-in also comes first
+    // on PATH for an `open` that calls the system's xdg-open by name. No DISPLAY: no real browser can start.
     env = {
       PATH: `${bin}:${dirname(process.execPath)}:/usr/bin:/bin`,
       HOME: s.ws.dir,
