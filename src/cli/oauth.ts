@@ -2,7 +2,7 @@
 // secret shown once), beside those that register themselves.
 import { type Command, withDatabase, str, flag, auditCli } from './command.ts';
 import { UsageError } from './errors.ts';
-import { registerClient, listClients, removeClient } from '../store/oauth.ts';
+import { registerClient, listClients, removeClient } from '../store/oauth-clients.ts';
 import { redirectUriProblem } from '../oauth/rules.ts';
 import { randomId } from '../domain/secrets.ts';
 import { badRequest, notFound } from '../domain/errors.ts';
