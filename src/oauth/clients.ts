@@ -38,7 +38,7 @@ export async function resolveClient(server: OauthServer, id: string | undefined,
       server.log.warn('oauth_client_metadata_unreachable', { client_id: id, reason: e.detail, served_last_copy: lastGood !== null });
       if (lastGood) return found(lastGood);
       return refused(
-        `svc could not fetch this app's metadata document from ${e.host}. Ask the administrator of svc to let it fetch ` +
+        `svc could not fetch the metadata document of this app from ${e.host}. Ask the administrator of svc to let it fetch ` +
           `https://${e.host}, or to set client_metadata_documents false under [auth] oauth so that the app registers itself instead.`,
       );
     }
