@@ -403,10 +403,15 @@ describe('OAuth authorization requests that must not get a code', () => {
     const url = new URL(`${s.url}/oauth/authorize`);
     url.search = new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' }).toString();
     const back = await consentAs(b, url);
-    const issued = (await (await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', client_id: clientId, code: back.searchParams.get('code')!, code_verifier: verifier, redirect_uri: REDIRECT }) })).json()) as { access_token: string };
+    const issued = (await (await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', client_id: clientId, code: back.searchParams.get('code')!, code_verifier: verifier, redirect_uri: REDIRECT }) })).json()) as { access_token: string; refresh_token: string };
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(issued.access_token) })).status, 200);
+    const held = await consentAs(b, url);
     assert.equal((await s.ws.svc(['user', 'remove', 'leaving'])).code, 0);
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(issued.access_token) })).status, 401);
+    const refreshed = await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'refresh_token', client_id: clientId, refresh_token: issued.refresh_token }) });
+    assert.equal(((await refreshed.json()) as { error: string }).error, 'invalid_grant');
+    const redeemed = await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', client_id: clientId, code: held.searchParams.get('code')!, code_verifier: verifier, redirect_uri: REDIRECT }) });
+    assert.equal(((await redeemed.json()) as { error: string }).error, 'invalid_grant', 'a code issued before the removal');
     const grantsLeft = await s.database.db.select({ n: count() }).from(oauthGrants).where(eq(oauthGrants.userId, leaving.id)).get();
     assert.equal(grantsLeft!.n, 0);
     const tokensLeft = await s.database.db.select({ n: count() }).from(tokens).where(eq(tokens.userId, leaving.id)).get();
