@@ -93,7 +93,7 @@ describe('connect by URL, the browser step in Chromium', () => {
     await page.close();
   });
 
-  test('a known grant: after signing in by password, straight back to the app without asking', async () => {
+  test('a public loopback client allowed before: after signing in by password, asked again (RFC 8252 §8.6), told it was allowed', async () => {
     const first = await chromium.newPage();
     const signIn = async (p: Page) => {
       await p.getByLabel('Username').fill('petra');
@@ -104,7 +104,10 @@ describe('connect by URL, the browser step in Chromium', () => {
     await (await connectByUrl(s.url, provider)).close();
     await first.close();
     const again = await chromium.newPage();
-    const second = new ChromiumProvider(again, signIn, false);
+    const second = new ChromiumProvider(again, async (p) => {
+      await signIn(p);
+      await p.getByText('You allowed this app before').waitFor();
+    });
     second.info = provider.info;
     const client = await connectByUrl(s.url, second);
     assert.equal(((await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { uid: string }).uid, 'petra');

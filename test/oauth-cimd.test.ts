@@ -22,6 +22,7 @@ describe('Client ID Metadata Documents', () => {
   let https: Server;
   let docs: string;
   const fetched: string[] = [];
+  let flakyUp = true;
   let inst: Installation;
   let server: Serving;
 
@@ -42,6 +43,12 @@ describe('Client ID Metadata Documents', () => {
       };
       const me = `${docs}${req.url}`;
       if (req.url === '/good.json') doc({ client_id: me, client_name: 'Metadata app', redirect_uris: [REDIRECT] }, { 'cache-control': 'max-age=600' });
+      else if (req.url === '/flaky.json' && flakyUp) doc({ client_id: me, client_name: 'Flaky app', redirect_uris: [REDIRECT], application_type: 'native' }, { 'cache-control': 'no-cache' });
+      else if (req.url === '/flaky.json') {
+        res.writeHead(503);
+        res.end();
+      } else if (req.url === '/bidi.json') doc({ client_id: me, client_name: '\u202EMetadata\u200B app\u2066', redirect_uris: [REDIRECT] });
+      else if (req.url === '/svc-name.json') doc({ client_id: me, client_name: 'ѕvс', redirect_uris: [REDIRECT] });
       else if (req.url === '/mismatch.json') doc({ client_id: `${docs}/other.json`, redirect_uris: [REDIRECT] });
       else if (req.url === '/big.json') doc({ client_id: me, redirect_uris: [REDIRECT], padding: 'x'.repeat(6000) });
       else if (req.url === '/bad-redirect.json') doc({ client_id: me, redirect_uris: ['javascript:alert(1)'] });
@@ -66,6 +73,15 @@ describe('Client ID Metadata Documents', () => {
     https?.close();
     rmSync(dir, { recursive: true, force: true });
   });
+
+  /** The server's JSON log lines, once one of them matches (svc writes its log a moment after answering). */
+  const logged = async (match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>[]> => {
+    for (;;) {
+      const lines = server.log().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+      if (lines.some(match)) return lines.filter((l) => l.event === 'oauth_client_metadata_unreachable');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
 
   const authorize = (browser: Browser, clientId: string) => {
     const challenge = createHash('sha256').update(randomBytes(32).toString('base64url')).digest('base64url');
@@ -98,15 +114,57 @@ describe('Client ID Metadata Documents', () => {
       [`${docs}/big.json`, /larger than 5 KB/],
       [`${docs}/redirect.json`, /does not follow redirects/],
       [`${docs}/bad-redirect.json`, /redirect_uris are missing or not acceptable/],
-      [`${docs}/missing.json`, /answered 404/],
-      [`https://localhost:${closed}/client.json`, /could not be fetched/],
+      [`${docs}/missing.json`, new RegExp(`could not fetch the metadata document of this app from localhost:${new URL(docs).port}\\. Ask the administrator of svc to let it fetch https://localhost:${new URL(docs).port}, or to set client_metadata_documents false`)],
+      [`https://localhost:${closed}/client.json`, new RegExp(`could not fetch the metadata document of this app from localhost:${closed}\\. Ask the administrator of svc to let it fetch https://localhost:${closed}, or to set client_metadata_documents false`)],
     ] as const) {
       const res = await authorize(alice, url);
       assert.equal(res.status, 400, url);
       assert.equal(res.headers.get('location'), null);
-      assert.match(await res.text(), reason, url);
+      const text = await res.text();
+      assert.match(text, reason, url);
+      // Nothing about the connection: refused, reset and silent ports read the same (no port-probe oracle).
+      assert.doesNotMatch(text, /ECONN|EHOST|ENET|ETIMEDOUT|refused|reset|timed? ?out|answered|404|within/i, url);
     }
+    // The administrator's log says why, at warn, with the client id.
+    const warned = await logged((l) => l.event === 'oauth_client_metadata_unreachable' && l.client_id === `https://localhost:${closed}/client.json`);
+    assert.ok(warned.some((l) => l.level === 'warn' && l.client_id === `https://localhost:${closed}/client.json` && /ECONNREFUSED/.test(String(l.reason))), JSON.stringify(warned));
+    assert.ok(warned.some((l) => l.client_id === `${docs}/missing.json` && /404/.test(String(l.reason))));
     assert.ok(!fetched.includes('/good.json?again'), 'nothing but the documents was fetched');
+  });
+
+  test('a document that cannot be fetched any more is served from the last good copy', async () => {
+    const alice = new Browser(inst.url);
+    await alice.login('alice', 'alice password 1');
+    const first = await authorize(alice, `${docs}/flaky.json`);
+    assert.equal(first.status, 200);
+    assert.match(await first.text(), /Allow “Flaky app” to use svc as alice\?/);
+    flakyUp = false;
+    const before = fetched.length;
+    const again = await authorize(alice, `${docs}/flaky.json`);
+    assert.equal(fetched.length, before + 1, 'svc tried to fetch it again (the copy had expired)');
+    assert.equal(again.status, 200);
+    assert.match(await again.text(), /Allow “Flaky app” to use svc as alice\?/);
+    const warned = await logged((l) => l.event === 'oauth_client_metadata_unreachable' && l.client_id === `${docs}/flaky.json`);
+    assert.equal(warned.at(-1)?.served_last_copy, true);
+    flakyUp = true;
+  });
+
+  test('names in documents are shown plainly: bidi and invisible characters dropped, and never svc\'s own', async () => {
+    const alice = new Browser(inst.url);
+    await alice.login('alice', 'alice password 1');
+    const bidi = await (await authorize(alice, `${docs}/bidi.json`)).text();
+    assert.match(bidi, /Allow “Metadata app” to use svc as alice\?/);
+    assert.doesNotMatch(bidi, /[\u202A-\u202E\u2066-\u2069\u200B-\u200F]/);
+    const impostor = await (await authorize(alice, `${docs}/svc-name.json`)).text();
+    assert.match(impostor, new RegExp(`Allow “localhost:${new URL(docs).port}” to use svc as alice\\?`));
+  });
+
+  test('svc check warns (without failing) when documents are on and the well-known clients\' hosts cannot be reached', async () => {
+    // No network beyond loopback here, so the check can only fail to reach them.
+    const check = await inst.cli(['check']);
+    assert.equal(check.code, 0, check.stderr);
+    assert.match(check.stdout, /is valid/);
+    assert.match(check.stderr, /warning: auth\.oauth\.client_metadata_documents: svc cannot reach claude\.ai, chatgpt\.com, vscode\.dev;.*set client_metadata_documents false/);
   });
 
   test('the documents one address can make svc fetch are limited', async () => {
@@ -134,7 +192,11 @@ describe('Client ID Metadata Documents', () => {
       const bob = new Browser(strict.url);
       await bob.login('bob', 'bob password 1');
       const before = fetched.length;
-      for (const url of [`${docs}/good.json`, `https://127.0.0.1:${new URL(docs).port}/good.json`, 'https://[::1]/client.json', 'https://10.1.2.3/client.json', 'https://169.254.169.254/latest.json']) {
+      for (const url of [
+        `${docs}/good.json`, `https://127.0.0.1:${new URL(docs).port}/good.json`, 'https://[::1]/client.json', 'https://10.1.2.3/client.json', 'https://169.254.169.254/latest.json',
+        // IPv6 forms that embed an IPv4 address: compatible, translated, local-use NAT64, 6to4.
+        `https://[::127.0.0.1]:${new URL(docs).port}/good.json`, `https://[::ffff:0:7f00:1]:${new URL(docs).port}/good.json`, 'https://[64:ff9b:1::a00:1]/client.json', 'https://[2002:7f00:1::]/client.json',
+      ]) {
         const res = await authorize(bob, url);
         assert.equal(res.status, 400, url);
         assert.match(await res.text(), /private or local address/, url);

@@ -5,7 +5,7 @@ import type { Database } from '../db/open.ts';
 import { createUser, updateUser, removeUser, getUser, checkUid, type User, type UserChange } from '../store/users.ts';
 import { revokeAllTokens } from '../store/tokens.ts';
 import { endAllSessions } from '../store/sessions.ts';
-import { revokeGrant } from '../store/oauth.ts';
+import { endUserGrants, revokeGrant } from '../store/oauth.ts';
 import { putItem, removeItem, checkItemId, type Item } from '../store/items.ts';
 import { recordActorAudit as audit, type Actor } from '../store/audit.ts';
 import { hashPassword, passwordProblem } from '../auth/passwords.ts';
@@ -108,7 +108,9 @@ export async function adminRevokeTokens(database: Database, actor: Actor, uid: s
   return database.write(async (tx) => {
     const user = await getUser(tx, uid);
     const n = await revokeAllTokens(tx, user.id);
-    await audit(tx, actor, 'user.revoke_tokens', uid, { revoked: n });
+    // The grants too: their refresh families would otherwise go on minting access tokens.
+    const grants = await endUserGrants(tx, user.id);
+    await audit(tx, actor, 'user.revoke_tokens', uid, { revoked: n, grants_ended: grants });
     return n;
   });
 }

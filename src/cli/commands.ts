@@ -81,6 +81,19 @@ Options:
           return 1;
         }
       }
+      const oauth = config.auth.oauth;
+      if (oauth?.clientMetadataDocuments) {
+        const { unreachableHosts } = await import('../oauth/reachability.ts');
+        const hosts = await unreachableHosts();
+        // A warning, not a failure: a network that allows only some apps, or none that use documents, is a choice.
+        if (hosts.length > 0) {
+          ctx.io.err(
+            `svc: check: warning: auth.oauth.client_metadata_documents: svc cannot reach ${hosts.join(', ')}; apps that sign in with a ` +
+              'metadata document published there (Claude, ChatGPT, Codex, VS Code) will stop at an error page. Let svc fetch https from ' +
+              'those hosts, or set client_metadata_documents false so that the apps register themselves instead.',
+          );
+        }
+      }
       ctx.io.out(`svc: ${ctx.configPath} is valid; database ${location} can be read and written${config.auth.oidc ? '; identity provider answers' : ''}`);
       return 0;
     },

@@ -2,8 +2,9 @@
 // secret shown once), beside those that register themselves.
 import { type Command, withDatabase, str, flag, auditCli } from './command.ts';
 import { UsageError } from './errors.ts';
-import { registerClient, listClients, removeClient } from '../store/oauth.ts';
+import { registerClient, listClients, removeClient } from '../store/oauth-clients.ts';
 import { redirectUriProblem } from '../oauth/rules.ts';
+import { clientNameProblem } from '../oauth/names.ts';
 import { randomId } from '../domain/secrets.ts';
 import { badRequest, notFound } from '../domain/errors.ts';
 import { iso } from '../domain/json.ts';
@@ -29,7 +30,9 @@ Options:
         if (problem) throw badRequest(`--redirect-uri: ${problem}`);
       }
       const name = ctx.positionals[0]!.trim();
-      if (name === '' || name.length > 100 || /[\x00-\x1f\x7f]/.test(name)) throw badRequest('NAME: 1 to 100 characters, no control characters');
+      // An administrator may name a client after svc (it is theirs), but never hide characters in the name.
+      const problem = clientNameProblem(name, { mayNameSvc: true });
+      if (problem) throw badRequest(`NAME: ${problem}`);
       const id = str(ctx, 'id');
       if (id !== undefined && !/^[A-Za-z0-9._:-]{1,100}$/.test(id)) throw badRequest('--id: 1 to 100 characters of A-Z a-z 0-9 . _ : -');
       const secret = flag(ctx, 'secret') ? `svcs_${randomId(30)}` : null;

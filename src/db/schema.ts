@@ -215,6 +215,8 @@ export const oauthRefreshTokens = sqliteTable(
     /** SHA-256 (hex) of the token */
     id: text('id').primaryKey(),
     familyId: text('family_id').notNull(),
+    /** the token this one was rotated from (its id); two used successors of one parent mean a forked family */
+    parentId: text('parent_id'),
     grantId: text('grant_id').notNull().references(() => oauthGrants.id, { onDelete: 'cascade' }),
     clientId: text('client_id').notNull(),
     resource: text('resource').notNull(),
@@ -227,7 +229,7 @@ export const oauthRefreshTokens = sqliteTable(
     graceUsedAt: integer('grace_used_at'),
     revokedAt: integer('revoked_at'),
   },
-  (t) => [index('oauth_refresh_family').on(t.familyId)],
+  (t) => [index('oauth_refresh_family').on(t.familyId), index('oauth_refresh_parent').on(t.parentId)],
 );
 
 /**

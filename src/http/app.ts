@@ -2,7 +2,7 @@
 import { Hono } from 'hono';
 import type { Env, Services, Ctx } from './context.ts';
 import { apiError, STATUS, wantsHtml } from './context.ts';
-import { securityHeaders, bodyLimits, requestLog, resolveCaller, sameOriginForAmbient, mcpOrigin } from './middleware.ts';
+import { securityHeaders, bodyLimits, requestLog, peerAddresses, resolveCaller, sameOriginForAmbient, mcpOrigin } from './middleware.ts';
 import { sessionRoutes } from './routes/session.tsx';
 import { tokenRoutes } from './routes/tokens.tsx';
 import { mcpRoutes } from './routes/mcp.ts';
@@ -11,6 +11,7 @@ import { adminPageRoutes } from './routes/admin-pages.tsx';
 import { adminItemRoutes } from './routes/admin-items.tsx';
 import { oidcRoutes } from './routes/oidc.tsx';
 import { oauthRoutes } from './routes/oauth.tsx';
+import { oauthClientEndpoints } from './routes/oauth-endpoints.ts';
 import { AppError } from '../domain/errors.ts';
 import { DatabaseBusy, safeDatabaseMessage } from '../db/errors.ts';
 
@@ -34,11 +35,16 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
     if (problems.length > 0) return c.json({ status: 'unavailable', problems, ...oidc }, 503);
     return c.json({ status: 'ready', ...oidc });
   });
-  app.use(resolveCaller(services, peerOf));
+  app.use(peerAddresses(services, peerOf));
+  // The token, revocation and registration endpoints authenticate clients, not people: mounted ahead of the auth
+  // core, so a client's Basic credentials are never read (or logged, or counted) as a malformed bearer token.
+  const oauth = services.config.auth.oauth;
+  if (oauth) app.route('/', oauthClientEndpoints(services, oauth));
+  app.use(resolveCaller(services));
   app.use(sameOriginForAmbient(services));
   app.route('/', sessionRoutes(services));
   if (services.oidc) app.route('/', oidcRoutes(services, services.oidc));
-  if (services.config.auth.oauth) app.route('/', oauthRoutes(services, services.config.auth.oauth));
+  if (oauth) app.route('/', oauthRoutes(services, oauth));
   app.route('/', tokenRoutes(services));
   app.route('/', mcpRoutes(services));
   app.route('/', adminApiRoutes(services));

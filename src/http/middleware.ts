@@ -106,17 +106,24 @@ export function requestLog(services: Services): MiddlewareHandler<Env> {
   };
 }
 
-/** Resolves the caller once per request; routes read it with principalOf(). */
-export function resolveCaller(services: Services, peerOf: (c: Ctx) => string): MiddlewareHandler<Env> {
+/** The TCP peer, and the client behind trusted proxies: for every route, before any credential is read. */
+export function peerAddresses(services: Services, peerOf: (c: Ctx) => string): MiddlewareHandler<Env> {
   const trustedProxy = addressMatcher(services.config.server.trustedProxies);
   return async (c, next) => {
     const peer = peerOf(c);
     c.set('peer', peer);
     c.set('client', clientAddress(peer, c.req.header('x-forwarded-for') ?? null, trustedProxy));
+    await next();
+  };
+}
+
+/** Resolves the caller once per request; routes read it with principalOf(). */
+export function resolveCaller(services: Services): MiddlewareHandler<Env> {
+  return async (c, next) => {
     const resolution = await services.auth.resolve({
       method: c.req.method,
       headers: c.req.raw.headers,
-      peer,
+      peer: c.get('peer'),
       cookie: (name) => getCookie(c, name),
     });
     c.set('resolution', resolution);

@@ -5,6 +5,7 @@ import { lookup } from 'node:dns/promises';
 import { request } from 'node:https';
 import { BlockList, isIP } from 'node:net';
 import { redirectUriProblem } from './rules.ts';
+import { cleanClientName } from './names.ts';
 
 export const METADATA_MAX_BYTES = 5 * 1024;
 export const METADATA_TIMEOUT_MS = 5000;
@@ -12,6 +13,17 @@ export const METADATA_MAX_AGE_S = 86_400;
 
 /** A document svc would not use, with the reason the person sees on the error page. */
 export class MetadataRefused extends Error {}
+
+/**
+ * A document svc could not get: the host did not resolve or answer, or answered something other than 200. The
+ * person is told only that (never why: the difference between a refused, reset or silent connection would let
+ * anyone probe ports through svc); `detail` is for the server log.
+ */
+export class MetadataUnreachable extends Error {
+  constructor(readonly host: string, readonly detail: string) {
+    super(`the metadata document at ${host} could not be fetched`);
+  }
+}
 
 export interface ClientMetadata {
   readonly name: string;
@@ -24,9 +36,14 @@ export interface ClientMetadata {
 const NOT_PUBLIC = new BlockList();
 for (const [net, bits] of [
   ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.0.0.0', 24],
-  ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
+  ['192.0.2.0', 24], ['192.88.99.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
 ] as const) NOT_PUBLIC.addSubnet(net, bits, 'ipv4');
-for (const [net, bits] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96], ['2001:db8::', 32], ['::ffff:0:0', 96]] as const) {
+// IPv6: besides its own local ranges, every form that embeds an IPv4 address (compatible, mapped, translated,
+// NAT64, 6to4, Teredo), so a private IPv4 address cannot be reached through one of them.
+for (const [net, bits] of [
+  ['::', 96], ['::ffff:0:0', 96], ['::ffff:0:0:0', 96], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['100::', 64], ['2001::', 32], ['2001:2::', 48],
+  ['2001:10::', 28], ['2001:20::', 28], ['2001:db8::', 32], ['2002::', 16], ['3fff::', 20], ['5f00::', 16], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8],
+] as const) {
   NOT_PUBLIC.addSubnet(net, bits, 'ipv6');
 }
 
@@ -52,11 +69,11 @@ export async function fetchClientMetadata(url: string, options: { allowPrivate: 
   let addresses: { address: string; family: number }[];
   try {
     addresses = isIP(host) ? [{ address: host, family: isIP(host) }] : await lookup(host, { all: true, verbatim: true });
-  } catch {
-    throw new MetadataRefused(`${target.host} could not be resolved`);
+  } catch (e) {
+    throw new MetadataUnreachable(target.host, `lookup failed: ${(e as NodeJS.ErrnoException).code ?? 'error'}`);
   }
   const checked = addresses[0];
-  if (!checked) throw new MetadataRefused(`${target.host} has no address`);
+  if (!checked) throw new MetadataUnreachable(target.host, 'no address');
   if (!options.allowPrivate && addresses.some((a) => !isPublicAddress(a.address))) {
     throw new MetadataRefused(`${target.host} resolves to a private or local address; svc fetches metadata documents only from public ones`);
   }
@@ -74,13 +91,18 @@ export async function fetchClientMetadata(url: string, options: { allowPrivate: 
   }
   const method = doc.token_endpoint_auth_method ?? 'none';
   if (method !== 'none') throw new MetadataRefused('a metadata-document client must be public (token_endpoint_auth_method none)');
-  const name = typeof doc.client_name === 'string' && doc.client_name.trim() !== '' && !/[\x00-\x1f\x7f]/.test(doc.client_name) ? doc.client_name.trim().slice(0, 100) : target.host;
+  if (doc.application_type !== undefined && doc.application_type !== 'native' && doc.application_type !== 'web') {
+    throw new MetadataRefused('the metadata document\'s application_type is neither native nor web');
+  }
+  // The name is the app's claim: what cannot be shown plainly is dropped, and without a fit name the host speaks.
+  const name = cleanClientName(doc.client_name) ?? target.host;
   const maxAge = /(?:^|,)\s*max-age=(\d+)/i.exec(cacheControl)?.[1];
   const noStore = /no-store|no-cache/i.test(cacheControl);
   return { name, redirectUris: uris as string[], maxAgeSeconds: noStore ? 0 : Math.min(Number(maxAge ?? 3600), METADATA_MAX_AGE_S) };
 }
 
 function get(target: URL, checked: { address: string; family: number }): Promise<{ body: string; cacheControl: string }> {
+  const unreachable = (detail: string) => new MetadataUnreachable(target.host, detail);
   return new Promise((resolve, reject) => {
     const req = request(
       target,
@@ -98,7 +120,8 @@ function get(target: URL, checked: { address: string; family: number }): Promise
       (res) => {
         if (res.statusCode !== 200) {
           res.resume();
-          reject(new MetadataRefused(res.statusCode && res.statusCode >= 300 && res.statusCode < 400 ? 'the metadata document redirects; svc does not follow redirects' : `the metadata document answered ${res.statusCode}`));
+          const status = res.statusCode ?? 0;
+          reject(status >= 300 && status < 400 ? new MetadataRefused('the metadata document redirects; svc does not follow redirects') : unreachable(`answered ${status}`));
           return;
         }
         if (Number(res.headers['content-length'] ?? 0) > METADATA_MAX_BYTES) {
@@ -118,16 +141,16 @@ function get(target: URL, checked: { address: string; family: number }): Promise
           chunks.push(chunk);
         });
         res.on('end', () => resolve({ body: Buffer.concat(chunks).toString('utf8'), cacheControl: String(res.headers['cache-control'] ?? '') }));
-        res.on('error', () => reject(new MetadataRefused('the metadata document could not be read')));
+        res.on('error', (e) => reject(unreachable(`read failed: ${(e as NodeJS.ErrnoException).code ?? 'error'}`)));
       },
     );
     const deadline = setTimeout(() => {
       req.destroy();
-      reject(new MetadataRefused('the metadata document did not arrive within 5 s'));
+      reject(unreachable('no answer within 5 s'));
     }, METADATA_TIMEOUT_MS);
     req.on('close', () => clearTimeout(deadline));
     req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', (e) => reject(e instanceof MetadataRefused ? e : new MetadataRefused(`the metadata document could not be fetched (${(e as NodeJS.ErrnoException).code ?? e.message})`)));
+    req.on('error', (e) => reject(e instanceof MetadataRefused ? e : unreachable(`connection failed: ${(e as NodeJS.ErrnoException).code ?? 'error'}`)));
     req.end();
   });
 }

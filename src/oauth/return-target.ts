@@ -2,7 +2,7 @@
 // the password form, a known grant redirects straight to the app, and browsers hold that redirect to the sign-in
 // page's form-action. Only a redirect URI the client registered counts.
 import type { Db } from '../db/open.ts';
-import { getClient } from '../store/oauth.ts';
+import { getClient } from '../store/oauth-clients.ts';
 import { redirectMatches } from './rules.ts';
 
 export async function oauthReturnTarget(db: Db, next: string): Promise<string | undefined> {

@@ -21,9 +21,35 @@ export function grantedScope(requested: string | undefined): string {
 }
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
-const REFUSED_SCHEMES = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'blob:', 'about:', 'ftp:', 'ws:', 'wss:']);
 
-/** Why a redirect URI cannot be registered, or null. https, loopback http and private-use schemes (cursor://) pass. */
+/**
+ * Private-use schemes of MCP clients that predate RFC 8252's reverse-domain rule. Any other app scheme must be a
+ * reverse domain name (com.example.app), which no browser or operating-system handler uses.
+ */
+const KNOWN_APP_SCHEMES = new Set(['cursor:', 'vscode:', 'vscode-insiders:', 'windsurf:']);
+/** Reverse-domain schemes that are in fact system handler families (vnd.ms-excel:, ms-word.…:). */
+const HANDLER_FAMILIES = /^(vnd|ms-[a-z0-9-]*|x-[a-z0-9-]*|web\+[a-z]*)\./;
+
+/** A private-use scheme: a reverse domain name of at least two labels, or one of the known app schemes. */
+export function isPrivateUseScheme(protocol: string): boolean {
+  if (KNOWN_APP_SCHEMES.has(protocol)) return true;
+  const scheme = protocol.slice(0, -1);
+  return /^[a-z][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+$/.test(scheme) && !HANDLER_FAMILIES.test(scheme);
+}
+
+export function isLoopbackRedirect(uri: string): boolean {
+  try {
+    const u = new URL(uri);
+    return u.protocol === 'http:' && LOOPBACK_HOSTS.has(u.hostname);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Why a redirect URI cannot be registered, or null. An allow-list: https, http on loopback, and private-use
+ * schemes (RFC 8252 §7.1); schemes that start browser or system handlers (mailto:, ms-…:, jar:, …) never pass.
+ */
 export function redirectUriProblem(uri: unknown): string | null {
   if (typeof uri !== 'string' || uri.length > 2000) return 'a redirect URI is a string of at most 2000 characters';
   let u: URL;
@@ -32,12 +58,12 @@ export function redirectUriProblem(uri: unknown): string | null {
   } catch {
     return `"${uri.slice(0, 100)}" is not an absolute URI`;
   }
-  if (REFUSED_SCHEMES.has(u.protocol)) return `${u.protocol} redirect URIs are refused`;
   if (u.username !== '' || u.password !== '') return 'a redirect URI may not carry user information';
   if (uri.includes('#')) return 'a redirect URI may not have a fragment';
-  if (u.protocol === 'http:' && !LOOPBACK_HOSTS.has(u.hostname)) return 'plain http is allowed only for loopback redirect URIs (127.0.0.1, [::1], localhost)';
-  if (u.protocol !== 'https:' && u.protocol !== 'http:' && !/^[a-z][a-z0-9+.-]*:$/.test(u.protocol)) return `"${u.protocol}" is not a scheme`;
-  return null;
+  if (u.protocol === 'https:') return u.hostname === '' ? 'an https redirect URI needs a host' : null;
+  if (u.protocol === 'http:') return LOOPBACK_HOSTS.has(u.hostname) ? null : 'plain http is allowed only for loopback redirect URIs (127.0.0.1, [::1], localhost)';
+  if (isPrivateUseScheme(u.protocol)) return null;
+  return `${u.protocol} redirect URIs are refused: use https, http on a loopback address, or an app scheme named after a domain you own (com.example.app:/callback)`;
 }
 
 /** A registered redirect URI matches exactly, except that a loopback one matches on any port (RFC 8252 §7.3). */

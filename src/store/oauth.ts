@@ -1,84 +1,16 @@
-// OAuth records: clients, authorization requests waiting for consent, grants, codes, refresh-token families, and
-// the access tokens issued under them (rows of `tokens`, so the bearer lookup treats them like any svc token).
-// Every secret is stored as its SHA-256 only. Functions that change data take a Tx: call them inside one write.
-import { and, asc, desc, eq, isNull, lt } from 'drizzle-orm';
+// OAuth records: authorization requests waiting for consent, grants, codes, refresh-token families, and the access
+// tokens issued under them (rows of `tokens`, so the bearer lookup treats them like any svc token). A grant is the
+// one authority behind its codes and tokens: nothing is issued under a revoked one. Every secret is stored as its
+// SHA-256 only. Functions that change data take a Tx: call them inside one write. Clients: oauth-clients.ts.
+import { and, desc, eq, isNull, isNotNull, lt, ne } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { oauthClients, oauthCodes, oauthGrants, oauthRefreshTokens, oauthRequests, tokens } from '../db/schema.ts';
 import { mintToken, randomId, storedHash } from '../domain/secrets.ts';
 import { databaseNow } from './tokens.ts';
 import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
 
-export type ClientKind = 'dynamic' | 'metadata' | 'static';
-export type AuthMethod = 'none' | 'client_secret_post' | 'client_secret_basic';
-
-export interface OauthClient {
-  readonly id: string;
-  readonly kind: ClientKind;
-  readonly name: string;
-  readonly redirectUris: readonly string[];
-  readonly authMethod: AuthMethod;
-  readonly secretHash: string | null;
-  readonly createdAt: number;
-  readonly lastUsedAt: number | null;
-  /** metadata-document clients: when the cached copy must be fetched again */
-  readonly refreshAt: number | null;
-}
-
-function toClient(r: typeof oauthClients.$inferSelect): OauthClient {
-  return {
-    id: r.id, kind: r.kind as ClientKind, name: r.name, redirectUris: JSON.parse(r.redirectUris) as string[],
-    authMethod: r.authMethod as AuthMethod, secretHash: r.secretHash, createdAt: r.createdAt, lastUsedAt: r.lastUsedAt, refreshAt: r.refreshAt,
-  };
-}
-
-/** Stores (or refreshes) the copy of a client's metadata document. */
-export async function saveMetadataClient(
-  tx: Tx,
-  url: string,
-  meta: { name: string; redirectUris: readonly string[]; maxAgeSeconds: number },
-  now = Date.now(),
-): Promise<OauthClient> {
-  const values = { name: meta.name, redirectUris: JSON.stringify(meta.redirectUris), refreshAt: now + meta.maxAgeSeconds * 1000 };
-  const rows = await tx
-    .insert(oauthClients)
-    .values({ id: url, kind: 'metadata', authMethod: 'none', createdAt: now, ...values })
-    .onConflictDoUpdate({ target: oauthClients.id, set: values })
-    .returning();
-  return toClient(rows[0]!);
-}
-
-export async function getClient(db: Db, id: string): Promise<OauthClient | null> {
-  const row = await db.select().from(oauthClients).where(eq(oauthClients.id, id)).get();
-  return row ? toClient(row) : null;
-}
-
-/** A dynamically registered client never used within a day is forgotten. */
-export const UNUSED_CLIENT_MS = 86_400_000;
-
-export async function registerClient(
-  tx: Tx,
-  input: { id?: string; kind: ClientKind; name: string; redirectUris: readonly string[]; authMethod: AuthMethod; secret: string | null },
-  now = Date.now(),
-): Promise<OauthClient> {
-  await tx.delete(oauthClients).where(and(eq(oauthClients.kind, 'dynamic'), isNull(oauthClients.lastUsedAt), lt(oauthClients.createdAt, now - UNUSED_CLIENT_MS)));
-  const row = {
-    id: input.id ?? `oc_${randomId(15)}`, kind: input.kind, name: input.name, redirectUris: JSON.stringify(input.redirectUris),
-    authMethod: input.authMethod, secretHash: input.secret === null ? null : storedHash(input.secret), createdAt: now,
-  };
-  await tx.insert(oauthClients).values(row);
-  return toClient({ ...row, lastUsedAt: null, refreshAt: null });
-}
-
-export async function listClients(db: Db): Promise<OauthClient[]> {
-  return (await db.select().from(oauthClients).orderBy(asc(oauthClients.createdAt)).all()).map(toClient);
-}
-
-export async function removeClient(tx: Tx, id: string): Promise<boolean> {
-  const rows = await tx.delete(oauthClients).where(eq(oauthClients.id, id)).returning({ id: oauthClients.id });
-  if (rows.length === 0) return false;
-  for (const g of await tx.select({ id: oauthGrants.id }).from(oauthGrants).where(eq(oauthGrants.clientId, id)).all()) await endGrant(tx, g.id);
-  return true;
-}
+export type { ClientKind, AuthMethod, OauthClient } from './oauth-clients.ts';
+import type { ClientKind } from './oauth-clients.ts';
 
 // ---- authorization requests waiting for consent
 
@@ -178,10 +110,17 @@ export async function listGrants(db: Db, userId: number): Promise<GrantListing[]
 }
 
 /** Ends a grant and everything issued under it: refresh families and access tokens, at once. */
-async function endGrant(tx: Tx, grantId: string, now = Date.now()): Promise<void> {
+export async function endGrant(tx: Tx, grantId: string, now = Date.now()): Promise<void> {
   await tx.update(oauthGrants).set({ revokedAt: now }).where(and(eq(oauthGrants.id, grantId), isNull(oauthGrants.revokedAt)));
   await tx.update(oauthRefreshTokens).set({ revokedAt: now }).where(and(eq(oauthRefreshTokens.grantId, grantId), isNull(oauthRefreshTokens.revokedAt)));
   await tx.update(tokens).set({ revokedAt: now }).where(and(eq(tokens.grantId, grantId), isNull(tokens.revokedAt)));
+}
+
+/** Ends every grant of a user (an admin revoking all of their tokens); returns how many. */
+export async function endUserGrants(tx: Tx, userId: number, now = Date.now()): Promise<number> {
+  const grants = await tx.select({ id: oauthGrants.id }).from(oauthGrants).where(and(eq(oauthGrants.userId, userId), isNull(oauthGrants.revokedAt))).all();
+  for (const g of grants) await endGrant(tx, g.id, now);
+  return grants.length;
 }
 
 /** Revokes one of the user's own grants; someone else's is not found (false). */
@@ -205,22 +144,45 @@ export async function issueCode(tx: Tx, grant: Grant, request: PendingRequest, n
   return code;
 }
 
-export type CodeUse =
-  | { readonly ok: true; readonly grantId: string; readonly redirectUri: string; readonly codeChallenge: string; readonly resource: string; readonly scope: string; readonly clientId: string }
-  | { readonly ok: false; readonly why: 'unknown' | 'expired' | 'reused' | 'other_client' };
+export interface CodeRedemption {
+  readonly clientId: string;
+  readonly redirectUri: string | undefined;
+  readonly verifierMatches: (challenge: string) => boolean;
+  /** the resource the token request names, if any */
+  readonly resource: string | undefined;
+  readonly familyId: string;
+}
 
-/** Uses a code once. A second use revokes what the first one issued; another client's code is not touched. */
-export async function useCode(tx: Tx, code: string, clientId: string, familyId: string, now = Date.now()): Promise<CodeUse> {
+export type CodeUse =
+  | { readonly ok: true; readonly grantId: string; readonly resource: string; readonly scope: string }
+  | { readonly ok: false; readonly why: 'unknown' | 'expired' | 'reused' | 'other_client' | 'revoked' | 'redirect_uri' | 'verifier' | 'resource' };
+
+/**
+ * Redeems a code once. Everything is checked before it is used up (client, expiry, grant, redirect URI, PKCE,
+ * resource), so a request that fails leaves it to the one that holds it; a second use revokes what the first
+ * one issued.
+ */
+export async function useCode(tx: Tx, code: string, redemption: CodeRedemption, now = Date.now()): Promise<CodeUse> {
   const row = await tx.select().from(oauthCodes).where(eq(oauthCodes.id, storedHash(code))).get();
   if (!row) return { ok: false, why: 'unknown' };
-  if (row.clientId !== clientId) return { ok: false, why: 'other_client' };
+  if (row.clientId !== redemption.clientId) return { ok: false, why: 'other_client' };
   if (row.usedAt !== null) {
     if (row.familyId) await revokeFamily(tx, row.familyId, now);
     return { ok: false, why: 'reused' };
   }
   if (row.expiresAt <= now) return { ok: false, why: 'expired' };
-  await tx.update(oauthCodes).set({ usedAt: now, familyId }).where(eq(oauthCodes.id, row.id));
-  return { ok: true, grantId: row.grantId, redirectUri: row.redirectUri, codeChallenge: row.codeChallenge, resource: row.resource, scope: row.scope, clientId: row.clientId };
+  if (!(await grantIsActive(tx, row.grantId))) return { ok: false, why: 'revoked' };
+  if (redemption.redirectUri !== row.redirectUri) return { ok: false, why: 'redirect_uri' };
+  if (!redemption.verifierMatches(row.codeChallenge)) return { ok: false, why: 'verifier' };
+  if (redemption.resource !== undefined && redemption.resource !== row.resource) return { ok: false, why: 'resource' };
+  const used = await tx.update(oauthCodes).set({ usedAt: now, familyId: redemption.familyId }).where(and(eq(oauthCodes.id, row.id), isNull(oauthCodes.usedAt))).returning({ id: oauthCodes.id });
+  if (used.length === 0) return { ok: false, why: 'reused' };
+  return { ok: true, grantId: row.grantId, resource: row.resource, scope: row.scope };
+}
+
+async function grantIsActive(tx: Tx, grantId: string): Promise<boolean> {
+  const grant = await tx.select({ revokedAt: oauthGrants.revokedAt }).from(oauthGrants).where(eq(oauthGrants.id, grantId)).get();
+  return grant !== undefined && grant.revokedAt === null;
 }
 
 // ---- tokens: an access token (a row of `tokens`) and a refresh token of one family
@@ -237,11 +199,13 @@ const REFRESH_PREFIX = 'svcr_';
 export async function issueTokens(
   tx: Tx,
   grantId: string,
-  family: { id: string; clientId: string; clientName: string; resource: string; scope: string },
+  family: { id: string; clientId: string; clientName: string; resource: string; scope: string; parentId?: string },
   ttl: { accessSeconds: number; refreshSeconds: number },
 ): Promise<Issued> {
   const now = await databaseNow(tx);
-  const grant = (await tx.select().from(oauthGrants).where(eq(oauthGrants.id, grantId)).get())!;
+  const grant = await tx.select().from(oauthGrants).where(eq(oauthGrants.id, grantId)).get();
+  // Callers check the grant first; this is the last line, so a revoked grant never yields a live token row.
+  if (!grant || grant.revokedAt !== null) throw new Error('svc: tokens asked for under a revoked grant');
   const accessToken = mintToken();
   // The access token carries the grant's label restriction, as a personal token carries its own.
   await tx.insert(tokens).values({
@@ -250,7 +214,7 @@ export async function issueTokens(
   });
   const refreshToken = `${REFRESH_PREFIX}${randomId(30)}`;
   await tx.insert(oauthRefreshTokens).values({
-    id: storedHash(refreshToken), familyId: family.id, grantId, clientId: family.clientId, resource: family.resource, scope: family.scope,
+    id: storedHash(refreshToken), familyId: family.id, parentId: family.parentId ?? null, grantId, clientId: family.clientId, resource: family.resource, scope: family.scope,
     createdAt: now, expiresAt: now + ttl.refreshSeconds * 1000,
   });
   await tx.update(oauthGrants).set({ lastUsedAt: now }).where(eq(oauthGrants.id, grantId));
@@ -264,32 +228,47 @@ export async function revokeFamily(tx: Tx, familyId: string, now = Date.now()): 
 }
 
 export type RefreshUse =
-  | { readonly ok: true; readonly grantId: string; readonly familyId: string; readonly clientId: string; readonly resource: string; readonly scope: string }
-  | { readonly ok: false; readonly why: 'unknown' | 'revoked' | 'expired' | 'reused' | 'other_client' };
+  | { readonly ok: true; readonly grantId: string; readonly familyId: string; readonly tokenId: string; readonly resource: string; readonly scope: string }
+  | { readonly ok: false; readonly why: 'unknown' | 'revoked' | 'expired' | 'reused' | 'other_client' | 'resource' };
 
 /**
  * Uses a refresh token for rotation. A rotated token still works once within `graceSeconds` (clients that refresh
- * from several processes at once); any other reuse revokes the whole family.
+ * from several processes at once), which gives it a second successor; any other reuse, or the use of both
+ * successors of one token (a family that forked), revokes the whole family.
  */
-export async function useRefresh(tx: Tx, token: string, clientId: string, graceSeconds: number, now = Date.now()): Promise<RefreshUse> {
+export async function useRefresh(
+  tx: Tx,
+  token: string,
+  use: { clientId: string; resource: string | undefined; graceSeconds: number },
+  now = Date.now(),
+): Promise<RefreshUse> {
+  const { clientId, graceSeconds } = use;
   if (!token.startsWith(REFRESH_PREFIX)) return { ok: false, why: 'unknown' };
   const row = await tx.select().from(oauthRefreshTokens).where(eq(oauthRefreshTokens.id, storedHash(token))).get();
   if (!row) return { ok: false, why: 'unknown' };
   if (row.clientId !== clientId) return { ok: false, why: 'other_client' };
-  const grant = await tx.select({ revokedAt: oauthGrants.revokedAt }).from(oauthGrants).where(eq(oauthGrants.id, row.grantId)).get();
-  if (row.revokedAt !== null || !grant || grant.revokedAt !== null) return { ok: false, why: 'revoked' };
+  if (row.revokedAt !== null || !(await grantIsActive(tx, row.grantId))) return { ok: false, why: 'revoked' };
   if (row.expiresAt <= now) return { ok: false, why: 'expired' };
+  if (use.resource !== undefined && use.resource !== row.resource) return { ok: false, why: 'resource' };
+  const reused = async (): Promise<RefreshUse> => {
+    await revokeFamily(tx, row.familyId, now);
+    return { ok: false, why: 'reused' };
+  };
   if (row.rotatedAt !== null) {
-    if (row.graceUsedAt === null && now - row.rotatedAt <= graceSeconds * 1000) {
-      await tx.update(oauthRefreshTokens).set({ graceUsedAt: now }).where(eq(oauthRefreshTokens.id, row.id));
-    } else {
-      await revokeFamily(tx, row.familyId, now);
-      return { ok: false, why: 'reused' };
-    }
+    if (row.graceUsedAt !== null || now - row.rotatedAt > graceSeconds * 1000) return reused();
+    await tx.update(oauthRefreshTokens).set({ graceUsedAt: now }).where(eq(oauthRefreshTokens.id, row.id));
   } else {
+    if (row.parentId !== null) {
+      const sibling = await tx
+        .select({ id: oauthRefreshTokens.id })
+        .from(oauthRefreshTokens)
+        .where(and(eq(oauthRefreshTokens.parentId, row.parentId), ne(oauthRefreshTokens.id, row.id), isNotNull(oauthRefreshTokens.rotatedAt)))
+        .get();
+      if (sibling) return reused();
+    }
     await tx.update(oauthRefreshTokens).set({ rotatedAt: now }).where(eq(oauthRefreshTokens.id, row.id));
   }
-  return { ok: true, grantId: row.grantId, familyId: row.familyId, clientId: row.clientId, resource: row.resource, scope: row.scope };
+  return { ok: true, grantId: row.grantId, familyId: row.familyId, tokenId: row.id, resource: row.resource, scope: row.scope };
 }
 
 /** RFC 7009: a refresh token ends its family; an access token of this client ends itself. Unknown: nothing. */

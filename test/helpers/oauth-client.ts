@@ -17,7 +17,12 @@ export async function consentAs(browser: Browser, authorizationUrl: URL, decisio
   assert.equal(res.status, 200, `authorize answered ${res.status}: ${html}`);
   const request = /name="request" value="([^"]+)"/.exec(html)?.[1];
   assert.ok(request, html);
-  const answer = await browser.request('/oauth/authorize', { form: { request, decision }, headers: { accept: 'text/html' } });
+  // What a browser submits: the form's preselected access choice and checked labels along with the answer.
+  const fields = new URLSearchParams({ request, decision });
+  const access = /<input type="radio" name="access" value="(\w+)" checked/.exec(html)?.[1];
+  if (access) fields.set('access', access);
+  for (const m of html.matchAll(/<input type="checkbox" name="labels" value="([^"]+)" checked/g)) fields.append('labels', m[1]!);
+  const answer = await browser.request('/oauth/authorize', { method: 'POST', body: fields.toString(), headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' } });
   if (answer.status !== 302) assert.fail(`consent answered ${answer.status}: ${await answer.text()}`);
   return new URL(answer.headers.get('location')!);
 }

@@ -16,6 +16,10 @@ export interface ConsentProps {
   request: string;
   /** the user's labels, offered as a restriction of what the app can read */
   labels: readonly string[];
+  /** the standing grant's restriction, preselected so that asking again never widens it; null: none */
+  restriction?: readonly string[] | null;
+  /** the user allowed this app before */
+  known?: boolean;
 }
 
 export function ConsentPage(p: ConsentProps) {
@@ -24,6 +28,12 @@ export function ConsentPage(p: ConsentProps) {
       <h1>Allow “{p.clientName}” to use svc as {p.uid}?</h1>
       {p.unverified && <p class="notice error" role="alert">This app registered itself: svc cannot vouch for its name. Allow it only if you just asked for it.</p>}
       {p.clientHost && <p class="muted">Published by <strong>{p.clientHost}</strong>.</p>}
+      {p.known && (
+        <p class="muted">
+          You allowed this app before{p.restriction ? `, for documents labelled ${p.restriction.length === 0 ? '(none: unlabelled only)' : p.restriction.join(', ')}` : ''}; your
+          answer now replaces that.
+        </p>
+      )}
       <p>
         It will read the documents you can read, through MCP ({p.scope}), until you revoke it on your token page. After you
         answer, your browser goes to <strong>{p.redirect}</strong>.
@@ -31,7 +41,7 @@ export function ConsentPage(p: ConsentProps) {
       <div class="row">
         <form method="post" action="/oauth/authorize" class="stack">
           <input type="hidden" name="request" value={p.request} />
-          <AccessChoice labels={p.labels} who="the app" />
+          <AccessChoice labels={p.labels} who="the app" restriction={p.restriction ?? null} />
           <button type="submit" name="decision" value="approve">Allow</button>
         </form>
         <form method="post" action="/oauth/authorize" class="inline">

@@ -47,17 +47,22 @@ label.choice { display: flex; gap: .4rem; align-items: center; font-weight: 400;
  * What a token or a connected app may read: everything the person can see, or only documents with some of their
  * labels (the server reads the choice with restrictionFromForm).
  */
-export function AccessChoice(p: { labels: readonly string[]; who: string }) {
+/**
+ * The choice between a user's whole access and a label restriction. `restriction` preselects one (a grant asked
+ * for again keeps what it has); absent or null: "Everything I can see".
+ */
+export function AccessChoice(p: { labels: readonly string[]; who: string; restriction?: readonly string[] | null }) {
+  const restricted = p.restriction !== undefined && p.restriction !== null;
   return (
     <fieldset class="access">
       <legend>Access</legend>
-      <label class="choice"><input type="radio" name="access" value="all" checked /> Everything I can see</label>
-      <label class="choice"><input type="radio" name="access" value="labels" /> Only documents with these labels (and unlabelled ones):</label>
+      <label class="choice"><input type="radio" name="access" value="all" checked={!restricted} /> Everything I can see</label>
+      <label class="choice"><input type="radio" name="access" value="labels" checked={restricted} /> Only documents with these labels (and unlabelled ones):</label>
       <div class="labels">
         {p.labels.length === 0 ? (
           <span class="muted">You have no labels: {p.who} would read unlabelled documents only.</span>
         ) : (
-          p.labels.map((l) => <label class="choice"><input type="checkbox" name="labels" value={l} /> <code>{l}</code></label>)
+          p.labels.map((l) => <label class="choice"><input type="checkbox" name="labels" value={l} checked={restricted && p.restriction!.includes(l)} /> <code>{l}</code></label>)
         )}
       </div>
     </fieldset>

@@ -1,0 +1,84 @@
+// RFC 7591 dynamic registration. Anyone may register, so it is limited: a generous rate per address (claude.ai
+// registers from its own servers, on every fresh connection, for every user), and a cap on clients that never
+// completed a grant, kept in store/oauth-clients.ts.
+import { registerClient, type AuthMethod } from '../store/oauth-clients.ts';
+import { reserveAttempt } from '../store/throttle.ts';
+import { recordAudit } from '../store/audit.ts';
+import { randomId } from '../domain/secrets.ts';
+import { redirectUriProblem } from './rules.ts';
+import { clientNameProblem } from './names.ts';
+import { oauthError, type OauthError, type OauthServer } from './context.ts';
+
+/** Registrations one client address may make in the throttle window (15 minutes). */
+export const REGISTRATIONS_PER_ADDRESS = 300;
+const AUTH_METHODS: readonly AuthMethod[] = ['none', 'client_secret_post', 'client_secret_basic'];
+
+export type Registration =
+  | { readonly status: 201; readonly body: Record<string, unknown> }
+  | { readonly status: 400; readonly body: OauthError }
+  | { readonly status: 429; readonly body: OauthError; readonly retryAfter: number };
+
+interface CheckedRegistration {
+  readonly name: string;
+  readonly redirectUris: string[];
+  readonly authMethod: AuthMethod;
+  readonly applicationType: 'native' | 'web' | undefined;
+}
+
+export async function register(server: OauthServer, body: Record<string, unknown> | null, from: string): Promise<Registration> {
+  const reserved = await server.database.write((tx) => reserveAttempt(tx, [[`register:${from}`, REGISTRATIONS_PER_ADDRESS]]));
+  if (!reserved.ok) {
+    return { status: 429, body: oauthError('too_many_requests', 'too many registrations from this address; try again later'), retryAfter: reserved.retryAfter };
+  }
+  if (body === null) return { status: 400, body: oauthError('invalid_client_metadata', 'send the client metadata as a JSON object') };
+  const checked = checkRegistration(body);
+  if ('error' in checked) return { status: 400, body: checked };
+  const secret = checked.authMethod === 'none' ? null : `svcs_${randomId(30)}`;
+  const client = await server.database.write(async (tx) => {
+    const made = await registerClient(tx, { kind: 'dynamic', name: checked.name, redirectUris: checked.redirectUris, authMethod: checked.authMethod, secret });
+    await recordAudit(tx, { actor: null, via: 'anonymous', action: 'oauth.client_register', target: made.id, detail: { name: made.name, redirect_uris: made.redirectUris }, peer: from });
+    return made;
+  });
+  return {
+    status: 201,
+    body: {
+      client_id: client.id,
+      client_id_issued_at: Math.floor(client.createdAt / 1000),
+      ...(secret ? { client_secret: secret, client_secret_expires_at: 0 } : {}),
+      client_name: client.name,
+      redirect_uris: client.redirectUris,
+      token_endpoint_auth_method: client.authMethod,
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      ...(checked.applicationType ? { application_type: checked.applicationType } : {}),
+      scope: 'mcp',
+    },
+  };
+}
+
+/** RFC 7591 metadata, checked; anything svc would have to guess at is refused. */
+function checkRegistration(body: Record<string, unknown>): CheckedRegistration | OauthError {
+  const uris = body.redirect_uris;
+  if (!Array.isArray(uris) || uris.length === 0 || uris.length > 10) return oauthError('invalid_redirect_uri', 'redirect_uris: one to ten redirect URIs');
+  for (const uri of uris) {
+    const problem = redirectUriProblem(uri);
+    if (problem) return oauthError('invalid_redirect_uri', `redirect_uris: ${problem}`);
+  }
+  const method = body.token_endpoint_auth_method ?? 'none';
+  if (!AUTH_METHODS.includes(method as AuthMethod)) return oauthError('invalid_client_metadata', `token_endpoint_auth_method: one of ${AUTH_METHODS.join(', ')}`);
+  const grants = body.grant_types ?? ['authorization_code', 'refresh_token'];
+  if (!Array.isArray(grants) || grants.some((g) => g !== 'authorization_code' && g !== 'refresh_token')) {
+    return oauthError('invalid_client_metadata', 'grant_types: authorization_code and refresh_token only');
+  }
+  const responses = body.response_types ?? ['code'];
+  if (!Array.isArray(responses) || responses.some((r) => r !== 'code')) return oauthError('invalid_client_metadata', 'response_types: code only');
+  // SEP-837: MCP clients say what they are; svc's redirect rules already cover both kinds.
+  const applicationType = body.application_type;
+  if (applicationType !== undefined && applicationType !== 'native' && applicationType !== 'web') {
+    return oauthError('invalid_client_metadata', 'application_type: native or web');
+  }
+  const name = body.client_name ?? 'Unnamed app';
+  const nameProblem = typeof name === 'string' ? clientNameProblem(name) : 'a string';
+  if (nameProblem) return oauthError('invalid_client_metadata', `client_name: ${nameProblem}`);
+  return { name: (name as string).trim(), redirectUris: uris as string[], authMethod: method as AuthMethod, applicationType };
+}

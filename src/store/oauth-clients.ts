@@ -1,0 +1,95 @@
+// OAuth clients: registered dynamically (RFC 7591), known by a metadata document URL, or added by an admin. A
+// client secret is stored as its SHA-256 only. Functions that change data take a Tx: call them inside one write.
+import { and, asc, count, eq, inArray, isNull, lt } from 'drizzle-orm';
+import type { Db, Tx } from '../db/open.ts';
+import { oauthClients, oauthGrants } from '../db/schema.ts';
+import { randomId, storedHash } from '../domain/secrets.ts';
+import { endGrant } from './oauth.ts';
+
+export type ClientKind = 'dynamic' | 'metadata' | 'static';
+export type AuthMethod = 'none' | 'client_secret_post' | 'client_secret_basic';
+
+export interface OauthClient {
+  readonly id: string;
+  readonly kind: ClientKind;
+  readonly name: string;
+  readonly redirectUris: readonly string[];
+  readonly authMethod: AuthMethod;
+  readonly secretHash: string | null;
+  readonly createdAt: number;
+  readonly lastUsedAt: number | null;
+  /** metadata-document clients: when the cached copy must be fetched again */
+  readonly refreshAt: number | null;
+}
+
+function toClient(r: typeof oauthClients.$inferSelect): OauthClient {
+  return {
+    id: r.id, kind: r.kind as ClientKind, name: r.name, redirectUris: JSON.parse(r.redirectUris) as string[],
+    authMethod: r.authMethod as AuthMethod, secretHash: r.secretHash, createdAt: r.createdAt, lastUsedAt: r.lastUsedAt, refreshAt: r.refreshAt,
+  };
+}
+
+/** Stores (or refreshes) the copy of a client's metadata document. */
+export async function saveMetadataClient(
+  tx: Tx,
+  url: string,
+  meta: { name: string; redirectUris: readonly string[]; maxAgeSeconds: number },
+  now = Date.now(),
+): Promise<OauthClient> {
+  const values = { name: meta.name, redirectUris: JSON.stringify(meta.redirectUris), refreshAt: now + meta.maxAgeSeconds * 1000 };
+  const rows = await tx
+    .insert(oauthClients)
+    .values({ id: url, kind: 'metadata', authMethod: 'none', createdAt: now, ...values })
+    .onConflictDoUpdate({ target: oauthClients.id, set: values })
+    .returning();
+  return toClient(rows[0]!);
+}
+
+export async function getClient(db: Db, id: string): Promise<OauthClient | null> {
+  const row = await db.select().from(oauthClients).where(eq(oauthClients.id, id)).get();
+  return row ? toClient(row) : null;
+}
+
+/** A dynamically registered client never used within a day is forgotten. */
+export const UNUSED_CLIENT_MS = 86_400_000;
+
+/**
+ * Dynamically registered clients that never completed a grant, kept at most: claude.ai registers anew on every
+ * fresh connection, so many are abandoned; past this number the oldest are forgotten first.
+ */
+export const MAX_UNUSED_CLIENTS = 1000;
+
+/** Forgets never-used dynamic clients older than a day, and the oldest beyond the cap to make room for one more. */
+async function forgetUnusedClients(tx: Tx, now: number): Promise<void> {
+  const unused = and(eq(oauthClients.kind, 'dynamic'), isNull(oauthClients.lastUsedAt));
+  await tx.delete(oauthClients).where(and(unused, lt(oauthClients.createdAt, now - UNUSED_CLIENT_MS)));
+  const n = (await tx.select({ n: count() }).from(oauthClients).where(unused).get())?.n ?? 0;
+  if (n < MAX_UNUSED_CLIENTS) return;
+  const oldest = await tx.select({ id: oauthClients.id }).from(oauthClients).where(unused).orderBy(asc(oauthClients.createdAt)).limit(n - MAX_UNUSED_CLIENTS + 1).all();
+  await tx.delete(oauthClients).where(inArray(oauthClients.id, oldest.map((o) => o.id)));
+}
+
+export async function registerClient(
+  tx: Tx,
+  input: { id?: string; kind: ClientKind; name: string; redirectUris: readonly string[]; authMethod: AuthMethod; secret: string | null },
+  now = Date.now(),
+): Promise<OauthClient> {
+  await forgetUnusedClients(tx, now);
+  const row = {
+    id: input.id ?? `oc_${randomId(15)}`, kind: input.kind, name: input.name, redirectUris: JSON.stringify(input.redirectUris),
+    authMethod: input.authMethod, secretHash: input.secret === null ? null : storedHash(input.secret), createdAt: now,
+  };
+  await tx.insert(oauthClients).values(row);
+  return toClient({ ...row, lastUsedAt: null, refreshAt: null });
+}
+
+export async function listClients(db: Db): Promise<OauthClient[]> {
+  return (await db.select().from(oauthClients).orderBy(asc(oauthClients.createdAt)).all()).map(toClient);
+}
+
+export async function removeClient(tx: Tx, id: string): Promise<boolean> {
+  const rows = await tx.delete(oauthClients).where(eq(oauthClients.id, id)).returning({ id: oauthClients.id });
+  if (rows.length === 0) return false;
+  for (const g of await tx.select({ id: oauthGrants.id }).from(oauthGrants).where(eq(oauthGrants.clientId, id)).all()) await endGrant(tx, g.id);
+  return true;
+}
