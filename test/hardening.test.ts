@@ -308,3 +308,25 @@ describe('database errors never carry the values they were given', () => {
     }
   });
 });
+
+describe('svc audit list cannot be forged through what anonymous callers write', () => {
+  test('a login name with newlines, tabs, a fake entry and ANSI escapes prints as one line, its controls escaped', async () => {
+    const s = await startTestServer();
+    try {
+      const forged = 'x\r\x1b[2K\x1b[31m\u009b\u2028\n2026-11-20T10:00:00Z\troot (cli)\tuser.remove\tbob\t-';
+      assert.ok(forged.length <= 64, 'the audit keeps 64 characters of a login name');
+      assert.equal((await new Browser(s.url).login(forged, 'wrong password 1')).status, 401);
+      const listed = await s.ws.svc(['audit', 'list']);
+      assert.equal(listed.code, 0, listed.stderr);
+      const lines = listed.stdout.split('\n').filter((l) => l !== '');
+      assert.equal(lines.length, 1, listed.stdout);
+      assert.equal(lines[0]!.split('\t').length, 6, 'six fields, none added by the name');
+      assert.doesNotMatch(listed.stdout.slice(0, -1), /[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u2028]/, 'no control character but the field tabs and the line end');
+      assert.ok(lines[0]!.includes('\tx\\r\\x1b[2K\\x1b[31m\\x9b\\u2028\\n2026-11-20T10:00:00Z\\troot (cli)\\tuser.remove\\tbob\\t-\t'), lines[0]);
+      const json = JSON.parse((await s.ws.svc(['audit', 'list', '--json'])).stdout) as { target: string }[];
+      assert.equal(json[0]!.target, forged, 'the JSON export keeps the value exactly');
+    } finally {
+      await s.stop();
+    }
+  });
+});
