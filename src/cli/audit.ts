@@ -52,7 +52,7 @@ Options:
       if (flag(ctx, 'json')) ctx.io.out(JSON.stringify(rows, null, 2));
       else {
         for (const r of rows) {
-          const fields = [r.at, `${r.actor ?? '-'} (${r.via})`, r.action, r.target ?? '-'].map(printable);
+          const fields = [r.at, `${r.actor ?? '-'} (${r.via})`, r.action, r.target ?? '-'].map((f) => printable(f ?? '-'));
           ctx.io.out([...fields, r.detail ? printableJson(r.detail) : '-', printable(r.peer ?? '-')].join('\t'));
         }
       }
