@@ -29,7 +29,8 @@ async function startMetrics(config: Config, sources: { database: Database | null
     shareWithPrimary(metrics);
     return { metrics, close() {} };
   }
-  const listener = await serveScrapes(config.server.metrics!, processScrape(metrics), log);
+  const problems = () => (sources.database ? sources.database.problems({ waitMs: 1000 }) : Promise.reject(new Error('the database is not open')));
+  const listener = await serveScrapes(config.server.metrics!, processScrape(metrics), log, problems);
   return { metrics, close: () => listener.close() };
 }
 
