@@ -1,7 +1,7 @@
 // The weaknesses an adversarial review found, each tried the way an attacker would.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -275,6 +275,100 @@ describe('connection limits', () => {
       assert.ok(served > 5, `others were served meanwhile (${served})`);
       assert.ok(after >= 900 && after < 6000, `cut after ${after} ms (Node's default would wait 60 s)`);
     } finally {
+      await s.stop();
+    }
+  });
+});
+
+/** A raw socket from a given loopback address; `closed` settles when the server (or anyone) ends it. */
+function slowClient(port: number, localAddress: string, send: string): { closed: Promise<void>; isOpen(): boolean; socket: Socket } {
+  const socket = connect({ port, host: '127.0.0.1', localAddress }, () => socket.write(send));
+  socket.on('error', () => undefined);
+  socket.on('data', () => undefined);
+  let open = true;
+  const closed = new Promise<void>((resolve) => socket.on('close', () => {
+    open = false;
+    resolve();
+  }));
+  return { closed, isOpen: () => open, socket };
+}
+
+async function untilTrue(check: () => boolean | Promise<boolean>, what: string, ms = 20_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    assert.ok(Date.now() < deadline, `timed out waiting until ${what}`);
+    await sleep(25);
+  }
+}
+
+describe('one client address cannot take every connection', () => {
+  const stalledLogin = (port: number, extra = '') =>
+    `POST /login HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nOrigin: http://127.0.0.1:${port}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n${extra}\r\nu`;
+
+  test('300 stalled POST /login bodies from 127.0.0.2: it keeps its share only, 127.0.0.3 and .4 are served, and the stalled ones are cut', async () => {
+    const s = await startTestServer({
+      serverExtra: 'max_connections = 250\nmax_connections_per_address = 25\nheader_timeout = 5s\nbody_idle_timeout = 5s\n',
+      serverOptions: { limits: { checkEveryMs: 200 } },
+    });
+    const attack: ReturnType<typeof slowClient>[] = [];
+    try {
+      await s.addUser({ uid: 'pat', email: 'pat@example.com', password: 'pat password 1' });
+      for (let i = 0; i < 300; i++) attack.push(slowClient(s.ws.port, '127.0.0.2', stalledLogin(s.ws.port)));
+      // Past its share, the address's connections are closed as they are accepted.
+      await untilTrue(() => attack.filter((a) => a.isOpen()).length <= 25, 'at most 25 of 127.0.0.2\'s connections stay');
+      const held = attack.filter((a) => a.isOpen()).length;
+      assert.ok(held > 0, 'the address keeps its share while it stalls');
+
+      const health = await rawRequest(s.url, ['GET /healthz HTTP/1.1'], { localAddress: '127.0.0.3' });
+      assert.equal(health.status, 200);
+      const body = new URLSearchParams({ username: 'pat', password: 'pat password 1' }).toString();
+      const login = await rawRequest(s.url, ['POST /login HTTP/1.1', `Origin: ${s.url}`, 'Content-Type: application/x-www-form-urlencoded'], { localAddress: '127.0.0.4', body });
+      assert.equal(login.status, 303, 'another client signs in meanwhile');
+      assert.ok(attack.some((a) => a.isOpen()), 'and that was while the stalled connections were held');
+
+      // Node alone would wait 60 s for each stalled body; the body deadline cuts them.
+      await Promise.all(attack.map((a) => a.closed));
+      // The share is free again: the same address is served once its stalled connections are gone.
+      assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1'], { localAddress: '127.0.0.2' })).status, 200);
+    } finally {
+      for (const a of attack) a.socket.destroy();
+      await s.stop();
+    }
+  });
+
+  test('a connection that sends nothing, or stalls in its headers, is cut at header_timeout', async () => {
+    const s = await startTestServer({ serverExtra: 'header_timeout = 1s\n', serverOptions: { limits: { checkEveryMs: 200 } } });
+    try {
+      const silent = slowClient(s.ws.port, '127.0.0.5', '');
+      const partial = slowClient(s.ws.port, '127.0.0.5', 'GET /healthz HTTP/1.1\r\nHost: x\r\n');
+      await Promise.all([silent.closed, partial.closed]);
+    } finally {
+      await s.stop();
+    }
+  });
+
+  test('behind a trusted proxy the share is the forwarded client\'s, never the proxy\'s own', async () => {
+    const s = await startTestServer({
+      serverExtra: 'trusted_proxies = 127.0.0.9\nmax_connections_per_address = 3\nbody_idle_timeout = 5s\n',
+      serverOptions: { limits: { checkEveryMs: 200 } },
+    });
+    const held: ReturnType<typeof slowClient>[] = [];
+    try {
+      // Three stalled requests forwarded for 203.0.113.7 hold its share (the proxy itself opens more than three).
+      for (let i = 0; i < 3; i++) held.push(slowClient(s.ws.port, '127.0.0.9', stalledLogin(s.ws.port, 'X-Forwarded-For: 203.0.113.7\r\n')));
+      await untilTrue(async () => (await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.9' })).status === 429, 'its fourth request is refused');
+      const refused = await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.9' });
+      assert.equal(refused.status, 429);
+      assert.equal(JSON.parse(refused.body).error, 'too_many_requests');
+      // Other clients of the same proxy, and the proxy's own requests, are served.
+      assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.8'], { localAddress: '127.0.0.9' })).status, 200);
+      assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1'], { localAddress: '127.0.0.9' })).status, 200);
+      // A forged X-Forwarded-For from an untrusted peer counts against that peer, not the address it names.
+      assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.6' })).status, 200);
+      await Promise.all(held.map((h) => h.closed));
+      await untilTrue(async () => (await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.9' })).status === 200, 'its share is free again');
+    } finally {
+      for (const h of held) h.socket.destroy();
       await s.stop();
     }
   });
