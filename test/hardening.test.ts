@@ -177,6 +177,9 @@ describe('refused proxy requests cannot flood the audit trail', () => {
     const s = await startTestServer({
       auth: `token\n    enabled true\nheader\n    enabled true\n    user_header X-User\n    email_header X-Email\n    secret_header X-Secret\n    shared_secret_env SVC_PROXY_SECRET\n    trusted_proxy 127.0.0.1\n`,
       env: { SVC_PROXY_SECRET: 'proxy-shared-secret-0123456789abcdef' },
+      // 300 connections at once from one address: more than its default share of connections, which is not what
+      // this test is about.
+      serverExtra: 'max_connections_per_address = 300\n',
       log,
     });
     try {
