@@ -57,7 +57,7 @@ export function ItemsPage(p: ItemsPageProps) {
       <Pager page={p.page} pages={p.pages} link={link} />
       <h2>Add or replace a document</h2>
       <p class="muted">
-        Upload a Markdown file, or type the text. A file's front matter (<code>title:</code>, <code>labels:</code>) is read exactly as
+        Upload a Markdown file, or type the text. A file's front matter (<code>title:</code>, <code>labels:</code>) is read exactly as{' '}
         <code>svc item import</code> reads it; the fields below fill in what it does not say. An existing id is replaced after you
         confirm. Labels left out (empty here and no <code>labels:</code> line in the file) keep a replaced document's labels; a new
         document without labels can be read by every user. To remove a document's labels, give a <code>labels:</code> line with
@@ -66,7 +66,7 @@ export function ItemsPage(p: ItemsPageProps) {
       <form method="post" action="/admin/items" enctype="multipart/form-data" class="stack">
         <label>Id <input name="id" value={p.form?.id ?? ''} placeholder="plans/2027 (empty: the file's name)" /></label>
         <label>Title <input name="title" value={p.form?.title ?? ''} /></label>
-        <label>Labels <input name="labels" value={p.form?.labels ?? ''} placeholder="board, finance (empty: a new document is open to every user, a replaced one keeps its labels)" /></label>
+        <label>Labels <input name="labels" value={p.form?.labels ?? ''} placeholder="board, finance (empty: see above)" /></label>
         <label>Markdown file <input name="file" type="file" accept=".md,text/markdown" /></label>
         <label>Or the text <textarea name="text" rows={6}>{p.form?.text ?? ''}</textarea></label>
         <button type="submit">Save document</button>
