@@ -246,7 +246,9 @@ describe('what startup, svc check and /readyz see', () => {
 
   test('/readyz: 200 when the database reads and writes; 503 naming the problem when it is locked or its file is gone', async () => {
     const metricsPort = await freePort();
-    const s = await startTestServer({ serverExtra: `metrics_listen = 127.0.0.1:${metricsPort}\n` });
+    const logged: string[] = [];
+    const log = { info() {}, warn: (event: string, fields?: Record<string, unknown>) => void logged.push(`${event} ${JSON.stringify(fields)}`), error() {} };
+    const s = await startTestServer({ serverExtra: `metrics_listen = 127.0.0.1:${metricsPort}\n`, log });
     const detail = `http://127.0.0.1:${metricsPort}/readyz`;
     const path = s.ws.dbUrl.slice('file:'.length);
     try {
@@ -260,6 +262,7 @@ describe('what startup, svc check and /readyz see', () => {
         assert.deepEqual(JSON.parse(text), { status: 'unavailable', problems: ['database_locked'] });
         assert.ok(!text.includes(path) && !/another process/.test(text), 'no path, no lock detail for anonymous callers');
         assert.match((await problemsOf(detail))[0]!, /locked by another process/);
+        assert.ok(logged.some((l) => l.startsWith('not_ready ') && l.includes(path) && l.includes('locked by another process')), 'the log has the detail');
         assert.equal((await fetch(`${s.url}/healthz`)).status, 200, 'still alive');
       } finally {
         await lock.release();
