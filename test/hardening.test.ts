@@ -284,8 +284,10 @@ describe('connection limits', () => {
 });
 
 /** A raw socket from a given loopback address; `closed` settles when the server (or anyone) ends it. */
-function slowClient(port: number, localAddress: string, send: string): { closed: Promise<void>; isOpen(): boolean; socket: Socket } {
-  const socket = connect({ port, host: '127.0.0.1', localAddress }, () => socket.write(send));
+function slowClient(port: number, localAddress: string, send: string): { closed: Promise<void>; written: Promise<void>; isOpen(): boolean; socket: Socket } {
+  let wrote: () => void = () => undefined;
+  const written = new Promise<void>((resolve) => (wrote = resolve));
+  const socket = connect({ port, host: '127.0.0.1', localAddress }, () => socket.write(send, () => wrote()));
   socket.on('error', () => undefined);
   socket.on('data', () => undefined);
   let open = true;
@@ -293,7 +295,7 @@ function slowClient(port: number, localAddress: string, send: string): { closed:
     open = false;
     resolve();
   }));
-  return { closed, isOpen: () => open, socket };
+  return { closed, written, isOpen: () => open, socket };
 }
 
 async function untilTrue(check: () => boolean | Promise<boolean>, what: string, ms = 20_000): Promise<void> {
@@ -329,8 +331,8 @@ describe('one client address cannot take every connection', () => {
       assert.equal(login.status, 303, 'another client signs in meanwhile');
       assert.ok(attack.some((a) => a.isOpen()), 'and that was while the stalled connections were held');
 
-      // Node alone would wait 60 s for each stalled body; the body deadline cuts them.
-      await Promise.all(attack.map((a) => a.closed));
+      // Node alone would wait 60 s (its request timeout) for each stalled body; the body deadline cuts them.
+      await untilTrue(() => attack.every((a) => !a.isOpen()), 'every stalled connection is cut, long before 60 s', 30_000);
       // The share is free again: the same address is served once its stalled connections are gone.
       assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1'], { localAddress: '127.0.0.2' })).status, 200);
     } finally {
@@ -344,7 +346,7 @@ describe('one client address cannot take every connection', () => {
     try {
       const silent = slowClient(s.ws.port, '127.0.0.5', '');
       const partial = slowClient(s.ws.port, '127.0.0.5', 'GET /healthz HTTP/1.1\r\nHost: x\r\n');
-      await Promise.all([silent.closed, partial.closed]);
+      await untilTrue(() => !silent.isOpen() && !partial.isOpen(), 'both are cut, long before the 10 s default', 8_000);
     } finally {
       await s.stop();
     }
@@ -359,6 +361,9 @@ describe('one client address cannot take every connection', () => {
     try {
       // Three stalled requests forwarded for 203.0.113.7 hold its share (the proxy itself opens more than three).
       for (let i = 0; i < 3; i++) held.push(slowClient(s.ws.port, '127.0.0.9', stalledLogin(s.ws.port, 'X-Forwarded-For: 203.0.113.7\r\n')));
+      await Promise.all(held.map((h) => h.written));
+      // A request of the proxy's own, answered after the stalled ones were sent, so they are in before the probes.
+      assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1'], { localAddress: '127.0.0.9' })).status, 200);
       await untilTrue(async () => (await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.9' })).status === 429, 'its fourth request is refused');
       const refused = await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.9' });
       assert.equal(refused.status, 429);
@@ -368,7 +373,7 @@ describe('one client address cannot take every connection', () => {
       assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1'], { localAddress: '127.0.0.9' })).status, 200);
       // A forged X-Forwarded-For from an untrusted peer counts against that peer, not the address it names.
       assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.6' })).status, 200);
-      await Promise.all(held.map((h) => h.closed));
+      await untilTrue(() => held.every((h) => !h.isOpen()), 'the stalled forwarded requests are cut', 30_000);
       await untilTrue(async () => (await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.9' })).status === 200, 'its share is free again');
     } finally {
       for (const h of held) h.socket.destroy();
