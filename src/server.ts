@@ -1,8 +1,11 @@
 // `svc serve`: open, migrate and check the database, listen, and shut down gracefully on SIGINT/SIGTERM.
 import cluster from 'node:cluster';
-import { serve, type ServerType } from '@hono/node-server';
+import type { Server } from 'node:http';
+import { serve, type ServerType, type HttpBindings } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
-import type { Config } from './config/load.ts';
+import { REQUEST_TIMEOUT_SECONDS, type Config } from './config/load.ts';
+import { shareConnections, type ConnectionShare } from './http/connections.ts';
+import { addressMatcher } from './domain/addresses.ts';
 import { openDatabase } from './db/open.ts';
 import { createAuthenticator } from './auth/core.ts';
 import { channelsFor } from './auth/channels.ts';
@@ -29,7 +32,8 @@ async function startMetrics(config: Config, sources: { database: Database | null
     shareWithPrimary(metrics);
     return { metrics, close() {} };
   }
-  const listener = await serveScrapes(config.server.metrics!, processScrape(metrics), log);
+  const problems = () => (sources.database ? sources.database.problems({ waitMs: 1000 }) : Promise.reject(new Error('the database is not open')));
+  const listener = await serveScrapes(config.server.metrics!, processScrape(metrics), log, problems);
   return { metrics, close: () => listener.close() };
 }
 
@@ -50,16 +54,19 @@ export const SHUTDOWN_GRACE_MS = 10_000;
 const SETTLE_MS = 2_000;
 
 /**
- * Limits that keep a slow or greedy client from holding the server: all of a request's headers within 10 s, the
- * whole request within 60 s (bodies are at most 4 MiB), idle keep-alive connections closed after 5 s, checked
- * every second, and at most 1,000 connections at once (more are refused at accept).
+ * Limits that keep a slow or greedy client from holding the server. From [server] (defaults): all of a request's
+ * headers within header_timeout (10 s), no body left without a byte for body_idle_timeout (10 s), at most
+ * max_connections (1,000) at once, more refused at accept, and of them max_connections_per_address (100) for one
+ * client. Fixed: the whole request within 60 s (bodies are at most 4 MiB), idle keep-alive connections closed
+ * after 5 s, checked every second.
  */
-export const CONNECTION_LIMITS = { headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, keepAliveTimeoutMs: 5_000, checkEveryMs: 1_000, maxConnections: 1_000 };
-type ConnectionLimits = typeof CONNECTION_LIMITS;
+export const CONNECTION_LIMITS = { requestTimeoutMs: REQUEST_TIMEOUT_SECONDS * 1000, keepAliveTimeoutMs: 5_000, checkEveryMs: 1_000 };
+type ConnectionLimits = typeof CONNECTION_LIMITS & { headersTimeoutMs: number; bodyIdleMs: number; maxConnections: number; perAddress: number };
 
 export async function startServer(config: Config, log: Logger, options: { graceMs?: number; limits?: Partial<ConnectionLimits> } = {}): Promise<Running> {
   const graceMs = options.graceMs ?? SHUTDOWN_GRACE_MS;
-  const limits = { ...CONNECTION_LIMITS, ...options.limits };
+  const { max, perAddress, headersTimeoutMs, bodyIdleMs } = config.server.connections;
+  const limits: ConnectionLimits = { ...CONNECTION_LIMITS, headersTimeoutMs, bodyIdleMs, maxConnections: max, perAddress, ...options.limits };
   const sources = { database: null as Database | null, oidc: null as RelyingParty | null };
   const prometheus = config.server.metrics ? await startMetrics(config, sources, log) : null;
   const metrics = prometheus?.metrics ?? noMetrics;
@@ -90,7 +97,15 @@ export async function startServer(config: Config, log: Logger, options: { graceM
   // Requests whose handler has not finished, so the database closes only after the last one.
   let active = 0;
   let settled: (() => void) | null = null;
+  let share: ConnectionShare | null = null;
   const fetch: typeof app.fetch = async (request, env, ctx) => {
+    const { incoming, outgoing } = (env ?? {}) as Partial<HttpBindings>;
+    if (share && incoming && outgoing && !share.admitForwarded(incoming, outgoing)) {
+      return Response.json(
+        { error: 'too_many_requests', message: 'this client address holds its share of the server\'s connections; try again when some have finished' },
+        { status: 429, headers: { 'Retry-After': '5', Connection: 'close' } },
+      );
+    }
     active++;
     try {
       return await app.fetch(request, env, ctx);
@@ -115,6 +130,7 @@ export async function startServer(config: Config, log: Logger, options: { graceM
       () => resolve(s),
     );
     s.maxConnections = limits.maxConnections;
+    share = shareConnections(s as Server, limits, addressMatcher(config.server.trustedProxies), log);
     s.once('error', reject);
   });
   const address = server.address();
@@ -158,6 +174,7 @@ export async function startServer(config: Config, log: Logger, options: { graceM
         void drained.then(async () => {
           clearTimeout(firstPrune);
           clearInterval(hourlyPrune);
+          share?.stop();
           await pruning;
           await notices?.stop();
           await services.auth.close?.().catch(() => undefined);

@@ -189,6 +189,25 @@ describe('svc.ini', () => {
     assert.ok(found.some((p) => p.startsWith('svc: config: auth.header.trusted_proxy: "proxy.local" is not an IP address')));
   });
 
+  test('connection limits: defaults, given values, and every bad value named', () => {
+    const TOKEN_ONLY = 'token\n    enabled true\n';
+    assert.deepEqual({ ...load(TOKEN_ONLY).server.connections }, { max: 1000, perAddress: 100, headersTimeoutMs: 10_000, bodyIdleMs: 10_000 });
+    const given = load(TOKEN_ONLY, ENV, `${SERVER}max_connections = 400\nmax_connections_per_address = 7\nheader_timeout = 5s\nbody_idle_timeout = 1m\n`);
+    assert.deepEqual({ ...given.server.connections }, { max: 400, perAddress: 7, headersTimeoutMs: 5000, bodyIdleMs: 60_000 });
+    assert.equal(load(TOKEN_ONLY, ENV, `${SERVER}max_connections = 50\n`).server.connections.perAddress, 5, 'a tenth of a smaller limit by default');
+    const bad = problems(TOKEN_ONLY, ENV, `${SERVER}max_connections = 0\nmax_connections_per_address = many\nheader_timeout = 10\nbody_idle_timeout = 2m\n`);
+    assert.deepEqual(bad, [
+      'svc: config: server.max_connections: "0" is not a whole number from 1 to 100000',
+      'svc: config: server.max_connections_per_address: "many" is not a whole number from 1 to 100000',
+      'svc: config: server.header_timeout: "10" is not a duration; a duration is a positive whole number followed by s, m, h or d, such as 90d',
+      'svc: config: server.body_idle_timeout: "2m" is longer than a whole request may take (60s)',
+    ]);
+    assert.deepEqual(problems(TOKEN_ONLY, ENV, `${SERVER}max_connections = 10\nmax_connections_per_address = 11\n`), [
+      'svc: config: server.max_connections_per_address: 11 is more than max_connections (10); one address would need no share',
+    ]);
+    assert.match(problems(TOKEN_ONLY, ENV, `${SERVER}max_connections = 1.5\n`)[0]!, /server\.max_connections: "1\.5" is not a whole number/);
+  });
+
   test('a relative file: database is resolved against the configuration file\'s folder; others are kept', () => {
     const withDb = (db: string) => loadConfig(SERVER.replace('file:svc.db', db) + `\n[auth]\ntoken\n    enabled true\n`, {}, { mode: 'serve', baseDir: '/srv/svc' });
     assert.equal(withDb('file:data/svc.db').server.database, 'file:/srv/svc/data/svc.db');

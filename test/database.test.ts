@@ -14,7 +14,7 @@ import { replacingConnection } from '../src/db/libsql-statements.ts';
 import { createUser } from '../src/store/users.ts';
 import { createToken, checkToken } from '../src/store/tokens.ts';
 import { holdWriteLock, sqlite3 } from './helpers/installation.ts';
-import { MAIN, TSX } from './helpers/workspace.ts';
+import { MAIN, TSX, freePort } from './helpers/workspace.ts';
 import { startTestServer } from './helpers/server.ts';
 
 const Sqlite = createRequire(import.meta.url)('better-sqlite3') as new (path: string) => {
@@ -241,31 +241,48 @@ describe('what startup, svc check and /readyz see', () => {
     assert.match(serve.out, /svc\.db.*(read-only|not writable)/);
   });
 
+  // The public /readyz names the kind of problem only; the detail (paths, locks) is on metrics_listen's /readyz.
+  const problemsOf = async (url: string) => ((await (await fetch(url)).json()) as { problems: string[] }).problems;
+
   test('/readyz: 200 when the database reads and writes; 503 naming the problem when it is locked or its file is gone', async () => {
-    const s = await startTestServer();
+    const metricsPort = await freePort();
+    const logged: string[] = [];
+    const log = { info() {}, warn: (event: string, fields?: Record<string, unknown>) => void logged.push(`${event} ${JSON.stringify(fields)}`), error() {} };
+    const s = await startTestServer({ serverExtra: `metrics_listen = 127.0.0.1:${metricsPort}\n`, log });
+    const detail = `http://127.0.0.1:${metricsPort}/readyz`;
+    const path = s.ws.dbUrl.slice('file:'.length);
     try {
       assert.deepEqual(await (await fetch(`${s.url}/readyz`)).json(), { status: 'ready' });
-      const lock = await holdWriteLock(s.ws.dbUrl.slice('file:'.length));
+      assert.deepEqual(await (await fetch(detail)).json(), { status: 'ready' });
+      const lock = await holdWriteLock(path);
       try {
         const locked = await fetch(`${s.url}/readyz`);
         assert.equal(locked.status, 503);
-        assert.match(((await locked.json()) as { problems: string[] }).problems[0]!, /locked by another process/);
+        const text = await locked.text();
+        assert.deepEqual(JSON.parse(text), { status: 'unavailable', problems: ['database_locked'] });
+        assert.ok(!text.includes(path) && !/another process/.test(text), 'no path, no lock detail for anonymous callers');
+        assert.match((await problemsOf(detail))[0]!, /locked by another process/);
+        assert.ok(logged.some((l) => l.startsWith('not_ready ') && l.includes(path) && l.includes('locked by another process')), 'the log has the detail');
         assert.equal((await fetch(`${s.url}/healthz`)).status, 200, 'still alive');
       } finally {
         await lock.release();
       }
       assert.equal((await fetch(`${s.url}/readyz`)).status, 200);
-      unlinkSync(s.ws.dbUrl.slice('file:'.length));
+      unlinkSync(path);
       const gone = await fetch(`${s.url}/readyz`);
       assert.equal(gone.status, 503);
-      assert.match(((await gone.json()) as { problems: string[] }).problems[0]!, /was deleted while svc runs/);
+      const text = await gone.text();
+      assert.deepEqual(JSON.parse(text), { status: 'unavailable', problems: ['database_unavailable'] });
+      assert.ok(!text.includes(path), 'no path for anonymous callers');
+      assert.match((await problemsOf(detail))[0]!, /was deleted while svc runs/);
     } finally {
       await s.stop();
     }
   });
 
   test('/readyz: 503 naming the file when the database becomes unreadable while svc runs, 200 again once it is repaired', async (t) => {
-    const s = await startTestServer();
+    const metricsPort = await freePort();
+    const s = await startTestServer({ serverExtra: `metrics_listen = 127.0.0.1:${metricsPort}\n` });
     const path = s.ws.dbUrl.slice('file:'.length);
     try {
       assert.equal((await fetch(`${s.url}/readyz`)).status, 200);
@@ -278,7 +295,12 @@ describe('what startup, svc check and /readyz see', () => {
       closeSync(fd);
       const broken = await fetch(`${s.url}/readyz`);
       assert.equal(broken.status, 503);
-      const body = (await broken.json()) as { status: string; problems: string[] };
+      const publicText = await broken.text();
+      assert.deepEqual(JSON.parse(publicText), { status: 'unavailable', problems: ['database_unavailable'] });
+      assert.ok(!publicText.includes(path), 'no path for anonymous callers');
+      const detailed = await fetch(`http://127.0.0.1:${metricsPort}/readyz`);
+      assert.equal(detailed.status, 503);
+      const body = (await detailed.json()) as { status: string; problems: string[] };
       assert.equal(body.status, 'unavailable');
       t.diagnostic(body.problems[0]!);
       assert.match(body.problems[0]!, new RegExp(`${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}.*(cannot be read|could not be used)`));

@@ -1,7 +1,7 @@
 // The weaknesses an adversarial review found, each tried the way an attacker would.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -177,6 +177,9 @@ describe('refused proxy requests cannot flood the audit trail', () => {
     const s = await startTestServer({
       auth: `token\n    enabled true\nheader\n    enabled true\n    user_header X-User\n    email_header X-Email\n    secret_header X-Secret\n    shared_secret_env SVC_PROXY_SECRET\n    trusted_proxy 127.0.0.1\n`,
       env: { SVC_PROXY_SECRET: 'proxy-shared-secret-0123456789abcdef' },
+      // 300 connections at once from one address: more than its default share of connections, which is not what
+      // this test is about.
+      serverExtra: 'max_connections_per_address = 300\n',
       log,
     });
     try {
@@ -280,6 +283,105 @@ describe('connection limits', () => {
   });
 });
 
+/** A raw socket from a given loopback address; `closed` settles when the server (or anyone) ends it. */
+function slowClient(port: number, localAddress: string, send: string): { closed: Promise<void>; written: Promise<void>; isOpen(): boolean; socket: Socket } {
+  let wrote: () => void = () => undefined;
+  const written = new Promise<void>((resolve) => (wrote = resolve));
+  const socket = connect({ port, host: '127.0.0.1', localAddress }, () => socket.write(send, () => wrote()));
+  socket.on('error', () => undefined);
+  socket.on('data', () => undefined);
+  let open = true;
+  const closed = new Promise<void>((resolve) => socket.on('close', () => {
+    open = false;
+    resolve();
+  }));
+  return { closed, written, isOpen: () => open, socket };
+}
+
+async function untilTrue(check: () => boolean | Promise<boolean>, what: string, ms = 20_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    assert.ok(Date.now() < deadline, `timed out waiting until ${what}`);
+    await sleep(25);
+  }
+}
+
+describe('one client address cannot take every connection', () => {
+  const stalledLogin = (port: number, extra = '') =>
+    `POST /login HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nOrigin: http://127.0.0.1:${port}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n${extra}\r\nu`;
+
+  test('300 stalled POST /login bodies from 127.0.0.2: it keeps its share only, 127.0.0.3 and .4 are served, and the stalled ones are cut', async () => {
+    const s = await startTestServer({
+      serverExtra: 'max_connections = 250\nmax_connections_per_address = 25\nheader_timeout = 5s\nbody_idle_timeout = 5s\n',
+      serverOptions: { limits: { checkEveryMs: 200 } },
+    });
+    const attack: ReturnType<typeof slowClient>[] = [];
+    try {
+      await s.addUser({ uid: 'pat', email: 'pat@example.com', password: 'pat password 1' });
+      for (let i = 0; i < 300; i++) attack.push(slowClient(s.ws.port, '127.0.0.2', stalledLogin(s.ws.port)));
+      // Past its share, the address's connections are closed as they are accepted.
+      await untilTrue(() => attack.filter((a) => a.isOpen()).length <= 25, 'at most 25 of 127.0.0.2\'s connections stay');
+      const held = attack.filter((a) => a.isOpen()).length;
+      assert.ok(held > 0, 'the address keeps its share while it stalls');
+
+      const health = await rawRequest(s.url, ['GET /healthz HTTP/1.1'], { localAddress: '127.0.0.3' });
+      assert.equal(health.status, 200);
+      const body = new URLSearchParams({ username: 'pat', password: 'pat password 1' }).toString();
+      const login = await rawRequest(s.url, ['POST /login HTTP/1.1', `Origin: ${s.url}`, 'Content-Type: application/x-www-form-urlencoded'], { localAddress: '127.0.0.4', body });
+      assert.equal(login.status, 303, 'another client signs in meanwhile');
+      assert.ok(attack.some((a) => a.isOpen()), 'and that was while the stalled connections were held');
+
+      // Node alone would wait 60 s (its request timeout) for each stalled body; the body deadline cuts them.
+      await untilTrue(() => attack.every((a) => !a.isOpen()), 'every stalled connection is cut, long before 60 s', 30_000);
+      // The share is free again: the same address is served once its stalled connections are gone.
+      assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1'], { localAddress: '127.0.0.2' })).status, 200);
+    } finally {
+      for (const a of attack) a.socket.destroy();
+      await s.stop();
+    }
+  });
+
+  test('a connection that sends nothing, or stalls in its headers, is cut at header_timeout', async () => {
+    const s = await startTestServer({ serverExtra: 'header_timeout = 1s\n', serverOptions: { limits: { checkEveryMs: 200 } } });
+    try {
+      const silent = slowClient(s.ws.port, '127.0.0.5', '');
+      const partial = slowClient(s.ws.port, '127.0.0.5', 'GET /healthz HTTP/1.1\r\nHost: x\r\n');
+      await untilTrue(() => !silent.isOpen() && !partial.isOpen(), 'both are cut, long before the 10 s default', 8_000);
+    } finally {
+      await s.stop();
+    }
+  });
+
+  test('behind a trusted proxy the share is the forwarded client\'s, never the proxy\'s own', async () => {
+    const s = await startTestServer({
+      serverExtra: 'trusted_proxies = 127.0.0.9\nmax_connections_per_address = 3\nbody_idle_timeout = 5s\n',
+      serverOptions: { limits: { checkEveryMs: 200 } },
+    });
+    const held: ReturnType<typeof slowClient>[] = [];
+    try {
+      // Three stalled requests forwarded for 203.0.113.7 hold its share (the proxy itself opens more than three).
+      for (let i = 0; i < 3; i++) held.push(slowClient(s.ws.port, '127.0.0.9', stalledLogin(s.ws.port, 'X-Forwarded-For: 203.0.113.7\r\n')));
+      await Promise.all(held.map((h) => h.written));
+      // A request of the proxy's own, answered after the stalled ones were sent, so they are in before the probes.
+      assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1'], { localAddress: '127.0.0.9' })).status, 200);
+      await untilTrue(async () => (await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.9' })).status === 429, 'its fourth request is refused');
+      const refused = await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.9' });
+      assert.equal(refused.status, 429);
+      assert.equal(JSON.parse(refused.body).error, 'too_many_requests');
+      // Other clients of the same proxy, and the proxy's own requests, are served.
+      assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.8'], { localAddress: '127.0.0.9' })).status, 200);
+      assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1'], { localAddress: '127.0.0.9' })).status, 200);
+      // A forged X-Forwarded-For from an untrusted peer counts against that peer, not the address it names.
+      assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.6' })).status, 200);
+      await untilTrue(() => held.every((h) => !h.isOpen()), 'the stalled forwarded requests are cut', 30_000);
+      await untilTrue(async () => (await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.9' })).status === 200, 'its share is free again');
+    } finally {
+      for (const h of held) h.socket.destroy();
+      await s.stop();
+    }
+  });
+});
+
 describe('database errors never carry the values they were given', () => {
   test('on the @libsql/client driver, a failed statement\'s message holds its parameters; what svc prints does not', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-params-'));
@@ -305,6 +407,28 @@ describe('database errors never carry the values they were given', () => {
     } finally {
       database.close();
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('svc audit list cannot be forged through what anonymous callers write', () => {
+  test('a login name with newlines, tabs, a fake entry and ANSI escapes prints as one line, its controls escaped', async () => {
+    const s = await startTestServer();
+    try {
+      const forged = 'x\r\x1b[2K\x1b[31m\u009b\u2028\n2026-11-20T10:00:00Z\troot (cli)\tuser.remove\tbob\t-';
+      assert.ok(forged.length <= 64, 'the audit keeps 64 characters of a login name');
+      assert.equal((await new Browser(s.url).login(forged, 'wrong password 1')).status, 401);
+      const listed = await s.ws.svc(['audit', 'list']);
+      assert.equal(listed.code, 0, listed.stderr);
+      const lines = listed.stdout.split('\n').filter((l) => l !== '');
+      assert.equal(lines.length, 1, listed.stdout);
+      assert.equal(lines[0]!.split('\t').length, 6, 'six fields, none added by the name');
+      assert.doesNotMatch(listed.stdout.slice(0, -1), /[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u2028]/, 'no control character but the field tabs and the line end');
+      assert.ok(lines[0]!.includes('\tx\\r\\x1b[2K\\x1b[31m\\x9b\\u2028\\n2026-11-20T10:00:00Z\\troot (cli)\\tuser.remove\\tbob\\t-\t'), lines[0]);
+      const json = JSON.parse((await s.ws.svc(['audit', 'list', '--json'])).stdout) as { target: string }[];
+      assert.equal(json[0]!.target, forged, 'the JSON export keeps the value exactly');
+    } finally {
+      await s.stop();
     }
   });
 });

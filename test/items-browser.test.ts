@@ -75,6 +75,29 @@ test('upload a board document, see nobody can read it, grant board, see who can,
   await page.close();
 });
 
+test('replacing a document asks first and says its labels are kept; confirming keeps them and the text exactly', async () => {
+  const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
+  await page.goto(`${s.url}/login?next=%2Fadmin%2Fitems`);
+  await page.getByLabel('Username').fill('boss');
+  await page.getByLabel('Password').fill('boss password 1');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Documents' }).waitFor();
+  await page.getByLabel('Markdown file').setInputFiles({
+    name: 'board-minutes.md',
+    mimeType: 'text/markdown',
+    buffer: Buffer.from('---\ntitle: Board minutes, November (corrected)\n---\nThe board approved the 2027 plan.\nCorrected.\n'),
+  });
+  await page.getByRole('button', { name: 'Save document' }).click();
+  await page.getByRole('heading', { name: 'Replace board-minutes?' }).waitFor();
+  assert.match((await page.locator('.labels-outcome').textContent())!, /keeps its labels: board/);
+  assert.equal((await s.database.db.query.items.findFirst({ where: (i, { eq }) => eq(i.id, 'board-minutes') }))?.title, 'Board minutes, November', 'nothing replaced yet');
+  await page.getByRole('button', { name: 'Replace board-minutes' }).click();
+  await page.getByRole('heading', { name: 'Board minutes, November (corrected)' }).waitFor();
+  const row = await s.database.db.query.items.findFirst({ where: (i, { eq }) => eq(i.id, 'board-minutes') });
+  assert.deepEqual([row?.labels, row?.text], ['board', 'The board approved the 2027 plan.\nCorrected.\n']);
+  await page.close();
+});
+
 test('a token restricted to finance, made on the token page', async () => {
   const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
   await page.goto(`${s.url}/login`);

@@ -277,6 +277,52 @@ describe('/mcp', () => {
     await assert.rejects(client.listResources({ cursor: '!!' }), /cursor/);
     await client.close();
   });
+
+  test('JSON-RPC batches: only under protocol 2025-03-26, at most 10 messages, each checked as if sent alone', async () => {
+    const message = (id: number, method: string, params: Record<string, unknown> = {}) => ({ jsonrpc: '2.0', id, method, params });
+    const search = (id: number, limit = 5) => message(id, 'tools/call', { name: 'search', arguments: { query: 'quarterly', limit } });
+    const send = (body: unknown, version?: string) => post(s.url, { ...bearer(tokens.enguser!), ...(version ? { 'mcp-protocol-version': version } : {}) }, JSON.stringify(body));
+    const refused = async (res: Response, pattern: RegExp) => {
+      assert.equal(res.status, 400);
+      const body = (await res.json()) as { error: { code: number; message: string } };
+      assert.equal(body.error.code, -32600);
+      assert.match(body.error.message, pattern);
+    };
+
+    // The batch of a hundred calls the transport would run at once.
+    await refused(await send(Array.from({ length: 100 }, (_, i) => search(i))), /at most 10 messages/);
+    await refused(await send(Array.from({ length: 11 }, (_, i) => search(i)), '2025-03-26'), /at most 10 messages/);
+    for (const version of ['2025-06-18', '2025-11-25', '2024-11-05']) {
+      await refused(await send([search(1), search(2)], version), new RegExp(`not part of MCP protocol version ${version}`));
+    }
+    await refused(await send([message(1, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } })]), /2025-06-18/);
+    await refused(await send([]), /empty batch/);
+
+    // Ten messages, each with the caller's own visibility and a single call's limits.
+    const batch = [
+      message(1, 'tools/call', { name: 'fetch', arguments: { id: 'eng' } }),
+      message(2, 'tools/call', { name: 'fetch', arguments: { id: 'finance' } }),
+      search(3, 51),
+      ...Array.from({ length: 7 }, (_, i) => search(4 + i)),
+    ];
+    const ok = await send(batch, '2025-03-26');
+    assert.equal(ok.status, 200);
+    const answers = (await ok.json()) as { id: number; result?: ToolResult; error?: unknown }[];
+    assert.equal(answers.length, 10);
+    const byId = new Map(answers.map((a) => [a.id, a]));
+    assert.equal(byId.get(1)?.result?.isError ?? false, false, 'a visible item is fetched');
+    const hidden = byId.get(2)!;
+    assert.ok(hidden.error !== undefined || hidden.result?.isError === true, 'an invisible item is not found, as alone');
+    assert.doesNotMatch(JSON.stringify(hidden), /The quarterly report for finance/);
+    const tooMany = byId.get(3)!;
+    assert.ok(tooMany.error !== undefined || tooMany.result?.isError === true, 'limit 51 is refused, as alone');
+    for (let id = 4; id <= 10; id++) {
+      const ids = ((byId.get(id)?.result?.structuredContent as { results: { id: string }[] }).results).map((r) => r.id).sort();
+      assert.deepEqual(ids, ['eng', 'open']);
+    }
+    // Without the header the transport specification's default, 2025-03-26, applies: a small batch is served.
+    assert.equal((await send([search(1), search(2)])).status, 200);
+  });
 });
 
 describe('/mcp session ids without a session secret (token-only configuration)', () => {

@@ -380,6 +380,66 @@ for (const jit of [true, false]) {
   });
 }
 
+describe('the email vouch counts only linkable users, and compares the claim exactly as sent', () => {
+  let s: TestServer;
+  let idp: TestProvider;
+  before(async () => {
+    const idpPort = await freePort();
+    s = await startTestServer({ env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET }, auth: ({ baseUrl }) => oidcAuth(`http://127.0.0.1:${idpPort}`, baseUrl, true) });
+    idp = await startProvider({ port: idpPort, redirectUris: [`${s.url}/oidc/callback`] });
+    await untilReady(s.url);
+    await s.addUser({ uid: 'carol', email: 'carol@corp.test', labels: 'board' });
+    await s.addUser({ uid: 'frank', email: 'frank@corp.test', labels: 'finance' });
+    await s.addUser({ uid: 'frank.local', email: 'frank@corp.test', password: 'frank password 1' });
+    await s.addUser({ uid: 'erin', email: 'erin@corp.test', labels: 'finance' });
+  });
+  after(async () => {
+    await s?.stop();
+    await idp?.stop();
+  });
+  const linkedTo = async (uid: string) => {
+    const row = (await findUser(s.database.db, uid))!;
+    return (await s.database.db.all<{ subject: string }>(sql`SELECT subject FROM identities WHERE user_id = ${row.id}`)).map((r) => r.subject);
+  };
+
+  test('an unverified claim of carol\'s address makes a JIT user who keeps it, and carol still links by her verified address', async () => {
+    idp.accounts.set('sub-squatter', { email: 'carol@corp.test', email_verified: false });
+    const squatter = new Agent();
+    assert.equal((await squatter.signIn(s.url, 'sub-squatter')).res.status, 303);
+    const made = await whoami(squatter, s.url);
+    assert.equal(made.uid, 'carol-2');
+    assert.deepEqual(made.labels, ['staff']);
+    assert.equal((await findUser(s.database.db, 'carol-2'))?.email, 'carol@corp.test', 'the address is kept');
+    assert.deepEqual(await linkedTo('carol'), []);
+
+    idp.accounts.set('sub-carol', { email: 'carol@corp.test', email_verified: true, preferred_username: 'c.smith' });
+    const carol = new Agent();
+    assert.equal((await carol.signIn(s.url, 'sub-carol')).res.status, 303);
+    const who = await whoami(carol, s.url);
+    assert.deepEqual([who.uid, who.labels], ['carol', ['board']], 'linked to her account, with her labels');
+    assert.deepEqual(await linkedTo('carol'), ['sub-carol']);
+    assert.deepEqual(await linkedTo('carol-2'), ['sub-squatter'], 'the JIT user was never linked to carol');
+  });
+
+  test('a password user with the same address neither blocks the link nor is linked', async () => {
+    idp.accounts.set('sub-frank', { email: 'frank@corp.test', email_verified: true });
+    const frank = new Agent();
+    assert.equal((await frank.signIn(s.url, 'sub-frank')).res.status, 303);
+    assert.equal((await whoami(frank, s.url)).uid, 'frank');
+    assert.deepEqual(await linkedTo('frank.local'), []);
+  });
+
+  test('the email claim is compared as sent: spaces around a verified address link nobody', async () => {
+    idp.accounts.set('sub-spaced', { email: ' erin@corp.test ', email_verified: true });
+    const spaced = new Agent();
+    const { res } = await spaced.signIn(s.url, 'sub-spaced');
+    assert.notEqual(res.status, 303, 'refused: no usable address');
+    assert.equal(spaced.cookie('127.0.0.1', 'svc_session'), undefined);
+    assert.deepEqual(await linkedTo('erin'), []);
+    assert.equal((await findUser(s.database.db, 'erin'))?.email, 'erin@corp.test');
+  });
+});
+
 describe('OIDC with a provider that is down or lies about its issuer', () => {
   test('provider down: svc serves the other channels, /oidc/login is 503, svc check says what is wrong; readiness and metrics report it', async () => {
     const deadPort = await freePort();

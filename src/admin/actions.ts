@@ -134,10 +134,10 @@ export async function adminRevokeGrant(database: Database, actor: Actor, uid: st
   });
 }
 
-/** Body: {title, text, labels?}. */
+/** Body: {title, text, labels?}; without labels a replaced item keeps its own, `[]` or `""` removes them. */
 export async function adminPutItem(database: Database, actor: Actor, id: string, body: Record<string, unknown>): Promise<{ item: Item; created: boolean }> {
   rejectUnknown(body, new Set(['title', 'text', 'labels']));
-  const input = { title: body.title, text: body.text, labels: optionalLabels(body) ?? '' };
+  const input = { title: body.title, text: body.text, labels: optionalLabels(body) };
   return database.write(async (tx) => {
     const result = await putItem(tx, checkItemId(id), input);
     await audit(tx, actor, result.created ? 'item.create' : 'item.replace', id, { labels: result.item.labels });

@@ -74,7 +74,8 @@ async function provisionIn(tx: Tx, arrival: Arrival, policy: Policy): Promise<Pr
     return { ok: true, user, created: false, linked: false };
   }
 
-  const email = arrival.email?.trim() ?? '';
+  // Compared and kept as sent: an address the provider vouches for is that exact string.
+  const email = arrival.email ?? '';
   if (emailProblem(email) !== null) {
     return { ok: false, reason: 'bad_email', message: 'the identity provider sent no usable email address for this account; ask an administrator' };
   }
@@ -109,7 +110,9 @@ const unclaimed = sql`${users.passwordHash} IS NULL AND NOT EXISTS (SELECT 1 FRO
 
 /**
  * The pre-provisioned user this arrival may take over, only where the provider vouches for it: its uid claim is
- * exactly their uid, or (oidc) its verified email is exactly theirs and theirs alone.
+ * exactly their uid, or (oidc) its verified email is exactly theirs and no other linkable user's. Only linkable
+ * users count: a user with a password or an identity (a JIT user made from an unverified email claim, say) has
+ * the address too, but can neither be linked by it nor stop the user it belongs to from being linked.
  */
 async function vouchedUser(db: Db, arrival: Arrival, email: string): Promise<User | null> {
   if (arrival.uidClaim !== null && isValidUid(arrival.uidClaim)) {
@@ -120,12 +123,8 @@ async function vouchedUser(db: Db, arrival: Arrival, email: string): Promise<Use
     }
   }
   if (arrival.emailVerified && arrival.provider !== 'header') {
-    const sameEmail = await db.select().from(users).where(eq(users.email, email)).limit(2).all();
-    if (sameEmail.length === 1) {
-      const row = sameEmail[0]!;
-      const free = await db.select({ id: users.id }).from(users).where(and(eq(users.id, row.id), unclaimed)).get();
-      if (free) return toUser(row);
-    }
+    const sameEmail = await db.select().from(users).where(and(eq(users.email, email), unclaimed)).limit(2).all();
+    if (sameEmail.length === 1) return toUser(sameEmail[0]!);
   }
   return null;
 }

@@ -5,6 +5,26 @@ import { exportAudit } from '../store/audit.ts';
 import { parseDuration } from '../config/duration.ts';
 import { iso } from '../domain/json.ts';
 
+// Control characters (C0, DEL, C1), line and paragraph separators and bidirectional controls: any of them in a
+// field could start a new line, move the cursor or recolour the terminal, so a value written by an anonymous
+// caller (a login name) could forge an entry. The text export shows them as escapes instead.
+const UNPRINTABLE = /[\p{Cc}\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/gu;
+const SHORT: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+const escapeCode = (ch: string) => {
+  const code = ch.codePointAt(0)!;
+  return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+};
+
+/** A field for one tab-separated line: backslashes doubled, so an escape shown can only come from a real character. */
+function printable(text: string): string {
+  return text.replace(/\\/g, '\\\\').replace(UNPRINTABLE, (ch) => SHORT[ch] ?? escapeCode(ch));
+}
+
+/** JSON.stringify leaves DEL, C1 and the separators as they are; they get JSON's own \u escapes. */
+function printableJson(value: unknown): string {
+  return JSON.stringify(value).replace(UNPRINTABLE, (ch) => `\\u${ch.codePointAt(0)!.toString(16).padStart(4, '0')}`);
+}
+
 export const auditCommands: Command[] = [
   {
     name: ['audit', 'list'],
@@ -30,7 +50,12 @@ Options:
       const entries = await withDatabase(ctx.config(), ({ db }) => exportAudit(db, { ...(since === undefined ? {} : { since }), ...(user === undefined ? {} : { uid: user }) }));
       const rows = entries.map((e) => ({ id: e.id, at: iso(e.at), actor: e.actor, via: e.via, action: e.action, target: e.target, detail: e.detail, peer: e.peer }));
       if (flag(ctx, 'json')) ctx.io.out(JSON.stringify(rows, null, 2));
-      else for (const r of rows) ctx.io.out([r.at, `${r.actor ?? '-'} (${r.via})`, r.action, r.target ?? '-', r.detail ? JSON.stringify(r.detail) : '-', r.peer ?? '-'].join('\t'));
+      else {
+        for (const r of rows) {
+          const fields = [r.at, `${r.actor ?? '-'} (${r.via})`, r.action, r.target ?? '-'].map((f) => printable(f ?? '-'));
+          ctx.io.out([...fields, r.detail ? printableJson(r.detail) : '-', printable(r.peer ?? '-')].join('\t'));
+        }
+      }
       return 0;
     },
   },

@@ -10,7 +10,7 @@ export const itemCommands: Command[] = [
     name: ['item', 'put'],
     usage: 'item put ID --title T [--labels L] < text',
     summary: 'create or replace an item from standard input',
-    help: 'Creates or replaces the item ID with the text read from standard input.\nOptions:\n  --title T    title (required)\n  --labels L   ACL labels; without labels every signed-in user can read the item',
+    help: 'Creates or replaces the item ID with the text read from standard input.\nOptions:\n  --title T    title (required)\n  --labels L   ACL labels. Without --labels a new item has none (every signed-in user can read it) and a\n               replaced item keeps its labels; --labels \'\' removes them.',
     positionals: ['ID'],
     options: { title: { type: 'string' }, labels: { type: 'string' } },
     configMode: 'data',
@@ -21,11 +21,11 @@ export const itemCommands: Command[] = [
       const config = ctx.config();
       const text = await ctx.io.readStdin();
       const { item, created } = await withDatabase(config, (database) => database.write(async (tx) => {
-        const result = await putItem(tx, id, { title, text, labels: str(ctx, 'labels') ?? '' });
+        const result = await putItem(tx, id, { title, text, labels: str(ctx, 'labels') });
         await auditCli(tx, result.created ? 'item.create' : 'item.replace', id, { labels: result.item.labels });
         return result;
       }));
-      ctx.io.out(`${created ? 'created' : 'replaced'} item ${item.id}`);
+      ctx.io.out(`${created ? 'created' : 'replaced'} item ${item.id} (labels: ${item.labels.join(',') || 'none, every signed-in user can read it'})`);
       return 0;
     },
   },
@@ -33,7 +33,7 @@ export const itemCommands: Command[] = [
     name: ['item', 'import'],
     usage: 'item import DIR',
     summary: 'create or replace items from *.md files',
-    help: 'Reads every *.md file under DIR. The id is the path relative to DIR without .md; optional front matter\n(--- title: … labels: … ---) gives the title and labels; without a title the first "# heading" or the file name is used.',
+    help: 'Reads every *.md file under DIR. The id is the path relative to DIR without .md; optional front matter\n(--- title: … labels: … ---) gives the title and labels; without a title the first "# heading" or the file name is used.\nA replaced item whose file has no labels: line keeps its labels; "labels:" with nothing after it removes them.',
     positionals: ['DIR'],
     options: {},
     configMode: 'data',

@@ -59,6 +59,18 @@ export interface EnterpriseConfig {
   readonly defaultAcl: LabelSet;
   readonly subjectClaim: string;
 }
+export interface ConnectionsConfig {
+  /** connections at once; more are refused at accept */
+  readonly max: number;
+  /** connections (or, behind a trusted proxy, requests in flight) one client address may hold */
+  readonly perAddress: number;
+  /** all of a request's headers must arrive within this */
+  readonly headersTimeoutMs: number;
+  /** a request body that brings no byte for this long is cut */
+  readonly bodyIdleMs: number;
+}
+/** A request may take this long in all (Node's requestTimeout); the two deadlines above must fit in it. */
+export const REQUEST_TIMEOUT_SECONDS = 60;
 export interface GroupsConfig {
   readonly claim: string;
   readonly map: ReadonlyMap<string, LabelSet>;
@@ -82,6 +94,8 @@ export interface Config {
     readonly workers: number;
     /** where GET /metrics is served, never the public listener; null = off */
     readonly metrics: { readonly host: string; readonly port: number } | null;
+    /** what one process lets clients hold (CONTRACT §5 Connections) */
+    readonly connections: ConnectionsConfig;
   };
   /** mail to users ([notify]); null when the section is absent */
   readonly notify: NotifyConfig | null;
@@ -114,7 +128,10 @@ export interface LoadOptions {
 }
 
 
-const SERVER_KEYS = ['listen', 'base_url', 'database', 'database_token_env', 'trusted_proxies', 'allowed_origins', 'audit_retention', 'log_level', 'workers', 'metrics_listen'] as const;
+const SERVER_KEYS = [
+  'listen', 'base_url', 'database', 'database_token_env', 'trusted_proxies', 'allowed_origins', 'audit_retention', 'log_level', 'workers', 'metrics_listen',
+  'max_connections', 'max_connections_per_address', 'header_timeout', 'body_idle_timeout',
+] as const;
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
@@ -254,12 +271,35 @@ function readServer(lines: Lines | undefined, env: Env, baseDir: string, problem
     problems.push(`server.metrics_listen: must not share listen's port ${hostPort.port}; metrics are never served on the public listener`);
   }
 
+  const connections = readConnections(str, problems);
+
   if (!hostPort) return null;
   return {
     host: hostPort.host, port: hostPort.port, baseUrl, secure, database, databaseToken, trustedProxies, allowedOrigins,
     auditRetentionSeconds: auditRetentionSeconds ?? 0, logLevel: logLevel as LogLevel, workers: Number.isNaN(workers) ? 1 : workers,
-    metrics,
+    metrics, connections,
   };
+}
+
+function readConnections(str: (key: string, fallback: string) => string, problems: string[]): ConnectionsConfig {
+  const count = (key: string, fallback: string, max: number): number => {
+    const text = str(key, fallback);
+    const n = /^[1-9][0-9]{0,6}$/.test(text) ? Number(text) : NaN;
+    if (!(n <= max)) problems.push(`server.${key}: "${text}" is not a whole number from 1 to ${max}`);
+    return Number.isNaN(n) || n > max ? Number(fallback) : n;
+  };
+  const deadline = (key: string, fallback: string): number => {
+    const text = str(key, fallback);
+    const seconds = parseDuration(text);
+    if (seconds === null) problems.push(`server.${key}: "${text}" is not a duration; ${DURATION_HINT}`);
+    else if (seconds > REQUEST_TIMEOUT_SECONDS) problems.push(`server.${key}: "${text}" is longer than a whole request may take (${REQUEST_TIMEOUT_SECONDS}s)`);
+    return (seconds !== null && seconds <= REQUEST_TIMEOUT_SECONDS ? seconds : parseDuration(fallback)!) * 1000;
+  };
+  const max = count('max_connections', '1000', 100_000);
+  // Ten percent of the limit when not given, at most 100, so a smaller max_connections needs no second line.
+  const perAddress = count('max_connections_per_address', String(Math.max(1, Math.min(100, Math.floor(max / 10)))), 100_000);
+  if (perAddress > max) problems.push(`server.max_connections_per_address: ${perAddress} is more than max_connections (${max}); one address would need no share`);
+  return { max, perAddress, headersTimeoutMs: deadline('header_timeout', '10s'), bodyIdleMs: deadline('body_idle_timeout', '10s') };
 }
 
 export function parseHostPort(text: string): { host: string; port: number } | null {

@@ -249,6 +249,16 @@ async function openClient(url: string, authToken: string | null, events: Databas
 
 type Transaction = <T>(fn: (tx: Tx) => Promise<T>, waitMs: number) => Promise<T>;
 
+/**
+ * The kind of a problem that problems() described, for answers to anonymous callers (/readyz): the description
+ * names files and locks, which only operators should see.
+ */
+export function problemKind(problem: string): 'migrations_pending' | 'database_locked' | 'database_unavailable' {
+  if (/^\d+ migration\(s\) not applied/.test(problem)) return 'migrations_pending';
+  if (/^the database .* is locked by another process/.test(problem)) return 'database_locked';
+  return 'database_unavailable';
+}
+
 /** A read, the migration state, and a write that is rolled back. */
 async function checkProblems(db: Db, transaction: Transaction, location: string, options: { pendingIsProblem?: boolean; waitMs?: number }): Promise<string[]> {
   try {

@@ -14,6 +14,7 @@ import { oauthRoutes } from './routes/oauth.tsx';
 import { oauthClientEndpoints } from './routes/oauth-endpoints.ts';
 import { AppError } from '../domain/errors.ts';
 import { DatabaseBusy, safeDatabaseMessage } from '../db/errors.ts';
+import { problemKind } from '../db/open.ts';
 
 /** How long /readyz waits for the write lock before it reports the database as locked. */
 const READY_WAIT_MS = 1000;
@@ -32,7 +33,12 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
     const problems = await services.database.problems({ waitMs: READY_WAIT_MS });
     // Single sign-on is reported, not required: the other channels serve while the provider is away.
     const oidc = services.oidc ? { oidc: services.oidc.ready ? 'ready' : 'unavailable' } : {};
-    if (problems.length > 0) return c.json({ status: 'unavailable', problems, ...oidc }, 503);
+    if (problems.length > 0) {
+      // Anyone may ask: the answer names the kind of problem; paths and lock details go to the log, `svc check`
+      // and /readyz on metrics_listen.
+      services.log.warn('not_ready', { problems: problems.join('; ') });
+      return c.json({ status: 'unavailable', problems: [...new Set(problems.map(problemKind))], ...oidc }, 503);
+    }
     return c.json({ status: 'ready', ...oidc });
   });
   app.use(peerAddresses(services, peerOf));

@@ -111,13 +111,27 @@ export function shareWithPrimary(metrics: PrometheusMetrics): void {
 
 /**
  * GET /metrics on metrics_listen: the registry of this process, or with workers the primary's sum of theirs.
- * Nothing else is served there.
+ * In a single process also GET /readyz with the database problems spelled out (the public /readyz names only
+ * their kind). Nothing else is served there.
  */
-export async function serveScrapes(where: { host: string; port: number }, scrape: () => Promise<{ body: string; type: string }>, log: Logger): Promise<{ close(): void }> {
+export async function serveScrapes(
+  where: { host: string; port: number },
+  scrape: () => Promise<{ body: string; type: string }>,
+  log: Logger,
+  problems?: () => Promise<string[]>,
+): Promise<{ close(): void }> {
   const server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
+    if (path === '/readyz' && problems && req.method === 'GET') {
+      const answer = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      problems().then(
+        (found) => answer(found.length > 0 ? 503 : 200, found.length > 0 ? { status: 'unavailable', problems: found } : { status: 'ready' }),
+        () => answer(503, { status: 'unavailable', problems: ['the database is not open'] }),
+      );
+      return;
+    }
     if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('only GET /metrics is served here\n');
+      res.writeHead(404, { 'content-type': 'text/plain' }).end(`only GET /metrics${problems ? ' and GET /readyz are' : ' is'} served here\n`);
       return;
     }
     scrape().then(

@@ -44,28 +44,33 @@ export function checkItemId(id: unknown): string {
 export interface ItemInput {
   title: unknown;
   text: unknown;
-  labels?: string | readonly unknown[];
+  /** undefined: not stated, so a replaced item keeps its labels (a new one has none); '' or []: unrestricted */
+  labels?: string | readonly unknown[] | undefined;
 }
 
-export function checkItemInput(input: ItemInput): { title: string; text: string; labels: string } {
+export function checkItemInput(input: ItemInput): { title: string; text: string; labels: string | null } {
   if (typeof input.title !== 'string' || input.title.trim() === '' || input.title.length > TITLE_MAX) {
     throw badRequest(`title: required, at most ${TITLE_MAX} characters`, 'title');
   }
   if (typeof input.text !== 'string' || input.text.length > TEXT_MAX) {
     throw badRequest(`text: required, at most ${TEXT_MAX} characters`, 'text');
   }
-  return { title: input.title.trim(), text: input.text, labels: formatLabels(checkLabels(input.labels)) };
+  return { title: input.title.trim(), text: input.text, labels: input.labels === undefined ? null : formatLabels(checkLabels(input.labels)) };
 }
 
-/** Creates or replaces an item. Triggers keep the full-text index and item_labels in step. */
+/**
+ * Creates or replaces an item. A replacement that does not state labels keeps the ones the item has, so a
+ * document never becomes readable by everyone because its labels were left out. Triggers keep the full-text
+ * index and item_labels in step.
+ */
 export async function putItem(tx: Tx, id: string, input: ItemInput, now = Date.now()): Promise<{ item: Item; created: boolean }> {
   checkItemId(id);
   const { title, text, labels } = checkItemInput(input);
   const existed = await tx.select({ seq: items.seq }).from(items).where(eq(items.id, id)).get();
   const rows = await tx
     .insert(items)
-    .values({ id, title, text, labels, createdAt: now, updatedAt: now })
-    .onConflictDoUpdate({ target: items.id, set: { title, text, labels, updatedAt: now } })
+    .values({ id, title, text, labels: labels ?? '', createdAt: now, updatedAt: now })
+    .onConflictDoUpdate({ target: items.id, set: { title, text, ...(labels === null ? {} : { labels }), updatedAt: now } })
     .returning();
   return { item: toItem(rows[0]!), created: existed === undefined };
 }
@@ -79,6 +84,11 @@ export async function removeItem(tx: Tx, id: string): Promise<void> {
 export async function listAllItems(db: Db): Promise<ItemSummary[]> {
   const rows = await db.select({ id: items.id, title: items.title, labels: items.labels }).from(items).orderBy(asc(items.id)).all();
   return rows.map((r) => ({ id: r.id, title: r.title, labels: storedLabels(r.labels) }));
+}
+
+export async function findItem(db: Db, id: string): Promise<Item | null> {
+  const row = await db.select().from(items).where(eq(items.id, id)).get();
+  return row ? toItem(row) : null;
 }
 
 export async function getAnyItem(db: Db, id: string): Promise<Item> {

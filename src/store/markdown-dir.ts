@@ -34,7 +34,8 @@ export function readMarkdownDir(dir: string): MarkdownItem[] {
     const id = relative(dir, file).slice(0, -'.md'.length).split(sep).join('/');
     try {
       const doc = parseMarkdown(readFileSync(file, 'utf8'));
-      const input = { title: doc.title ?? basename(id), text: doc.body, labels: doc.labels ?? '' };
+      // No labels: line is not an empty one: a replaced item keeps what it has.
+      const input = { title: doc.title ?? basename(id), text: doc.body, ...(doc.labels === null ? {} : { labels: doc.labels }) };
       checkItemId(id);
       checkItemInput(input);
       items.push({ id, input });

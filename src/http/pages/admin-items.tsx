@@ -4,6 +4,14 @@ import { Layout, formatTime } from './layout.tsx';
 import { Notices, Pager, type Frame } from './admin.tsx';
 import type { ItemRow, RestrictedTokenReader } from '../../store/item-access.ts';
 import type { Item } from '../../store/items.ts';
+
+/** A document as a form gives it; labels undefined when the form does not say (a replaced item keeps its own). */
+export interface FormItem {
+  id: string;
+  title: string;
+  text: string;
+  labels: string | undefined;
+}
 import type { User } from '../../store/users.ts';
 
 export const itemPath = (action: 'view' | 'labels' | 'remove', id: string) => `/admin/items/${action}/${id.split('/').map(encodeURIComponent).join('/')}`;
@@ -49,13 +57,16 @@ export function ItemsPage(p: ItemsPageProps) {
       <Pager page={p.page} pages={p.pages} link={link} />
       <h2>Add or replace a document</h2>
       <p class="muted">
-        Upload a Markdown file, or type the text. A file's front matter (<code>title:</code>, <code>labels:</code>) is read exactly as
-        <code>svc item import</code> reads it; the fields below fill in what it does not say. An existing id is replaced.
+        Upload a Markdown file, or type the text. A file's front matter (<code>title:</code>, <code>labels:</code>) is read exactly as{' '}
+        <code>svc item import</code> reads it; the fields below fill in what it does not say. An existing id is replaced after you
+        confirm. Labels left out (empty here and no <code>labels:</code> line in the file) keep a replaced document's labels; a new
+        document without labels can be read by every user. To remove a document's labels, give a <code>labels:</code> line with
+        nothing after it, or empty the labels on the document's own page.
       </p>
       <form method="post" action="/admin/items" enctype="multipart/form-data" class="stack">
         <label>Id <input name="id" value={p.form?.id ?? ''} placeholder="plans/2027 (empty: the file's name)" /></label>
         <label>Title <input name="title" value={p.form?.title ?? ''} /></label>
-        <label>Labels <input name="labels" value={p.form?.labels ?? ''} placeholder="board, finance (empty: every user can read it)" /></label>
+        <label>Labels <input name="labels" value={p.form?.labels ?? ''} placeholder="board, finance (empty: see above)" /></label>
         <label>Markdown file <input name="file" type="file" accept=".md,text/markdown" /></label>
         <label>Or the text <textarea name="text" rows={6}>{p.form?.text ?? ''}</textarea></label>
         <button type="submit">Save document</button>
@@ -116,6 +127,44 @@ export function RemoveItemPage(p: Frame & { item: Item }) {
       <div class="row">
         <form method="post" action={itemPath('remove', p.item.id)} class="inline"><button type="submit" class="danger">Remove {p.item.id}</button></form>
         <a href={itemPath('view', p.item.id)}>Cancel</a>
+      </div>
+    </Layout>
+  );
+}
+
+/** Before a document is replaced: what happens to its labels, said in words, then the same content sent again. */
+export function ReplaceItemPage(p: Frame & { existing: Item; item: FormItem }) {
+  const now = p.existing.labels;
+  const next = p.item.labels === undefined ? now : p.item.labels.split(',').filter((l) => l !== '');
+  const same = next.join(',') === now.join(',');
+  return (
+    <Layout title={`Replace ${p.existing.id}`} nonce={p.nonce} signedIn={{ uid: p.me.uid, admin: true, canLogout: p.me.canLogout }}>
+      <h1>Replace {p.existing.id}?</h1>
+      <p>“{p.existing.title}” is replaced by “{p.item.title}” ({p.item.text.length} characters) for everyone at once.</p>
+      <p class="labels-outcome" data-outcome={p.item.labels === undefined ? 'keep' : next.length === 0 ? 'clear' : same ? 'same' : 'change'}>
+        {p.item.labels === undefined ? (
+          <>Labels: none were given, so it <strong>keeps its labels</strong>: <Labels labels={now} />.</>
+        ) : next.length === 0 ? (
+          now.length === 0 ? <>Labels: none, as now: every user can read it.</> : (
+            <strong class="warn">Labels: removed (now <Labels labels={now} />). Every signed-in user will be able to read it.</strong>
+          )
+        ) : same ? (
+          <>Labels: unchanged, <Labels labels={next} />.</>
+        ) : (
+          <>Labels: <strong>changed</strong> from <Labels labels={now} /> to <Labels labels={next} />.</>
+        )}
+      </p>
+      <div class="row">
+        <form method="post" action="/admin/items" enctype="multipart/form-data" class="inline">
+          <input type="hidden" name="confirm" value="replace" />
+          <input type="hidden" name="id" value={p.item.id} />
+          <input type="hidden" name="title" value={p.item.title} />
+          <input type="hidden" name="text_b64" value={Buffer.from(p.item.text, 'utf8').toString('base64')} />
+          <input type="hidden" name="labels_action" value={p.item.labels === undefined ? 'keep' : 'set'} />
+          <input type="hidden" name="labels" value={p.item.labels ?? ''} />
+          <button type="submit">Replace {p.existing.id}</button>
+        </form>
+        <a href={itemPath('view', p.existing.id)}>Cancel</a>
       </div>
     </Layout>
   );

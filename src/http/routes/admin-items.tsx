@@ -6,9 +6,9 @@ import type { Env, Services, Ctx } from '../context.ts';
 import { nonceOf } from '../context.ts';
 import { requireAdmin, requireCaller, caller, actorOf } from '../guards.ts';
 import { readBody } from '../forms.ts';
-import { ItemsPage, ItemPage, RemoveItemPage, itemPath } from '../pages/admin-items.tsx';
+import { ItemsPage, ItemPage, RemoveItemPage, ReplaceItemPage, itemPath, type FormItem } from '../pages/admin-items.tsx';
 import { listItemsWithReaders, readersOf, ITEM_PAGE } from '../../store/item-access.ts';
-import { getAnyItem } from '../../store/items.ts';
+import { getAnyItem, findItem, checkItemId } from '../../store/items.ts';
 import { checkLabels } from '../../store/users.ts';
 import { formatLabels } from '../../domain/labels.ts';
 import { parseMarkdown, FrontMatterError } from '../../domain/front-matter.ts';
@@ -17,14 +17,20 @@ import { adminPutItem, adminRemoveItem } from '../../admin/actions.ts';
 
 const DONE: Record<string, string> = { saved: 'Document saved.', labels: 'Labels changed.', removed: 'Document removed.' };
 
-/** The item a form describes: a file's front matter and body, with the form's fields filling what it leaves out. */
-async function itemFromForm(body: Record<string, unknown>): Promise<{ id: string; title: string; text: string; labels: string }> {
+/**
+ * The item a form describes: a file's front matter and body, with the form's fields filling what it leaves out.
+ * Labels are stated by a non-empty labels field or a file's `labels:` line (empty there means none); the
+ * confirmation of a replacement carries the decision it showed in `labels_action`.
+ */
+async function itemFromForm(body: Record<string, unknown>): Promise<FormItem> {
   const field = (k: string) => (typeof body[k] === 'string' ? (body[k] as string) : '');
   const file = body.file instanceof File && body.file.size > 0 ? body.file : null;
   let id = field('id').trim();
   let title = field('title').trim();
-  let labels = field('labels');
-  let text = field('text');
+  const action = field('labels_action');
+  let labels: string | undefined = action === 'set' ? field('labels') : action === 'keep' || field('labels').trim() === '' ? undefined : field('labels');
+  // The confirmation sends the text back encoded: a browser would turn its line ends into CRLF.
+  let text = body.text_b64 === undefined ? field('text') : Buffer.from(field('text_b64'), 'base64').toString('utf8');
   if (file) {
     let doc;
     try {
@@ -33,8 +39,8 @@ async function itemFromForm(body: Record<string, unknown>): Promise<{ id: string
       if (e instanceof FrontMatterError) throw badRequest(`${file.name}:${e.line}: ${e.message}`, 'file');
       throw e;
     }
-    if (doc.labels !== null && labels.trim() !== '' && formatLabels(checkLabels(labels)) !== doc.labels) {
-      throw badRequest(`labels: the file says "${doc.labels}" and the form says "${labels.trim()}"; give them in one place`, 'labels');
+    if (doc.labels !== null && labels !== undefined && formatLabels(checkLabels(labels)) !== doc.labels) {
+      throw badRequest(`labels: the file says "${doc.labels || '(none)'}" and the form says "${labels.trim()}"; give them in one place`, 'labels');
     }
     if (doc.labels !== null) labels = doc.labels;
     id ||= basename(file.name).replace(/\.md$/i, '');
@@ -42,7 +48,7 @@ async function itemFromForm(body: Record<string, unknown>): Promise<{ id: string
     text = doc.body;
   }
   if (title === '') title = basename(id);
-  return { id, title, text, labels };
+  return { id, title, text, labels: labels === undefined ? undefined : formatLabels(checkLabels(labels)) };
 }
 
 export function adminItemRoutes(services: Services): Hono<Env> {
@@ -82,7 +88,10 @@ export function adminItemRoutes(services: Services): Hono<Env> {
     let item;
     try {
       item = await itemFromForm(body);
-      await adminPutItem(database, actorOf(c), item.id, { title: item.title, text: item.text, labels: item.labels });
+      // Replacing asks first, saying what happens to the labels, so nobody declassifies a document unawares.
+      const existing = body.confirm === 'replace' ? null : await findItem(db, checkItemId(item.id));
+      if (existing) return c.html(<ReplaceItemPage {...frame(c)} existing={existing} item={item} />);
+      await adminPutItem(database, actorOf(c), item.id, { title: item.title, text: item.text, ...(item.labels === undefined ? {} : { labels: item.labels }) });
     } catch (e) {
       if (e instanceof AppError && e.code === 'bad_request') {
         const form = Object.fromEntries(['id', 'title', 'labels', 'text'].map((k) => [k, typeof body[k] === 'string' ? (body[k] as string) : '']));

@@ -4,6 +4,7 @@ import type { Env, Services, Ctx } from '../context.ts';
 import { oauthChallenge, resourceMetadataUrl } from '../../oauth/rules.ts';
 import { requireCaller, caller, type GuardOptions } from '../guards.ts';
 import { newSessionId, checkSessionId, sessionIdKey } from '../../mcp/session-id.ts';
+import { batchRefusal } from '../../mcp/batch.ts';
 
 /**
  * The MCP SDK (with zod and Ajv) is loaded on the first /mcp request: a server that has not served MCP yet keeps
@@ -77,6 +78,8 @@ export function mcpRoutes(services: Services): Hono<Env> {
       parsedBody = undefined;
     }
     if (parsedBody === undefined) return rpcError(400, -32700, 'Parse error: the body is not JSON');
+    const batchRefused = batchRefusal(parsedBody, c.req.header('mcp-protocol-version'));
+    if (batchRefused !== null) return rpcError(400, -32600, batchRefused);
 
     const { Transport, buildMcpServer } = await loadMcp();
     const server = buildMcpServer(services.database.db, principal);
