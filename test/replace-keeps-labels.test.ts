@@ -35,7 +35,7 @@ describe('replacing an item keeps its labels unless told otherwise', () => {
     const boss = await s.addUser({ uid: 'boss', email: 'boss@example.com', password: 'boss password 1', admin: true });
     admin = new Browser(s.url);
     assert.equal((await admin.login('boss', 'boss password 1')).status, 303);
-    adminToken = await s.tokenFor(boss);
+    adminToken = await s.tokenFor(boss, undefined, 'admin');
   });
   after(() => s.stop());
 
