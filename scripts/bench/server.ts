@@ -59,7 +59,7 @@ const services: Services = { config, database, log, metrics, auth: createAuthent
 // The same application either way; only the authenticator differs. The baseline answers every request with
 // the bench user, so the difference between the two is exactly the auth core (token check and user lookup).
 const benchUser = await getUser(database.db, 'bench');
-const fixed: Authenticator = { resolve: async () => ({ kind: 'principal', principal: { user: benchUser, via: 'token' } }) };
+const fixed: Authenticator = { resolve: async () => ({ kind: 'principal', principal: { user: benchUser, via: 'token', scopes: ['mcp'] } }) };
 const app = createApp(mode !== 'direct' ? services : { ...services, auth: fixed }, (c) => getConnInfo(c).remote.address ?? '');
 serve({ fetch: app.fetch, hostname: '127.0.0.1', port: Number(port) }, () => process.stdout.write('ready\n'));
 process.once('SIGINT', () => process.exit(0));
