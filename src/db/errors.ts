@@ -36,7 +36,7 @@ export class DatabaseUnreachable extends DatabaseUnavailable {
 /** The database file or its disk failed: the message names the file and what to do. */
 export class DatabaseFailure extends Error {}
 
-type Link = { code?: unknown; message?: unknown; name?: unknown };
+type Link = { code?: unknown; message?: unknown; name?: unknown; status?: unknown };
 
 function chain(e: unknown): Link[] {
   const out: Link[] = [];
@@ -77,12 +77,15 @@ export function isUnreachable(e: unknown): boolean {
 
 /** The short reason a networked database failed: the socket code or the driver's words, never a statement. */
 export function unreachableReason(e: unknown): string {
-  return networkCode(e) ?? safeDatabaseMessage(e);
+  return networkCode(e) ?? 'the connection failed';
 }
 
 function networkCode(e: unknown): string | null {
   for (const c of chain(e)) {
     if (c.name === 'TimeoutError') return 'no answer in time';
+    if (c.name === 'HttpServerError' && typeof c.status === 'number') {
+      return c.status === 401 || c.status === 403 ? `HTTP ${c.status}: it refused svc's credentials; check the token named by database_token_env` : `HTTP ${c.status}`;
+    }
     if (typeof c.code === 'string' && /^(E[A-Z]+|UND_ERR_\w+)$/.test(c.code)) return c.code;
   }
   return null;
@@ -103,7 +106,7 @@ const WRAPPER = /^(Failed to run the query|Failed query)/;
  * and values can be password hashes or token hashes. What remains names the failure (constraint, lock, disk).
  */
 export function safeDatabaseMessage(e: unknown): string {
-  if (!(e instanceof DatabaseUnavailable) && isUnreachable(e)) return `the database server cannot be reached (${networkCode(e) ?? 'the connection failed'}); try again`;
+  if (!(e instanceof DatabaseUnavailable) && isUnreachable(e)) return `the database server cannot be reached (${unreachableReason(e)}); try again`;
   const messages = chain(e).map((c) => String(c.message ?? '')).filter((m) => m !== '');
   const own = messages.find((m) => !WRAPPER.test(m));
   if (own !== undefined) return own.replace(/\s*params:[\s\S]*$/i, '').trim();
