@@ -98,6 +98,14 @@ for (const on of ['file', 'sqld'] as const) describe(`two instances on one ${on 
     assert.equal((await browserAt(b).login('tom', 'tom password 1')).status, 429);
   });
 
+  test('20 wrong-password sign-ins at once, spread over both: exactly 5 passwords are checked, the rest are 429', async () => {
+    assert.equal((await inst.cli(['user', 'add', 'burst', '--email', 'burst@example.com', '--password-stdin'], 'burst password 1\n')).code, 0);
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => browserAt(i % 2 === 0 ? a : b).login('burst', `guess ${i}`)));
+    const statuses = answers.map((r) => r.status).sort();
+    assert.deepEqual(statuses, [...Array(5).fill(401), ...Array(15).fill(429)], 'the reservation is taken before the check, in one write transaction at a time across both');
+    assert.equal((await browserAt(b).login('burst', 'burst password 1')).status, 429, 'even the right password waits');
+  });
+
   test('a single sign-on flow started on A completes on B', async () => {
     idp.accounts.set('sub-olga', { email: 'olga@example.com', preferred_username: 'olga' });
     const agent = new Agent();

@@ -9,6 +9,8 @@ import { crashRounds, cliBesideServer } from './helpers/durability.ts';
 import { startSqld, type Sqld } from './helpers/sqld.ts';
 import { Browser, bearer } from './helpers/http.ts';
 import type { CliResult } from './helpers/workspace.ts';
+import { openDatabase } from '../src/db/open.ts';
+import { sql } from 'drizzle-orm';
 
 const onSqld = { ...sourceRunner, name: 'source on sqld' };
 
@@ -50,6 +52,59 @@ async function assertUnavailable(res: Response, what: string): Promise<void> {
 }
 
 describe('svc on a real sqld', () => {
+  test("write transactions over HTTP: two processes' read-modify-writes lose no update, and a read never sees another's uncommitted change", (t) =>
+    withSqld(async (sqld) => {
+      // Two handles, as two svc processes have: each its own HTTP streams and its own queue.
+      const [one, two] = [await openDatabase(sqld.url, sqld.token), await openDatabase(sqld.url, sqld.token)];
+      try {
+        await one.write(async (tx) => void (await tx.run(sql`CREATE TABLE counter (n INTEGER NOT NULL)`)));
+        await one.write(async (tx) => void (await tx.run(sql`INSERT INTO counter VALUES (0)`)));
+        const increment = (db: typeof one) =>
+          db.write(async (tx) => {
+            const [row] = await tx.all<{ n: number }>(sql`SELECT n FROM counter`);
+            await tx.run(sql`UPDATE counter SET n = ${row!.n + 1}`);
+          });
+        const started = Date.now();
+        await Promise.all(Array.from({ length: 60 }, (_, i) => increment(i % 2 === 0 ? one : two)));
+        const took = Date.now() - started;
+        const [row] = await two.db.all<{ n: number }>(sql`SELECT n FROM counter`);
+        assert.equal(row!.n, 60, 'every increment counted');
+        // A change in progress in one is invisible to the other's reads until it commits.
+        let seenDuring = -1;
+        await one.write(async (tx) => {
+          await tx.run(sql`UPDATE counter SET n = 1000`);
+          seenDuring = (await two.db.all<{ n: number }>(sql`SELECT n FROM counter`))[0]!.n;
+        });
+        assert.equal(seenDuring, 60);
+        assert.equal((await two.db.all<{ n: number }>(sql`SELECT n FROM counter`))[0]!.n, 1000);
+        t.diagnostic(`60 read-modify-write transactions from two handles: ${took} ms (${(took / 60).toFixed(1)} ms each, serialized by sqld)`);
+      } finally {
+        one.close();
+        two.close();
+      }
+    }));
+
+  test("a write transaction abandoned by another client (a killed svc) holds sqld's lock for at most its 5 s; then svc's write commits and the abandoned one is rolled back", (t) =>
+    withSqld(async (sqld) => {
+      const { createClient } = await import('@libsql/client');
+      const database = await openDatabase(sqld.url, sqld.token);
+      const other = createClient({ url: sqld.url, authToken: sqld.token! });
+      try {
+        await database.write(async (tx) => void (await tx.run(sql`CREATE TABLE t (x TEXT)`)));
+        const abandoned = await other.transaction('write');
+        await abandoned.execute("INSERT INTO t VALUES ('abandoned')");
+        const started = Date.now();
+        await database.write(async (tx) => void (await tx.run(sql`INSERT INTO t VALUES ('svc')`)));
+        const waited = Date.now() - started;
+        await assert.rejects(abandoned.commit(), /TRANSACTION_TIMEOUT|expired|closed/i, 'sqld took the lock back and rolled it back');
+        assert.deepEqual((await database.db.all<{ x: string }>(sql`SELECT x FROM t`)).map((r) => r.x), ['svc']);
+        t.diagnostic(`svc's write waited ${waited} ms behind an abandoned transaction`);
+      } finally {
+        other.close();
+        database.close();
+      }
+    }));
+
   test('a wrong database token: the CLI and svc check refuse with a message that names the server, and change nothing', () =>
     withSqld(async (sqld) => {
       const inst = await install(onSqld, { remote: { url: sqld.url, token: sqld.token } });
