@@ -6,7 +6,13 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { install, sourceRunner, sqlOn, type Installation, type Serving } from './helpers/installation.ts';
 import { crashRounds, cliBesideServer } from './helpers/durability.ts';
-import { startSqld, type Sqld } from './helpers/sqld.ts';
+import { startSqld, startSqldWith, type Sqld } from './helpers/sqld.ts';
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { NGINX } from './helpers/nginx.ts';
+import { MAIN, ROOT, TSX, freePort, newSecret, runSvc } from './helpers/workspace.ts';
 import { Browser, bearer } from './helpers/http.ts';
 import type { CliResult } from './helpers/workspace.ts';
 import { openDatabase } from '../src/db/open.ts';
@@ -51,7 +57,99 @@ async function assertUnavailable(res: Response, what: string): Promise<void> {
   assert.equal((JSON.parse(body) as { error: string }).error, 'unavailable', what);
 }
 
+/** The fenced block after `<!-- recipe:NAME -->` in README.md, with the example addresses and paths replaced. */
+function recipe(name: string, replace: Record<string, string>): string {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const found = new RegExp(`<!-- recipe:${name} -->\\n\`\`\`\\w*\\n([\\s\\S]*?)\\n\`\`\``).exec(readme);
+  assert.ok(found, `README.md has the recipe block ${name}`);
+  let text = found[1]!;
+  for (const [from, to] of Object.entries(replace)) {
+    assert.ok(text.includes(from), `the recipe block ${name} has ${from}`);
+    text = text.replaceAll(from, to);
+  }
+  return text;
+}
+
+async function until(what: string, check: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    if (await check().catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${what} did not happen`);
+}
+
 describe('svc on a real sqld', () => {
+  test('the Deploying recipe: a token for sqld, two instances behind nginx, an online backup restored into a new sqld', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-recipe-'));
+    const etc = join(dir, 'etc');
+    const backups = join(dir, 'backups');
+    mkdirSync(etc);
+    mkdirSync(backups);
+    execFileSync('sh', ['-eu', '-c', recipe('keys', {})], { cwd: etc, stdio: 'ignore' });
+    const token = readFileSync(join(etc, 'svc-database.token'), 'utf8');
+    const sqldArgs = (dbPath: string, port: number) =>
+      recipe('sqld', { '/var/lib/sqld': dbPath, '10.0.0.5:8080': `127.0.0.1:${port}`, '/etc/sqld': etc }).trim().split(/\s+/).slice(1);
+    const sqld = await startSqldWith(sqldArgs(join(dir, 'sqld'), await freePort()), token, dir);
+    const children: ChildProcess[] = [];
+    let restored: Sqld | null = null;
+    try {
+      const [portA, portB, portN] = [await freePort(), await freePort(), await freePort()];
+      const front = `http://127.0.0.1:${portN}`;
+      const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', TSX_TSCONFIG_PATH: join(ROOT, 'tsconfig.json'), SVC_SESSION_SECRET: newSecret(), SVC_DATABASE_TOKEN: token };
+      const configFor = (port: number, database: string) => {
+        const path = join(dir, `svc-${port}.ini`);
+        writeFileSync(path, recipe('svc.ini', { 'listen = 0.0.0.0:8080': `listen = 127.0.0.1:${port}`, 'https://svc.example.com': front, 'http://10.0.0.5:8080': database, '10.0.0.2': '127.0.0.1' }));
+        return path;
+      };
+      // Both start at once on an empty database: the migrations are applied once.
+      for (const port of [portA, portB]) {
+        children.push(spawn(process.execPath, ['--import', TSX, MAIN, 'serve', '--config', configFor(port, sqld.url)], { env, stdio: 'ignore' }));
+      }
+      for (const port of [portA, portB]) await until(`svc on ${port}`, async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200);
+      const conf = join(dir, 'nginx.conf');
+      mkdirSync(join(dir, 'nginx-tmp'));
+      writeFileSync(conf, `master_process off;\ndaemon off;\npid ${dir}/nginx.pid;\nerror_log ${dir}/nginx-error.log warn;\nevents { worker_connections 128; }\nhttp {\n` +
+        `access_log off;\nclient_body_temp_path ${dir}/nginx-tmp/body;\nproxy_temp_path ${dir}/nginx-tmp/proxy;\nfastcgi_temp_path ${dir}/nginx-tmp/fastcgi;\nuwsgi_temp_path ${dir}/nginx-tmp/uwsgi;\nscgi_temp_path ${dir}/nginx-tmp/scgi;\n` +
+        recipe('nginx', { '10.0.0.11:8080': `127.0.0.1:${portA}`, '10.0.0.12:8080': `127.0.0.1:${portB}`, 'listen 10.0.0.2:80;': `listen 127.0.0.1:${portN};` }) + '\n}\n');
+      children.push(spawn(NGINX, ['-p', dir, '-c', conf, '-e', join(dir, 'nginx-error.log')], { stdio: 'ignore' }));
+      await until('nginx', async () => (await fetch(`${front}/readyz`)).status === 200);
+
+      const cli = (args: string[], stdin?: string) => runSvc(['--import', TSX, MAIN, ...args, '--config', configFor(portA, sqld.url)], env, stdin, dir);
+      ok(await cli(['user', 'add', 'ops', '--email', 'ops@example.com', '--admin', '--password-stdin'], 'ops password 1\n'), 'user add');
+      const browser = new Browser(front);
+      assert.equal((await browser.login('ops', 'ops password 1')).status, 303);
+      const minted = await browser.request('/auth/tokens', { json: { name: 'before the backup' } });
+      assert.equal(minted.status, 201);
+      const { token: pat } = (await minted.json()) as { token: string };
+      const whoami = () =>
+        fetch(`${front}/mcp`, {
+          method: 'POST',
+          headers: { ...bearer(pat), 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } }),
+        });
+      for (let i = 0; i < 4; i++) assert.equal((await whoami()).status, 200, 'through nginx, on both');
+
+      // The online backup while svc writes.
+      let writing = true;
+      const writer = (async () => {
+        for (let i = 0; writing; i++) assert.equal((await browser.request('/auth/tokens', { json: { name: `during ${i}` } })).status, 201);
+      })();
+      execFileSync('sh', ['-eu', '-c', recipe('backup', { '/var/lib/sqld': join(dir, 'sqld'), '/var/backups': backups })], { stdio: 'ignore' });
+      writing = false;
+      await writer;
+      execFileSync('sh', ['-eu', '-c', recipe('restore', { '/var/lib/sqld-restored': join(dir, 'restored'), '/var/backups': backups })], { stdio: 'ignore' });
+      restored = await startSqldWith(sqldArgs(join(dir, 'restored'), await freePort()), token, join(dir, 'restored'));
+      const listed = await runSvc(['--import', TSX, MAIN, 'user', 'list', '--json', '--config', configFor(await freePort(), restored.url)], env, undefined, dir);
+      assert.deepEqual((JSON.parse(ok(listed, 'user list on the restored sqld').stdout) as { uid: string }[]).map((u) => u.uid), ['ops']);
+      const check = await runSvc(['--import', TSX, MAIN, 'check', '--config', configFor(await freePort(), restored.url)], env, undefined, dir);
+      assert.equal(check.code, 0, check.stdout + check.stderr);
+    } finally {
+      for (const child of children) child.kill('SIGTERM');
+      await restored?.remove();
+      await sqld.remove();
+    }
+  });
+
   test("write transactions over HTTP: two processes' read-modify-writes lose no update, and a read never sees another's uncommitted change", (t) =>
     withSqld(async (sqld) => {
       // Two handles, as two svc processes have: each its own HTTP streams and its own queue.

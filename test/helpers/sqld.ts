@@ -45,7 +45,6 @@ function mintToken(privateKey: KeyObject): string {
 export async function startSqld(options: { auth?: boolean } = {}): Promise<Sqld> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-sqld-'));
   const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
   const args = ['--db-path', join(dir, 'data.sqld'), '--http-listen-addr', `127.0.0.1:${port}`, '--no-welcome'];
   let token: string | null = null;
   if (options.auth) {
@@ -55,6 +54,13 @@ export async function startSqld(options: { auth?: boolean } = {}): Promise<Sqld>
     args.push('--auth-jwt-key-file', keyFile);
     token = mintToken(privateKey);
   }
+  return startSqldWith(args, token, dir);
+}
+
+/** sqld with these arguments (they name its loopback --http-listen-addr); `dir` is removed by remove(). */
+export async function startSqldWith(args: string[], token: string | null, dir: string): Promise<Sqld> {
+  const listen = args[args.indexOf('--http-listen-addr') + 1]!;
+  const url = `http://${listen}`;
   let child: ChildProcess | null = null;
   let exited: Promise<void> = Promise.resolve();
   let output = '';
