@@ -12,6 +12,8 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NGINX } from './helpers/nginx.ts';
+import { createServer, connect, type Socket } from 'node:net';
+import { DatabaseUnreachable } from '../src/db/errors.ts';
 import { MAIN, ROOT, TSX, freePort, newSecret, runSvc } from './helpers/workspace.ts';
 import { Browser, bearer } from './helpers/http.ts';
 import type { CliResult } from './helpers/workspace.ts';
@@ -68,6 +70,40 @@ function recipe(name: string, replace: Record<string, string>): string {
     text = text.replaceAll(from, to);
   }
   return text;
+}
+
+/**
+ * A loopback TCP relay in front of sqld that can cut the connection that carries a COMMIT: before passing it on
+ * (nothing committed) or after, dropping sqld's answer (committed). Either way svc cannot know which.
+ */
+async function commitCutter(target: string): Promise<{ url: string; cut: 'before' | 'after' | null; close(): void }> {
+  const { port: targetPort } = new URL(target);
+  const sockets = new Set<Socket>();
+  const relay = { url: '', cut: null as 'before' | 'after' | null, close: () => (server.close(), sockets.forEach((s) => s.destroy())) };
+  const server = createServer((client) => {
+    const upstream = connect(Number(targetPort), '127.0.0.1');
+    sockets.add(client).add(upstream);
+    let dropAnswers = false;
+    client.on('data', (chunk) => {
+      if (relay.cut && chunk.includes('"sql":"COMMIT"')) {
+        if (relay.cut === 'before') return void (client.destroy(), upstream.destroy());
+        dropAnswers = true;
+        upstream.write(chunk);
+        // sqld answers once it has committed; the answer never reaches svc.
+        upstream.once('data', () => (client.destroy(), upstream.destroy()));
+        return;
+      }
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk) => dropAnswers || client.write(chunk));
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  relay.url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  return relay;
 }
 
 async function until(what: string, check: () => Promise<boolean>): Promise<void> {
@@ -179,6 +215,33 @@ describe('svc on a real sqld', () => {
       } finally {
         one.close();
         two.close();
+      }
+    }));
+
+  test('a write cut while it commits: 503 that says the outcome is unknown, whether or not sqld committed it; then writes go on', () =>
+    withSqld(async (sqld) => {
+      const relay = await commitCutter(sqld.url);
+      const database = await openDatabase(relay.url, sqld.token);
+      const direct = await openDatabase(sqld.url, sqld.token);
+      try {
+        await database.write(async (tx) => void (await tx.run(sql`CREATE TABLE t (x TEXT)`)));
+        const rows = async () => (await direct.db.all<{ x: string }>(sql`SELECT x FROM t ORDER BY x`)).map((r) => r.x);
+        for (const cut of ['before', 'after'] as const) {
+          relay.cut = cut;
+          await assert.rejects(
+            database.write(async (tx) => void (await tx.run(sql`INSERT INTO t VALUES (${cut})`))),
+            (e: unknown) => e instanceof DatabaseUnreachable && e.outcomeUnknown && /may or may not have been saved/.test(e.message),
+            `cut ${cut} the commit`,
+          );
+          relay.cut = null;
+        }
+        assert.deepEqual(await rows(), ['after'], 'cut before COMMIT arrived: not saved; cut after: saved');
+        await database.write(async (tx) => void (await tx.run(sql`INSERT INTO t VALUES ('later')`)));
+        assert.deepEqual(await rows(), ['after', 'later']);
+      } finally {
+        database.close();
+        direct.close();
+        relay.close();
       }
     }));
 
