@@ -443,8 +443,8 @@ describe('svc on a real sqld', () => {
       }
     }));
 
-  test('8 rounds of kill -9 of svc under concurrent writes lose nothing acknowledged', (t) =>
-    withSqld((sqld) => crashRounds(onSqld, t, 8, { remote: { url: sqld.url, token: sqld.token } })));
+  test('6 rounds of kill -9 of svc under concurrent writes lose nothing acknowledged', (t) =>
+    withSqld((sqld) => crashRounds(onSqld, t, 6, { remote: { url: sqld.url, token: sqld.token } })));
 
   test('the CLI writes beside a server under 50 connections: only 2xx or 503, nothing lost', (t) =>
     withSqld((sqld) => cliBesideServer(onSqld, t, { remote: { url: sqld.url, token: sqld.token } })));

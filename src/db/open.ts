@@ -238,11 +238,12 @@ async function openClient(url: string, authToken: string | null, events: Databas
   const queue = serial();
   const location = isFile ? filePath(url) : url.replace(/\?.*$/, '');
   // When the server stopped answering, writes that waited their whole budget behind the failed one fail at once.
-  let unreachableSince: number | null = null;
+  let unreachableAt = 0;
   const transaction = <T>(fn: (tx: Tx) => Promise<T>, waitMs: number): Promise<T> => {
-    const deadline = Date.now() + waitMs;
+    const asked = Date.now();
+    const deadline = asked + waitMs;
     return queue(() => {
-      if (unreachableSince !== null && Date.now() >= deadline) {
+      if (unreachableAt >= asked && Date.now() >= deadline) {
         return Promise.reject(new DatabaseUnreachable(location, 'it did not answer the write before this one'));
       }
       writeDeadline = Math.max(deadline, Date.now()) + SERVER_LOCK_GRACE_MS;
@@ -257,11 +258,10 @@ async function openClient(url: string, authToken: string | null, events: Databas
             committing = true;
             return value;
           });
-          unreachableSince = null;
           return result;
         } catch (e) {
           if (!isFile && isUnreachable(e)) {
-            unreachableSince ??= Date.now();
+            unreachableAt = Date.now();
             // Cut after the change was handed over for COMMIT: whether the server committed it is unknown.
             throw new DatabaseUnreachable(location, unreachableReason(e), committing);
           }
