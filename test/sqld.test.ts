@@ -38,9 +38,13 @@ async function withSqld(fn: (sqld: Sqld) => Promise<void>): Promise<void> {
   }
 }
 
+/** sqld speaks its protocol over HTTP requests and over a WebSocket, on the same port; svc takes either URL. */
+type Protocol = 'http' | 'ws';
+const over = (sqld: Sqld, protocol: Protocol) => (protocol === 'ws' ? sqld.url.replace(/^http:/, 'ws:') : sqld.url);
+
 /** An installation on sqld with an admin (password and token); svc serving it. */
-async function served(sqld: Sqld): Promise<{ inst: Installation; server: Serving; token: string }> {
-  const inst = await install(onSqld, { remote: { url: sqld.url, token: sqld.token } });
+async function served(sqld: Sqld, protocol: Protocol = 'http'): Promise<{ inst: Installation; server: Serving; token: string }> {
+  const inst = await install(onSqld, { remote: { url: over(sqld, protocol), token: sqld.token } });
   ok(await inst.cli(['user', 'add', 'admin', '--email', 'admin@example.com', '--admin', '--password-stdin'], 'admin password 1\n'), 'add admin');
   const token = ok(await inst.cli(['token', 'create', 'admin', '--name', 'ops']), 'token').stdout.trim();
   return { inst, server: await inst.serve(), token };
@@ -286,9 +290,10 @@ describe('svc on a real sqld', () => {
       }
     }));
 
-  test('sqld stopped, frozen and restarted: 503 with Retry-After, /readyz 503, /healthz 200, and back by itself', (t) =>
+  for (const protocol of ['http', 'ws'] as const) {
+  test(`${protocol}: sqld stopped, frozen and restarted: 503 with Retry-After, /readyz 503, /healthz 200, and back by itself`, (t) =>
     withSqld(async (sqld) => {
-      const { inst, server, token } = await served(sqld);
+      const { inst, server, token } = await served(sqld, protocol);
       try {
         const admin = new Browser(inst.url);
         assert.equal((await admin.login('admin', 'admin password 1')).status, 303);
@@ -354,9 +359,9 @@ describe('svc on a real sqld', () => {
       }
     }));
 
-  test('kill -9 of sqld under token mints and revocations: every 2xx is there after it restarts, every refusal was 503', (t) =>
+  test(`${protocol}: kill -9 of sqld under token mints and revocations: every 2xx is there after it restarts, every refusal was 503`, (t) =>
     withSqld(async (sqld) => {
-      const { inst, server } = await served(sqld);
+      const { inst, server } = await served(sqld, protocol);
       try {
         const admin = new Browser(inst.url);
         assert.equal((await admin.login('admin', 'admin password 1')).status, 303);
@@ -404,8 +409,14 @@ describe('svc on a real sqld', () => {
         })();
         let sqldDown = false;
         let restarted = false;
+        // A writer that failed an assertion stops writing: give up waiting then, rather than wait forever.
+        let failed: unknown = null;
+        for (const worker of [...minters, revoker]) worker.catch((e: unknown) => (failed ??= e));
         const until = async (condition: () => boolean) => {
-          while (!condition()) await new Promise((res) => setTimeout(res, 10));
+          while (!condition()) {
+            if (failed) throw failed;
+            await new Promise((res) => setTimeout(res, 10));
+          }
         };
         await until(() => minted.size >= 20);
         await sqld.kill();
@@ -442,6 +453,7 @@ describe('svc on a real sqld', () => {
         inst.remove();
       }
     }));
+  }
 
   test('6 rounds of kill -9 of svc under concurrent writes lose nothing acknowledged', (t) =>
     withSqld((sqld) => crashRounds(onSqld, t, 6, { remote: { url: sqld.url, token: sqld.token } })));

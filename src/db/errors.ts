@@ -71,7 +71,8 @@ export function isUnreachable(e: unknown): boolean {
       (typeof c.code === 'string' && NETWORK_CODES.test(c.code)) ||
       c.name === 'TimeoutError' ||
       c.name === 'AbortError' ||
-      /^fetch failed$|stream (has )?expired|socket hang up/i.test(String(c.message ?? '')),
+      // The last: a WebSocket connection svc dropped because the server stopped answering, under calls still on it.
+      /^fetch failed$|stream (has )?expired|socket hang up|^Client was manually closed$/i.test(String(c.message ?? '')),
   );
 }
 

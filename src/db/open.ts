@@ -222,6 +222,43 @@ function fetchWithin(limitMs: () => number): typeof fetch {
   return (input, init) => fetch(input, { ...init, signal: AbortSignal.timeout(limitMs()) });
 }
 
+type LibsqlClient = import('@libsql/client').Client;
+
+/**
+ * The same for a WebSocket client, whose requests share one connection and cannot be aborted one by one: a call
+ * (or a call of one of its transactions) past the limit fails, and the connection is dropped so the next call opens
+ * a new one instead of waiting behind a server that stopped answering.
+ */
+function callsWithin(client: LibsqlClient, limitMs: () => number): LibsqlClient {
+  const timed = <T>(call: () => Promise<T>): Promise<T> => {
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        void Promise.resolve()
+          .then(() => client.reconnect())
+          .catch(() => undefined);
+        reject(Object.assign(new Error('the database server did not answer in time'), { name: 'TimeoutError' }));
+      }, limitMs());
+    });
+    return Promise.race([call(), expired]).finally(() => clearTimeout(timer));
+  };
+  const limited = <O extends object>(target: O, names: readonly string[], after: (name: string, value: unknown) => unknown = (_, v) => v): O =>
+    new Proxy(target, {
+      get(object, key) {
+        const value: unknown = Reflect.get(object, key);
+        if (typeof value !== 'function') return value;
+        if (typeof key === 'string' && names.includes(key)) {
+          return (...args: unknown[]) => timed(() => (value as (...a: unknown[]) => Promise<unknown>).apply(object, args)).then((result) => after(key, result));
+        }
+        return (value as (...a: unknown[]) => unknown).bind(object);
+      },
+    });
+  const TX_CALLS = ['execute', 'batch', 'executeMultiple', 'commit', 'rollback'] as const;
+  return limited(client, ['execute', 'batch', 'executeMultiple', 'migrate', 'transaction'], (name, result) =>
+    name === 'transaction' ? limited(result as object, TX_CALLS) : result,
+  );
+}
+
 async function openClient(url: string, authToken: string | null, events: DatabaseEvents): Promise<Database> {
   const { createClient } = await import('@libsql/client');
   const { drizzle } = await import('drizzle-orm/libsql');
@@ -229,7 +266,9 @@ async function openClient(url: string, authToken: string | null, events: Databas
   if (isFile) prepareFolder(filePath(url));
   // Over the network, reads and writes get a client each: a write's requests are limited by its own deadline.
   let writeDeadline = 0;
-  const remote = (limit: () => number) => createClient({ url, ...(authToken ? { authToken } : {}), fetch: fetchWithin(limit) });
+  const credentials = authToken ? { authToken } : {};
+  const remote = (limit: () => number) =>
+    /^wss?:/.test(url) ? callsWithin(createClient({ url, ...credentials }), limit) : createClient({ url, ...credentials, fetch: fetchWithin(limit) });
   const client = isFile ? createClient({ url }) : remote(() => Math.max(MIN_WRITE_REQUEST_MS, writeDeadline - Date.now()));
   const readClient = isFile ? client : remote(() => REQUEST_TIMEOUT_MS);
   if (isFile) await client.executeMultiple('PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL;');
