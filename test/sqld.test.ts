@@ -138,12 +138,12 @@ describe('svc on a real sqld', () => {
       const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', TSX_TSCONFIG_PATH: join(ROOT, 'tsconfig.json'), SVC_SESSION_SECRET: newSecret(), SVC_DATABASE_TOKEN: token };
       const configFor = (port: number, database: string) => {
         const path = join(dir, `svc-${port}.ini`);
-        writeFileSync(path, recipe('svc.ini', { 'listen = 0.0.0.0:8080': `listen = 127.0.0.1:${port}`, 'https://svc.example.com': front, 'http://10.0.0.5:8080': database, '10.0.0.2': '127.0.0.1' }));
+        writeFileSync(path, recipe('svc.ini', { 'listen = 0.0.0.0:8080': `listen = 127.0.0.1:${port}`, 'https://svc.example.com': front, 'ws://10.0.0.5:8080': database, '10.0.0.2': '127.0.0.1' }));
         return path;
       };
       // Both start at once on an empty database: the migrations are applied once.
       for (const port of [portA, portB]) {
-        children.push(spawn(process.execPath, ['--import', TSX, MAIN, 'serve', '--config', configFor(port, sqld.url)], { env, stdio: 'ignore' }));
+        children.push(spawn(process.execPath, ['--import', TSX, MAIN, 'serve', '--config', configFor(port, over(sqld, 'ws'))], { env, stdio: 'ignore' }));
       }
       for (const port of [portA, portB]) await until(`svc on ${port}`, async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200);
       const conf = join(dir, 'nginx.conf');
@@ -154,7 +154,7 @@ describe('svc on a real sqld', () => {
       children.push(spawn(NGINX, ['-p', dir, '-c', conf, '-e', join(dir, 'nginx-error.log')], { stdio: 'ignore' }));
       await until('nginx', async () => (await fetch(`${front}/readyz`)).status === 200);
 
-      const cli = (args: string[], stdin?: string) => runSvc(['--import', TSX, MAIN, ...args, '--config', configFor(portA, sqld.url)], env, stdin, dir);
+      const cli = (args: string[], stdin?: string) => runSvc(['--import', TSX, MAIN, ...args, '--config', configFor(portA, over(sqld, 'ws'))], env, stdin, dir);
       ok(await cli(['user', 'add', 'ops', '--email', 'ops@example.com', '--admin', '--password-stdin'], 'ops password 1\n'), 'user add');
       const browser = new Browser(front);
       assert.equal((await browser.login('ops', 'ops password 1')).status, 303);
@@ -179,9 +179,9 @@ describe('svc on a real sqld', () => {
       await writer;
       execFileSync('sh', ['-eu', '-c', recipe('restore', { '/var/lib/sqld-restored': join(dir, 'restored'), '/var/backups': backups })], { stdio: 'ignore' });
       restored = await startSqldWith(sqldArgs(join(dir, 'restored'), await freePort()), token, join(dir, 'restored'));
-      const listed = await runSvc(['--import', TSX, MAIN, 'user', 'list', '--json', '--config', configFor(await freePort(), restored.url)], env, undefined, dir);
+      const listed = await runSvc(['--import', TSX, MAIN, 'user', 'list', '--json', '--config', configFor(await freePort(), over(restored, 'ws'))], env, undefined, dir);
       assert.deepEqual((JSON.parse(ok(listed, 'user list on the restored sqld').stdout) as { uid: string }[]).map((u) => u.uid), ['ops']);
-      const check = await runSvc(['--import', TSX, MAIN, 'check', '--config', configFor(await freePort(), restored.url)], env, undefined, dir);
+      const check = await runSvc(['--import', TSX, MAIN, 'check', '--config', configFor(await freePort(), over(restored, 'ws'))], env, undefined, dir);
       assert.equal(check.code, 0, check.stdout + check.stderr);
     } finally {
       for (const child of children) child.kill('SIGTERM');
@@ -190,10 +190,10 @@ describe('svc on a real sqld', () => {
     }
   });
 
-  test("write transactions over HTTP: two processes' read-modify-writes lose no update, and a read never sees another's uncommitted change", (t) =>
+  for (const protocol of ['http', 'ws'] as const) test(`write transactions over ${protocol}: two processes' read-modify-writes lose no update, and a read never sees another's uncommitted change`, (t) =>
     withSqld(async (sqld) => {
-      // Two handles, as two svc processes have: each its own HTTP streams and its own queue.
-      const [one, two] = [await openDatabase(sqld.url, sqld.token), await openDatabase(sqld.url, sqld.token)];
+      // Two handles, as two svc processes have: each its own streams and its own queue.
+      const [one, two] = [await openDatabase(over(sqld, protocol), sqld.token), await openDatabase(over(sqld, protocol), sqld.token)];
       try {
         await one.write(async (tx) => void (await tx.run(sql`CREATE TABLE counter (n INTEGER NOT NULL)`)));
         await one.write(async (tx) => void (await tx.run(sql`INSERT INTO counter VALUES (0)`)));
@@ -215,7 +215,7 @@ describe('svc on a real sqld', () => {
         });
         assert.equal(seenDuring, 60);
         assert.equal((await two.db.all<{ n: number }>(sql`SELECT n FROM counter`))[0]!.n, 1000);
-        t.diagnostic(`60 read-modify-write transactions from two handles: ${took} ms (${(took / 60).toFixed(1)} ms each, serialized by sqld)`);
+        t.diagnostic(`${protocol}: 60 read-modify-write transactions from two handles: ${took} ms (${(took / 60).toFixed(1)} ms each, serialized by sqld)`);
       } finally {
         one.close();
         two.close();

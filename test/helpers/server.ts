@@ -12,10 +12,11 @@ import { createWorkspace, type Workspace, type AuthSection } from './workspace.t
 import { startSqld, type Sqld } from './sqld.ts';
 
 /**
- * SVC_TEST_DATABASE=sqld: every test server runs on a sqld of its own instead of a file (npm test runs the store
- * suites, sign-in throttle and OAuth grants among them, a second time this way).
+ * SVC_TEST_DATABASE=sqld (over HTTP) or sqld-ws (over its WebSocket): every test server runs on a sqld of its own
+ * instead of a file (npm test runs the store suites, sign-in throttle and OAuth grants among them, a second time).
  */
-export const TEST_DATABASE: 'file' | 'sqld' = process.env.SVC_TEST_DATABASE === 'sqld' ? 'sqld' : 'file';
+export const TEST_DATABASE: 'file' | 'sqld' | 'sqld-ws' =
+  process.env.SVC_TEST_DATABASE === 'sqld' || process.env.SVC_TEST_DATABASE === 'sqld-ws' ? process.env.SVC_TEST_DATABASE : 'file';
 
 export interface TestServer {
   readonly ws: Workspace;
@@ -41,9 +42,10 @@ export interface TestServerOptions {
 }
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
-  const sqld: Sqld | null = TEST_DATABASE === 'sqld' ? await startSqld({ auth: true }) : null;
+  const sqld: Sqld | null = TEST_DATABASE === 'file' ? null : await startSqld({ auth: true });
+  const sqldUrl = sqld && TEST_DATABASE === 'sqld-ws' ? sqld.url.replace(/^http:/, 'ws:') : sqld?.url;
   const ws = await createWorkspace({
-    ...(sqld ? { remote: { url: sqld.url, token: sqld.token } } : {}),
+    ...(sqld && sqldUrl ? { remote: { url: sqldUrl, token: sqld.token } } : {}),
     ...(options.auth === undefined ? {} : { auth: options.auth }),
     ...(options.baseUrl === undefined ? {} : { baseUrl: options.baseUrl }),
     ...(options.serverExtra === undefined ? {} : { serverExtra: options.serverExtra }),
