@@ -134,7 +134,7 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
     const m = (kind: Kind, key: keyof Load) => median(results[kind].map((x) => x[key]));
     const rounds = results.file.length;
     say(`   /mcp tools/call whoami, 50 connections, svc serve (1 worker), median of ${rounds} alternating rounds of ${seconds}s:`);
-    const line = (label: string, kind: Kind) => say(`   ${label.padEnd(34)}${fmt(m(kind, 'rate'), 0)} req/s, p50 ${m(kind, 'p50')} ms, p99 ${m(kind, 'p99')} ms`);
+    const line = (label: string, kind: Kind) => say(`   ${label.padEnd(37)}${fmt(m(kind, 'rate'), 0)} req/s, p50 ${m(kind, 'p50')} ms, p99 ${m(kind, 'p99')} ms`);
     line('file:', 'file');
     line('sqld over HTTP, one instance:', 'http');
     line('sqld over WebSocket, one instance:', 'sqld');
