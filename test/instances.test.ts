@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { install, sourceRunner, sqlite3, type Installation } from './helpers/installation.ts';
+import { install, sourceRunner, sqlOn, type Installation } from './helpers/installation.ts';
+import { startSqld, type Sqld } from './helpers/sqld.ts';
 import { startNginx, type Nginx } from './helpers/nginx.ts';
 import { startProvider, Agent, CLIENT_ID, CLIENT_SECRET, type TestProvider } from './helpers/oidc-provider.ts';
 import { Browser, bearer } from './helpers/http.ts';
@@ -14,8 +15,9 @@ import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
 const PROXY_SECRET = 'proxy-shared-secret-0123456789abcdef';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe('two instances on one database behind nginx', () => {
+for (const on of ['file', 'sqld'] as const) describe(`two instances on one ${on === 'file' ? 'database file' : 'sqld'} behind nginx`, () => {
   let inst: Installation;
+  let sqld: Sqld | null = null;
   let nginx: Nginx;
   let idp: TestProvider;
   const servers: ChildProcess[] = [];
@@ -31,10 +33,16 @@ describe('two instances on one database behind nginx', () => {
     idp = await startProvider({ port: portIdp, redirectUris: [`${front}/oidc/callback`] });
     const auth = `${DEFAULT_AUTH}oidc\n    enabled true\n    issuer ${issuer}\n    client_id ${CLIENT_ID}\n    client_secret_env SVC_OIDC_CLIENT_SECRET\n    redirect_url ${front}/oidc/callback\n    jit true\n` +
       `header\n    enabled true\n    user_header X-Authenticated-User\n    email_header X-Authenticated-Email\n    secret_header X-Auth-Secret\n    shared_secret_env SVC_PROXY_SECRET\n    trusted_proxy 127.0.0.1\n    jit true\n`;
-    inst = await install(sourceRunner, { auth, env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET, SVC_PROXY_SECRET: PROXY_SECRET } });
+    if (on === 'sqld') sqld = await startSqld({ auth: true });
+    inst = await install(sourceRunner, {
+      auth,
+      env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET, SVC_PROXY_SECRET: PROXY_SECRET },
+      ...(sqld ? { remote: { url: sqld.url, token: sqld.token } } : {}),
+    });
+    const tokenLine = sqld ? 'database_token_env = SVC_DATABASE_TOKEN\n' : '';
     for (const [name, port] of [['a', portA], ['b', portB]] as const) {
       const config = join(inst.dir, `svc-${name}.ini`);
-      writeFileSync(config, `[server]\nlisten = 127.0.0.1:${port}\nbase_url = ${front}\ndatabase = file:svc.db\n[auth]\n${auth}`);
+      writeFileSync(config, `[server]\nlisten = 127.0.0.1:${port}\nbase_url = ${front}\ndatabase = ${inst.database}\n${tokenLine}[auth]\n${auth}`);
       const { file, args } = sourceRunner.command(['serve', '--config', config]);
       servers.push(spawn(file, args, { env: inst.env, stdio: 'ignore' }));
     }
@@ -55,6 +63,7 @@ describe('two instances on one database behind nginx', () => {
     for (const s of servers) s.kill('SIGTERM');
     await idp?.stop();
     inst?.remove();
+    await sqld?.remove();
   });
 
   /** A browser at `base` that says it is on the site's public origin, as it would behind the proxy. */
@@ -87,6 +96,14 @@ describe('two instances on one database behind nginx', () => {
     for (const url of [a, a, a, b, b]) assert.equal((await browserAt(url).login('tom', 'wrong password')).status, 401);
     assert.equal((await browserAt(a).login('tom', 'tom password 1')).status, 429);
     assert.equal((await browserAt(b).login('tom', 'tom password 1')).status, 429);
+  });
+
+  test('20 wrong-password sign-ins at once, spread over both: exactly 5 passwords are checked, the rest are 429', async () => {
+    assert.equal((await inst.cli(['user', 'add', 'burst', '--email', 'burst@example.com', '--password-stdin'], 'burst password 1\n')).code, 0);
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => browserAt(i % 2 === 0 ? a : b).login('burst', `guess ${i}`)));
+    const statuses = answers.map((r) => r.status).sort();
+    assert.deepEqual(statuses, [...Array(5).fill(401), ...Array(15).fill(429)], 'the reservation is taken before the check, in one write transaction at a time across both');
+    assert.equal((await browserAt(b).login('burst', 'burst password 1')).status, 429, 'even the right password waits');
   });
 
   test('a single sign-on flow started on A completes on B', async () => {
@@ -133,16 +150,66 @@ describe('two instances on one database behind nginx', () => {
     const basic = { authorization: `Basic ${Buffer.from('newcomer:newcomer-pw').toString('base64')}` };
     const answers = await Promise.all(Array.from({ length: 8 }, () => fetch(`${front}/auth/tokens`, { headers: basic })));
     assert.deepEqual([...new Set(answers.map((r) => r.status))], [200]);
-    assert.equal(await sqlite3(join(inst.dir, 'svc.db'), "SELECT count(*) FROM users WHERE email = 'newcomer@example.com';"), '1');
+    assert.equal(await sqlOn(inst, "SELECT count(*) FROM users WHERE email = 'newcomer@example.com';"), '1');
   });
 
   test('the audit trail has every event once', async () => {
-    const count = (action: string, target: string) => sqlite3(join(inst.dir, 'svc.db'), `SELECT count(*) FROM audit WHERE action = '${action}' AND target = '${target}';`).then(Number);
+    const count = (action: string, target: string) => sqlOn(inst, `SELECT count(*) FROM audit WHERE action = '${action}' AND target = '${target}';`).then(Number);
     assert.equal(await count('login.success', 'paula'), 1);
     assert.equal(await count('login.success', 'olga'), 1);
     assert.equal(await count('user.provision', 'olga'), 1);
     assert.equal(await count('user.provision', 'newcomer'), 1);
     assert.equal(await count('login.failure', 'tom'), 5);
-    assert.equal(Number(await sqlite3(join(inst.dir, 'svc.db'), "SELECT count(*) FROM audit WHERE action = 'token.revoke';")), 1);
+    assert.equal(Number(await sqlOn(inst, "SELECT count(*) FROM audit WHERE action = 'token.revoke';")), 1);
+  });
+
+  // Last: it kills A.
+  test('kill -9 of A under writes on both: nothing either acknowledged is lost, and B keeps serving', async () => {
+    assert.equal((await inst.cli(['user', 'add', 'kim', '--email', 'kim@example.com', '--password-stdin'], 'kim password 1\n')).code, 0);
+    const sessions = await Promise.all([a, a, b, b].map(async (url) => {
+      const browser = browserAt(url);
+      assert.equal((await browser.login('kim', 'kim password 1')).status, 303);
+      return { url, browser };
+    }));
+    const minted = new Map<string, { id: string; token: string }>();
+    const revoked = new Set<string>();
+    const statusesOnB = new Map<number, number>();
+    let onBAfterKill = 0;
+    let killed = false;
+    let running = true;
+    const writers = sessions.map(async ({ url, browser }, w) => {
+      for (let i = 0; running; i++) {
+        try {
+          const r = await browser.request('/auth/tokens', { json: { name: `k${w}-${i}` } });
+          if (url === b) statusesOnB.set(r.status, (statusesOnB.get(r.status) ?? 0) + 1);
+          if (r.status !== 201) {
+            await r.arrayBuffer();
+            continue;
+          }
+          const made = (await r.json()) as { id: string; token: string };
+          minted.set(made.id, made);
+          if (url === b && killed) onBAfterKill++;
+          if (i % 2 === 1) {
+            const rv = await browser.request(`/auth/tokens/${made.id}/revoke`, { method: 'POST', json: {} });
+            if (url === b) statusesOnB.set(rv.status, (statusesOnB.get(rv.status) ?? 0) + 1);
+            await rv.arrayBuffer();
+            if (rv.status === 200) revoked.add(made.id);
+          }
+        } catch {
+          // A was killed mid-request: not acknowledged
+          if (url === a) return;
+        }
+      }
+    });
+    while (minted.size < 20) await sleep(10);
+    servers[0]!.kill('SIGKILL');
+    killed = true;
+    while (onBAfterKill < 10) await sleep(10);
+    running = false;
+    await Promise.all(writers);
+    assert.deepEqual([...statusesOnB.keys()].filter((st) => ![200, 201, 503].includes(st)), [], `B answered only 2xx or 503: ${JSON.stringify([...statusesOnB])}`);
+    for (const { id, token } of minted.values()) {
+      assert.equal((await fetch(`${b}/auth/tokens`, { headers: bearer(token) })).status, revoked.has(id) ? 401 : 200, `token ${id} through B`);
+    }
   });
 });

@@ -8,6 +8,7 @@ import { visible } from '../src/domain/visibility.ts';
 import { deriveUid, uidCandidates, isValidUid } from '../src/domain/uid.ts';
 import { openDatabase } from '../src/db/open.ts';
 import { putItem, fetchVisible, searchVisible, listVisible } from '../src/store/items.ts';
+import { DRIVERS, openFresh } from './helpers/drivers.ts';
 
 describe('ACL label strings', () => {
   test('canonical: unique, sorted, comma-separated; commas and/or whitespace separate', () => {
@@ -73,10 +74,9 @@ describe('visibility', () => {
     }
   });
 
-  for (const forceClient of [false, true]) {
-    test(`the SQL predicate agrees with visible() for every user/item pair (${forceClient ? '@libsql/client' : 'embedded'} driver)`, async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'svc-vis-'));
-      const database = await openDatabase(`file:${join(dir, 'v.db')}`, null, { forceClient });
+  for (const driver of DRIVERS) {
+    test(`the SQL predicate agrees with visible() for every user/item pair (${driver} driver)`, async () => {
+      const { database, close } = await openFresh(driver);
       try {
         await database.migrate();
         for (const [id, labels] of Object.entries(ITEMS)) {
@@ -101,8 +101,7 @@ describe('visibility', () => {
         assert.equal(await fetchVisible(database.db, 'open', { labels: ['eng'], restriction: null }), null);
         assert.ok(await fetchVisible(database.db, 'open', { labels: ['oncall'], restriction: null }));
       } finally {
-        database.close();
-        rmSync(dir, { recursive: true, force: true });
+        await close();
       }
     });
   }

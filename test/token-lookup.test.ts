@@ -1,18 +1,14 @@
-// The bearer lookup has a fast path for the embedded driver and a drizzle path for remote databases; both must
-// give the same answers.
+// The bearer lookup has a fast path for the embedded driver and a drizzle path for remote databases; every driver
+// must give the same answers.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { openDatabase } from '../src/db/open.ts';
+import { DRIVERS, openFresh } from './helpers/drivers.ts';
 import { createUser } from '../src/store/users.ts';
 import { createToken, checkToken, revokeToken } from '../src/store/tokens.ts';
 
-for (const forceClient of [false, true]) {
-  test(`checkToken on the ${forceClient ? '@libsql/client' : 'embedded'} driver`, async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'svc-lookup-'));
-    const database = await openDatabase(`file:${join(dir, 't.db')}`, null, { forceClient });
+for (const driver of DRIVERS) {
+  test(`checkToken on the ${driver} driver`, async () => {
+    const { database, close } = await openFresh(driver);
     try {
       await database.migrate();
       const db = database;
@@ -37,8 +33,7 @@ for (const forceClient of [false, true]) {
       assert.deepEqual(await checkToken(db, expiring.token, Date.now() + 2000), { ok: false, reason: 'expired' });
       assert.ok((await checkToken(db, active.token)).ok);
     } finally {
-      database.close();
-      rmSync(dir, { recursive: true, force: true });
+      await close();
     }
   });
 }

@@ -1,12 +1,12 @@
 // One autocannon run against /mcp `tools/call whoami`, as its own process (so its CPU placement can be chosen):
-//   tsx scripts/bench/load.ts URL TOKEN SECONDS  -> prints {"rate": req/s, "p50": ms, "p99": ms, "bad": n} on stdout
+//   tsx scripts/bench/load.ts URL TOKEN SECONDS [CONNECTIONS=50]  -> prints {"rate": req/s, "p50": ms, "p99": ms, "bad": n} on stdout
 import autocannon from 'autocannon';
 
-const [url, token, seconds] = process.argv.slice(2) as [string, string, string];
+const [url, token, seconds, connections = '50'] = process.argv.slice(2) as [string, string, string, string?];
 const r = await autocannon({
   url,
   method: 'POST',
-  connections: 50,
+  connections: Number(connections),
   duration: Number(seconds),
   headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
   body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } }),

@@ -8,8 +8,10 @@
 //   4. a token mint through svc's write path (queued BEGIN IMMEDIATE … COMMIT, commit check, synchronous=FULL) vs.
 //      the same INSERT in autocommit on a plain connection with synchronous=NORMAL (what svc did before)
 //   5. the single executable: cold start, resident memory idle and under load, its memory flags' throughput cost
+//   6. a real sqld vs. the embedded file: the bearer lookup, /mcp whoami on one and on two instances
+//      (scripts/bench/remote.ts)
 // Options: --quick (smaller sizes and shorter runs, for a smoke check), --rounds N, --seconds S,
-// --only mcp|workers|search|scale|lookup|writes|binary (one part).
+// --only mcp|workers|search|scale|lookup|writes|binary|remote (one part).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,6 +26,7 @@ import { createUser } from '../../src/store/users.ts';
 import { createToken, checkToken } from '../../src/store/tokens.ts';
 import { searchVisible, ftsQuery } from '../../src/store/items.ts';
 import { storedHash } from '../../src/domain/secrets.ts';
+import { benchRemote } from './remote.ts';
 
 const { values: opts } = parseArgs({
   options: { quick: { type: 'boolean' }, rounds: { type: 'string' }, seconds: { type: 'string' }, only: { type: 'string' }, 'scale-db': { type: 'string' } },
@@ -420,7 +423,7 @@ try {
   if (pin) execFileSync('taskset', ['-pc', '1', String(process.pid)], { stdio: 'ignore' });
   say(`svc benchmark${QUICK ? ' (--quick: smaller sizes, not the reported figures)' : ''}, node ${process.version}`);
   say();
-  const parts = { mcp: benchMcp, workers: benchWorkers, search: benchSearch, scale: benchScale, lookup: benchLookup, writes: benchWrites, binary: benchBinary };
+  const parts = { mcp: benchMcp, workers: benchWorkers, search: benchSearch, scale: benchScale, lookup: benchLookup, writes: benchWrites, binary: benchBinary, remote: () => benchRemote(say, work, SECONDS, QUICK) };
   for (const [name, run] of Object.entries(parts)) {
     if (opts.only !== undefined && opts.only !== name) continue;
     await run();

@@ -17,7 +17,7 @@ import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import * as schema from './schema.ts';
 import { replacingConnection } from './libsql-statements.ts';
 import { loadMigrations, applyMigrations, pendingMigrations, type Migration } from './migrations.ts';
-import { DatabaseBusy, DatabaseFailure, isBusy, safeDatabaseMessage, explainFileFailure, sqliteCode } from './errors.ts';
+import { DatabaseBusy, DatabaseFailure, DatabaseUnavailable, DatabaseUnreachable, isBusy, isUnreachable, unreachableReason, safeDatabaseMessage, explainFileFailure, sqliteCode } from './errors.ts';
 import { migrationText } from '../runtime/assets.ts';
 
 export type Db = BaseSQLiteDatabase<'sync' | 'async', unknown, typeof schema>;
@@ -77,7 +77,7 @@ export async function openDatabase(url: string, authToken: string | null, option
       database.write(fn, writeOptions).catch((e: unknown) => {
         // A refusal the change itself decided (a conflict, a bad value) is no failure of the database.
         if (e instanceof DatabaseBusy) events.databaseError('busy');
-        else if (e instanceof DatabaseFailure || sqliteCode(e) !== '') events.databaseError('failed');
+        else if (e instanceof DatabaseFailure || e instanceof DatabaseUnavailable || sqliteCode(e) !== '') events.databaseError('failed');
         throw e;
       }),
   };
@@ -207,28 +207,103 @@ async function openEmbedded(path: string, events: DatabaseEvents): Promise<Datab
   return database;
 }
 
+/** How long one request to a database server may take before svc gives up on it (reads, and each step of a write). */
+export const REQUEST_TIMEOUT_MS = 5000;
+/** The least time a write's requests get, even when it waited most of its budget in the queue. */
+const MIN_WRITE_REQUEST_MS = 1000;
+/**
+ * sqld queues a BEGIN IMMEDIATE behind another client's write transaction and takes the lock from a transaction
+ * that has held it for 5 s (which then fails TRANSACTION_TIMEOUT): a write's requests may need that long plus its own.
+ */
+const SERVER_LOCK_GRACE_MS = 3000;
+
+/** fetch for @libsql/client with a time limit per request: a server that accepts and never answers cannot hang svc. */
+function fetchWithin(limitMs: () => number): typeof fetch {
+  return (input, init) => fetch(input, { ...init, signal: AbortSignal.timeout(limitMs()) });
+}
+
+type LibsqlClient = import('@libsql/client').Client;
+
+/**
+ * The same for a WebSocket client, whose requests share one connection and cannot be aborted one by one: a call
+ * (or a call of one of its transactions) past the limit fails, and the connection is dropped so the next call opens
+ * a new one instead of waiting behind a server that stopped answering.
+ */
+function callsWithin(client: LibsqlClient, limitMs: () => number): LibsqlClient {
+  const timed = <T>(call: () => Promise<T>): Promise<T> => {
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        void Promise.resolve()
+          .then(() => client.reconnect())
+          .catch(() => undefined);
+        reject(Object.assign(new Error('the database server did not answer in time'), { name: 'TimeoutError' }));
+      }, limitMs());
+    });
+    return Promise.race([call(), expired]).finally(() => clearTimeout(timer));
+  };
+  const limited = <O extends object>(target: O, names: readonly string[], after: (name: string, value: unknown) => unknown = (_, v) => v): O =>
+    new Proxy(target, {
+      get(object, key) {
+        const value: unknown = Reflect.get(object, key);
+        if (typeof value !== 'function') return value;
+        if (typeof key === 'string' && names.includes(key)) {
+          return (...args: unknown[]) => timed(() => (value as (...a: unknown[]) => Promise<unknown>).apply(object, args)).then((result) => after(key, result));
+        }
+        return (value as (...a: unknown[]) => unknown).bind(object);
+      },
+    });
+  const TX_CALLS = ['execute', 'batch', 'executeMultiple', 'commit', 'rollback'] as const;
+  return limited(client, ['execute', 'batch', 'executeMultiple', 'migrate', 'transaction'], (name, result) =>
+    name === 'transaction' ? limited(result as object, TX_CALLS) : result,
+  );
+}
+
 async function openClient(url: string, authToken: string | null, events: DatabaseEvents): Promise<Database> {
   const { createClient } = await import('@libsql/client');
   const { drizzle } = await import('drizzle-orm/libsql');
   const isFile = url.startsWith('file:');
   if (isFile) prepareFolder(filePath(url));
-  const client = createClient({ url, ...(authToken ? { authToken } : {}) });
+  // Over the network, reads and writes get a client each: a write's requests are limited by its own deadline.
+  let writeDeadline = 0;
+  const credentials = authToken ? { authToken } : {};
+  const remote = (limit: () => number) =>
+    /^wss?:/.test(url) ? callsWithin(createClient({ url, ...credentials }), limit) : createClient({ url, ...credentials, fetch: fetchWithin(limit) });
+  const client = isFile ? createClient({ url }) : remote(() => Math.max(MIN_WRITE_REQUEST_MS, writeDeadline - Date.now()));
+  const readClient = isFile ? client : remote(() => REQUEST_TIMEOUT_MS);
   if (isFile) await client.executeMultiple('PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL;');
   const db = drizzle({ client, schema });
+  const readDb = isFile ? db : drizzle({ client: readClient, schema });
   const queue = serial();
   const location = isFile ? filePath(url) : url.replace(/\?.*$/, '');
+  // When the server stopped answering, writes that waited their whole budget behind the failed one fail at once.
+  let unreachableAt = 0;
   const transaction = <T>(fn: (tx: Tx) => Promise<T>, waitMs: number): Promise<T> => {
-    const deadline = Date.now() + waitMs;
+    const asked = Date.now();
+    const deadline = asked + waitMs;
     return queue(() => {
+      if (unreachableAt >= asked && Date.now() >= deadline) {
+        return Promise.reject(new DatabaseUnreachable(location, 'it did not answer the write before this one'));
+      }
+      writeDeadline = Math.max(deadline, Date.now()) + SERVER_LOCK_GRACE_MS;
       let started = false;
+      let committing = false;
       return untilNotBusy(async () => {
         try {
           // @libsql/client's default transaction mode is "write": BEGIN IMMEDIATE.
-          return await db.transaction(async (tx) => {
+          const result = await db.transaction(async (tx) => {
             started = true;
-            return fn(tx as unknown as Tx);
+            const value = await fn(tx as unknown as Tx);
+            committing = true;
+            return value;
           });
+          return result;
         } catch (e) {
+          if (!isFile && isUnreachable(e)) {
+            unreachableAt = Date.now();
+            // Cut after the change was handed over for COMMIT: whether the server committed it is unknown.
+            throw new DatabaseUnreachable(location, unreachableReason(e), committing);
+          }
           // Retry only when the lock was never had; a failure later in the transaction is its answer.
           if (started && isBusy(e)) throw new DatabaseBusy();
           throw isBusy(e) ? e : explainFileFailure(location, e);
@@ -239,11 +314,14 @@ async function openClient(url: string, authToken: string | null, events: Databas
   return {
     driver: 'client',
     location,
-    db: db as unknown as Db,
+    db: readDb as unknown as Db,
     write: (fn, options = {}) => transaction(fn, options.waitMs ?? BUSY_WAIT_MS),
     migrate: () => transaction((tx) => applyMigrations(tx, migrations()), BUSY_WAIT_MS),
-    problems: (options = {}) => checkProblems(db as unknown as Db, transaction, location, options),
-    close: () => client.close(),
+    problems: (options = {}) => checkProblems(readDb as unknown as Db, transaction, location, options),
+    close: () => {
+      client.close();
+      if (readClient !== client) readClient.close();
+    },
   };
 }
 
@@ -267,7 +345,7 @@ async function checkProblems(db: Db, transaction: Transaction, location: string,
       return [`${pending.length} migration(s) not applied (${pending.join(', ')}); run svc migrate`];
     }
   } catch (e) {
-    return [`the database ${location} cannot be read: ${safeDatabaseMessage(e)}`];
+    return [`the database ${location} cannot be read: ${isUnreachable(e) ? `the server cannot be reached (${unreachableReason(e)})` : safeDatabaseMessage(e)}`];
   }
   try {
     await transaction(async (tx) => {
@@ -277,6 +355,7 @@ async function checkProblems(db: Db, transaction: Transaction, location: string,
   } catch (e) {
     if (e instanceof ProbeRollback) return [];
     if (e instanceof DatabaseBusy) return [`the database ${location} is locked by another process: ${e.message}`];
+    if (e instanceof DatabaseUnreachable) return [e.message];
     const explained = explainFileFailure(location, e);
     return [explained instanceof DatabaseFailure ? explained.message : `the database ${location} cannot be written: ${safeDatabaseMessage(e)}`];
   }

@@ -13,7 +13,7 @@ import { oidcRoutes } from './routes/oidc.tsx';
 import { oauthRoutes } from './routes/oauth.tsx';
 import { oauthClientEndpoints } from './routes/oauth-endpoints.ts';
 import { AppError } from '../domain/errors.ts';
-import { DatabaseBusy, safeDatabaseMessage } from '../db/errors.ts';
+import { asUnavailable, DatabaseBusy, safeDatabaseMessage } from '../db/errors.ts';
 import { problemKind } from '../db/open.ts';
 
 /** How long /readyz waits for the write lock before it reports the database as locked. */
@@ -67,10 +67,12 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
       services.log.info('request_aborted', { path: c.req.path });
       return c.body(null, 499 as never);
     }
-    if (err instanceof DatabaseBusy) {
-      services.log.warn('database_busy', { path: c.req.path });
-      const headers = { 'Retry-After': String(err.retryAfter) };
-      return wantsHtml(c) ? c.text(err.message, 503, headers) : apiError(c, 'unavailable', err.message, headers);
+    // A busy lock, or a database server that is down or too slow (a read fails here as it was thrown): 503.
+    const unavailable = asUnavailable(err, services.database.location);
+    if (unavailable) {
+      services.log.warn(unavailable instanceof DatabaseBusy ? 'database_busy' : 'database_unreachable', { path: c.req.path, error: unavailable.message });
+      const headers = { 'Retry-After': String(unavailable.retryAfter) };
+      return wantsHtml(c) ? c.text(unavailable.message, 503, headers) : apiError(c, 'unavailable', unavailable.message, headers);
     }
     services.log.error('unhandled', { path: c.req.path, error: safeDatabaseMessage(err) });
     return c.json({ error: 'internal_error', message: 'svc failed to answer this request; the server log has details' }, 500);

@@ -6,7 +6,7 @@ import nodemailer from 'nodemailer';
 import type { Database } from '../db/open.ts';
 import type { NotifyConfig } from '../config/notify.ts';
 import type { Logger } from '../log.ts';
-import { DatabaseBusy, safeDatabaseMessage } from '../db/errors.ts';
+import { DatabaseUnavailable, safeDatabaseMessage } from '../db/errors.ts';
 import { derivationDue, deriveNotices, noticesDue, claimNotices, settleNotice, retryNotice, pruneNotices, NOTICE_PRUNE_BATCH, type ClaimedNotice } from '../store/notices.ts';
 import { composeMail } from './messages.ts';
 
@@ -80,7 +80,7 @@ export function startNoticeJob(database: Database, notify: NotifyConfig, baseUrl
     running ??= round()
       .catch((e: unknown) => {
         // Busy: another process holds the lock; the next round tries again.
-        if (!(e instanceof DatabaseBusy)) log.warn('notice_round_failed', { error: safeDatabaseMessage(e) });
+        if (!(e instanceof DatabaseUnavailable)) log.warn('notice_round_failed', { error: safeDatabaseMessage(e) });
       })
       .finally(() => (running = null));
     return running;

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import { Browser, bearer } from './http.ts';
-import { install, holdWriteLock, sqlite3, type Installation, type Runner, type Serving } from './installation.ts';
+import { install, holdWriteLock, sqlOn, type Installation, type InstallOptions, type Runner, type Serving } from './installation.ts';
 import type { CliResult } from './workspace.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -31,7 +31,7 @@ function assertCliBusyOrOk(r: CliResult, what: string): boolean {
 
 /** Everything the locked-database scenario may change, read by sqlite3 (a separate process). */
 function snapshot(inst: Installation): Promise<string> {
-  return sqlite3(inst.dbPath, [
+  return sqlOn(inst, [
     "SELECT 'users:' || group_concat(uid, ',') FROM (SELECT uid FROM users ORDER BY uid);",
     "SELECT 'tokens:' || group_concat(name || '=' || coalesce(revoked_at, 'active'), ',') FROM (SELECT name, revoked_at FROM tokens ORDER BY name);",
     "SELECT 'sessions:' || count(*) FROM sessions;",
@@ -130,8 +130,8 @@ export async function lockedDatabase(runner: Runner, t: TestContext): Promise<vo
   }
 }
 
-export async function crashRounds(runner: Runner, t: TestContext, rounds: number): Promise<void> {
-  const inst = await install(runner);
+export async function crashRounds(runner: Runner, t: TestContext, rounds: number, options: InstallOptions = {}): Promise<void> {
+  const inst = await install(runner, options);
   const minted = new Map<string, string>();
   const revoked = new Set<string>();
   // A revocation sent but never answered (the server died) may or may not have committed.
@@ -200,7 +200,7 @@ export async function crashRounds(runner: Runner, t: TestContext, rounds: number
       running = false;
       await Promise.all([...workers, server.exited, cliWriter]);
 
-      assert.equal(await sqlite3(inst.dbPath, 'PRAGMA integrity_check;'), 'ok', `integrity after round ${round}`);
+      assert.equal(await sqlOn(inst, 'PRAGMA integrity_check;'), 'ok', `integrity after round ${round}`);
       server = await inst.serve();
       const verifier = new Browser(inst.url);
       assert.equal((await verifier.login('admin', 'admin password 1')).status, 303);
@@ -229,8 +229,8 @@ export async function crashRounds(runner: Runner, t: TestContext, rounds: number
   }
 }
 
-export async function cliBesideServer(runner: Runner, t: TestContext): Promise<void> {
-  const inst = await install(runner);
+export async function cliBesideServer(runner: Runner, t: TestContext, options: InstallOptions = {}): Promise<void> {
+  const inst = await install(runner, options);
   let server: Serving | null = null;
   try {
     ok(await inst.cli(['user', 'add', 'admin', '--email', 'admin@example.com', '--admin', '--password-stdin'], 'admin password 1\n'), 'add admin');

@@ -31,7 +31,12 @@ export interface Serving {
 
 export interface Installation {
   readonly dir: string;
+  /** the database file; for a database server, where it would be (nothing is there) */
   readonly dbPath: string;
+  /** the `database` line of svc.ini */
+  readonly database: string;
+  /** the database server, when svc uses one */
+  readonly remote: { url: string; token: string | null } | null;
   readonly port: number;
   readonly url: string;
   readonly env: Record<string, string>;
@@ -40,14 +45,25 @@ export interface Installation {
   remove(): void;
 }
 
-export async function install(runner: Runner, options: { auth?: string; env?: Record<string, string>; server?: string } = {}): Promise<Installation> {
+export interface InstallOptions {
+  auth?: string;
+  env?: Record<string, string>;
+  server?: string;
+  /** a database server instead of the file svc.db: its URL and auth token (given through database_token_env) */
+  remote?: { url: string; token: string | null };
+}
+
+export async function install(runner: Runner, options: InstallOptions = {}): Promise<Installation> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-install-'));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const configPath = join(dir, 'svc.ini');
-  writeFileSync(configPath, `[server]\nlisten = 127.0.0.1:${port}\nbase_url = ${url}\ndatabase = file:svc.db\n${options.server ?? ''}\n[auth]\n${options.auth ?? DEFAULT_AUTH}\n`);
+  const database = options.remote?.url ?? 'file:svc.db';
+  const tokenLine = options.remote?.token ? 'database_token_env = SVC_DATABASE_TOKEN\n' : '';
+  writeFileSync(configPath, `[server]\nlisten = 127.0.0.1:${port}\nbase_url = ${url}\ndatabase = ${database}\n${tokenLine}${options.server ?? ''}\n[auth]\n${options.auth ?? DEFAULT_AUTH}\n`);
   // tsx looks for tsconfig.json (JSX settings) from the working directory; from source, name the project's.
-  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SVC_SESSION_SECRET: newSecret(), TSX_TSCONFIG_PATH: join(ROOT, 'tsconfig.json'), ...options.env };
+  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SVC_SESSION_SECRET: newSecret(), TSX_TSCONFIG_PATH: join(ROOT, 'tsconfig.json'),
+    ...(options.remote?.token ? { SVC_DATABASE_TOKEN: options.remote.token } : {}), ...options.env };
   // Started from another folder than the config's: the relative database path must follow the config file.
   const cwd = tmpdir();
   const start = (args: string[], stdio: 'pipe' | 'ignore') => {
@@ -57,6 +73,8 @@ export async function install(runner: Runner, options: { auth?: string; env?: Re
   return {
     dir,
     dbPath: join(dir, 'svc.db'),
+    database,
+    remote: options.remote ?? null,
     port,
     url,
     env,
@@ -108,6 +126,26 @@ export function sqlite3(dbPath: string, script: string): Promise<string> {
     child.on('close', (code) => (code === 0 ? resolve(out.trim()) : reject(new Error(`sqlite3 exited ${code}: ${err}`))));
     child.stdin.end(`.timeout 10000\n${script}\n`);
   });
+}
+
+/**
+ * Runs SQL on the installation's database from outside svc: sqlite3 on the file, or a client of its own on the
+ * database server. One statement per line; rows come back as sqlite3 prints them (columns joined by |).
+ */
+export async function sqlOn(inst: Installation, script: string): Promise<string> {
+  if (!inst.remote) return sqlite3(inst.dbPath, script);
+  const { createClient } = await import('@libsql/client');
+  const client = createClient({ url: inst.remote.url, ...(inst.remote.token ? { authToken: inst.remote.token } : {}) });
+  try {
+    const out: string[] = [];
+    for (const statement of script.split(/;\s*(?:\n|$)/).map((x) => x.trim()).filter((x) => x !== '')) {
+      const result = await client.execute(statement);
+      for (const row of result.rows) out.push(Array.from({ length: row.length }, (_, i) => (row[i] === null ? '' : String(row[i]))).join('|'));
+    }
+    return out.join('\n');
+  } finally {
+    client.close();
+  }
 }
 
 /** Another process (sqlite3) holding the database's write lock until release(). */

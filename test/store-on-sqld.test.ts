@@ -1,0 +1,16 @@
+// The suites that decide who may do what (the sign-in throttle and sessions, OAuth grants and refresh-token rotation,
+// label-scoped tokens, /mcp visibility, administration) run a second time here with every test server on a real
+// sqld of its own, reached over its WebSocket (ws://, what README "Deploying" recommends; the HTTP path has the
+// durability, multi-instance, visibility-table and outage tests). test/helpers/server.ts reads SVC_TEST_DATABASE
+// when it is first imported, which is below.
+import { describe } from 'node:test';
+
+process.env.SVC_TEST_DATABASE = 'sqld-ws';
+
+describe('on sqld', async () => {
+  await import('./login.test.ts');
+  await import('./oauth.test.ts');
+  await import('./scoped-tokens.test.ts');
+  await import('./mcp.test.ts');
+  await import('./admin.test.ts');
+});
