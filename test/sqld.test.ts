@@ -46,7 +46,7 @@ const over = (sqld: Sqld, protocol: Protocol) => (protocol === 'ws' ? sqld.url.r
 async function served(sqld: Sqld, protocol: Protocol = 'http'): Promise<{ inst: Installation; server: Serving; token: string }> {
   const inst = await install(onSqld, { remote: { url: over(sqld, protocol), token: sqld.token } });
   ok(await inst.cli(['user', 'add', 'admin', '--email', 'admin@example.com', '--admin', '--password-stdin'], 'admin password 1\n'), 'add admin');
-  const token = ok(await inst.cli(['token', 'create', 'admin', '--name', 'ops']), 'token').stdout.trim();
+  const token = ok(await inst.cli(['token', 'create', 'admin', '--name', 'ops', '--scopes', 'mcp,api,admin']), 'token').stdout.trim();
   return { inst, server: await inst.serve(), token };
 }
 
@@ -313,7 +313,7 @@ describe('svc on a real sqld', () => {
           const [read, call, mint, signIn, ready, health] = await Promise.all([
             tokens(),
             mcp(),
-            admin.request('/auth/tokens', { json: { name: `during ${what}` } }),
+            admin.request('/auth/tokens', { json: { name: `during ${what}`, scopes: 'api' } }),
             fetch(`${inst.url}/login`, { method: 'POST', headers: { origin: inst.url }, body: new URLSearchParams({ username: 'admin', password: 'admin password 1' }) }),
             fetch(`${inst.url}/readyz`),
             fetch(`${inst.url}/healthz`),
@@ -334,7 +334,7 @@ describe('svc on a real sqld', () => {
         await sqld.start();
         assert.equal((await tokens()).status, 200, 'used again without restarting svc');
         assert.equal((await mcp()).status, 200);
-        assert.equal((await admin.request('/auth/tokens', { json: { name: 'after the restart' } })).status, 201);
+        assert.equal((await admin.request('/auth/tokens', { json: { name: 'after the restart', scopes: 'api' } })).status, 201);
         assert.equal((await fetch(`${inst.url}/readyz`)).status, 200);
 
         sqld.freeze();
@@ -345,7 +345,7 @@ describe('svc on a real sqld', () => {
           sqld.resume();
         }
         assert.equal((await tokens()).status, 200, 'used again once it answers');
-        assert.equal((await admin.request('/auth/tokens', { json: { name: 'after the freeze' } })).status, 201);
+        assert.equal((await admin.request('/auth/tokens', { json: { name: 'after the freeze', scopes: 'api' } })).status, 201);
         assert.equal((await fetch(`${inst.url}/readyz`)).status, 200);
 
         const names = await sqlOn(inst, "SELECT group_concat(name, ',') FROM (SELECT name FROM tokens ORDER BY name);");
@@ -385,7 +385,7 @@ describe('svc on a real sqld', () => {
         const minters = Array.from({ length: 3 }, async (_, w) => {
           for (let i = 0; running; i++) {
             const name = `w${w}-${i}`;
-            const r = await note(await admin.request('/auth/tokens', { json: { name } }), name);
+            const r = await note(await admin.request('/auth/tokens', { json: { name, scopes: 'api' } }), name);
             if (r?.status === 201) {
               minted.set(name, (await r.json()) as { id: string; token: string });
               afterRestart += sqldDown === false && restarted ? 1 : 0;

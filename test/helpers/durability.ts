@@ -47,9 +47,9 @@ export async function lockedDatabase(runner: Runner, t: TestContext): Promise<vo
     ok(await inst.cli(['user', 'add', 'admin', '--email', 'admin@example.com', '--admin', '--password-stdin'], 'admin password 1\n'), 'add admin');
     ok(await inst.cli(['user', 'add', 'victim', '--email', 'victim@example.com']), 'add victim');
     ok(await inst.cli(['user', 'add', 'pat', '--email', 'pat@example.com', '--password-stdin'], 'pat password 1\n'), 'add pat');
-    const adminToken = ok(await inst.cli(['token', 'create', 'admin', '--name', 'ops']), 'admin token').stdout.trim();
-    const victimToken = ok(await inst.cli(['token', 'create', 'victim', '--name', 'victim-agent']), 'victim token').stdout.trim();
-    const patToken = ok(await inst.cli(['token', 'create', 'pat', '--name', 'pat-agent']), 'pat token').stdout.trim();
+    const adminToken = ok(await inst.cli(['token', 'create', 'admin', '--name', 'ops', '--scopes', 'admin']), 'admin token').stdout.trim();
+    const victimToken = ok(await inst.cli(['token', 'create', 'victim', '--name', 'victim-agent', '--scopes', 'api']), 'victim token').stdout.trim();
+    const patToken = ok(await inst.cli(['token', 'create', 'pat', '--name', 'pat-agent', '--scopes', 'api']), 'pat token').stdout.trim();
     server = await inst.serve();
     const admin = new Browser(inst.url);
     assert.equal((await admin.login('admin', 'admin password 1')).status, 303);
@@ -66,7 +66,7 @@ export async function lockedDatabase(runner: Runner, t: TestContext): Promise<vo
     const actions: Record<string, [() => Promise<Response>, number]> = {
       'remove user': [() => api('DELETE', '/admin/api/users/victim'), 204],
       'create user': [() => api('POST', '/admin/api/users', { uid: 'newbie', email: 'newbie@example.com' }), 201],
-      'mint token': [() => admin.request('/auth/tokens', { json: { name: 'minted-later' } }), 201],
+      'mint token': [() => admin.request('/auth/tokens', { json: { name: 'minted-later', scopes: 'api' } }), 201],
       'revoke token': [() => fetch(`${inst.url}/auth/tokens/${patTokenId}/revoke`, { method: 'POST', headers: bearer(patToken) }), 200],
       'change password': [() => api('PATCH', '/admin/api/users/pat', { password: 'pat password 2' }), 200],
       logout: [() => pat.request('/logout', { method: 'POST', form: {} }), 303],
@@ -157,7 +157,7 @@ export async function crashRounds(runner: Runner, t: TestContext, rounds: number
       const minter = async () => {
         for (let i = 0; running; i++) {
           await attempt(async () => {
-            const r = await admin.request('/auth/tokens', { json: { name: `r${round}-${i}` } });
+            const r = await admin.request('/auth/tokens', { json: { name: `r${round}-${i}`, scopes: 'api' } });
             if (r.status === 201) {
               const body = (await r.json()) as { id: string; token: string };
               minted.set(body.id, body.token);
@@ -258,7 +258,7 @@ export async function cliBesideServer(runner: Runner, t: TestContext, options: I
     });
     const writers = Array.from({ length: 10 }, async (_, w) => {
       for (let i = 0; running; i++) {
-        const r = await admin.request('/auth/tokens', { json: { name: `w${w}-${i}` } });
+        const r = await admin.request('/auth/tokens', { json: { name: `w${w}-${i}`, scopes: 'api' } });
         seen(r.status);
         if (r.status !== 201) {
           await r.arrayBuffer();
