@@ -2,7 +2,8 @@
 // a revocation made through one is seen by the other at once, a killed worker is replaced while the service keeps
 // answering, and SIGTERM ends them all cleanly.
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { type ChildProcessByStdio, execFileSync, spawn } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import type { TestContext } from 'node:test';
 import { install, type Runner } from './installation.ts';
 import { bearer } from './http.ts';
@@ -21,11 +22,13 @@ const children = (pid: number) => {
 export async function twoWorkers(runner: Runner, t: TestContext): Promise<void> {
   const metricsPort = await freePort();
   const inst = await install(runner, { server: `metrics_listen = 127.0.0.1:${metricsPort}` });
+  let started: ChildProcessByStdio<null, Readable, Readable> | undefined;
   try {
     assert.equal((await inst.cli(['user', 'add', 'wanda', '--email', 'wanda@example.com'])).code, 0);
-    const token = (await inst.cli(['token', 'create', 'wanda', '--name', 'w'])).stdout.trim();
+    const token = (await inst.cli(['token', 'create', 'wanda', '--name', 'w', '--scopes', 'api'])).stdout.trim();
     const { file, args } = runner.command(['serve', '--workers', '2', '--config', `${inst.dir}/svc.ini`]);
     const primary = spawn(file, args, { env: inst.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    started = primary;
     let log = '';
     primary.stdout.on('data', (d) => (log += d));
     primary.stderr.on('data', (d) => (log += d));
@@ -66,6 +69,16 @@ export async function twoWorkers(runner: Runner, t: TestContext): Promise<void> 
     assert.equal(log.trim().split('\n').at(-1)!.includes('"event":"stopped"'), true, log);
     t.diagnostic(`${runner.name}: two workers, a revocation refused by both at once, a killed worker replaced, SIGTERM clean`);
   } finally {
+    // A failed assertion must not leave the primary and its workers running: the test file would never end.
+    if (started?.pid !== undefined && started.exitCode === null && started.signalCode === null) {
+      for (const pid of [...children(started.pid), started.pid]) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+    }
     inst.remove();
   }
 }
