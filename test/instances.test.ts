@@ -180,7 +180,7 @@ for (const on of ['file', 'sqld'] as const) describe(`two instances on one ${on 
     const writers = sessions.map(async ({ url, browser }, w) => {
       for (let i = 0; running; i++) {
         try {
-          const r = await browser.request('/auth/tokens', { json: { name: `k${w}-${i}` } });
+          const r = await browser.request('/auth/tokens', { json: { name: `k${w}-${i}`, scopes: 'api' } });
           if (url === b) statusesOnB.set(r.status, (statusesOnB.get(r.status) ?? 0) + 1);
           if (r.status !== 201) {
             await r.arrayBuffer();

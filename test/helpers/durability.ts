@@ -276,7 +276,7 @@ export async function cliBesideServer(runner: Runner, t: TestContext, options: I
       for (let i = 0; i < 4; i++) {
         const id = `cli/${c}/${i}`;
         if (assertCliBusyOrOk(await inst.cli(['item', 'put', id, '--title', 'from the CLI'], 'text'), id)) items.push(id);
-        const user = await inst.cli(['token', 'create', 'admin', '--name', `cli-${c}-${i}`]);
+        const user = await inst.cli(['token', 'create', 'admin', '--name', `cli-${c}-${i}`, '--scopes', 'api']);
         if (assertCliBusyOrOk(user, 'token create')) minted.set(`cli-${c}-${i}`, user.stdout.trim());
       }
     });
