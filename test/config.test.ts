@@ -228,7 +228,12 @@ describe('svc.ini', () => {
   test('oauth enterprise: a trusted issuer with defaults, and every problem of the block listed', () => {
     const base = `${SESSION}local\n    enabled true\noauth\n    enabled true\n    enterprise\n`;
     const ok = load(`${base}        issuer https://idp.example.com\n        jit true\n        default_acl staff, eng\n`).auth.oauth!.enterprise!;
-    assert.deepEqual(ok, { issuer: 'https://idp.example.com', audience: 'http://127.0.0.1:8080', jit: true, defaultAcl: ['eng', 'staff'], subjectClaim: 'sub' });
+    assert.deepEqual(ok, { issuer: 'https://idp.example.com', audience: 'http://127.0.0.1:8080', jit: true, defaultAcl: ['eng', 'staff'], subjectClaim: 'sub', uidClaim: 'preferred_username' });
+    // The uid claim that vouches for a pre-provisioned user is oidc's for the same provider, unless set here.
+    const oidc = (issuer: string) => `${SESSION}local\n    enabled true\noidc\n    enabled true\n    issuer ${issuer}\n    client_id svc\n    client_secret_env O\n    redirect_url http://127.0.0.1:8080/oidc/callback\n    uid_claim employee_id\noauth\n    enabled true\n    enterprise\n        issuer https://idp.example.com\n`;
+    assert.equal(load(oidc('https://idp.example.com')).auth.oauth!.enterprise!.uidClaim, 'employee_id');
+    assert.equal(load(oidc('https://other.example.com')).auth.oauth!.enterprise!.uidClaim, 'preferred_username');
+    assert.equal(load(`${oidc('https://idp.example.com')}        uid_claim upn\n`).auth.oauth!.enterprise!.uidClaim, 'upn');
     assert.equal(load(`${SESSION}local\n    enabled true\noauth\n    enabled true\n`).auth.oauth!.enterprise, null);
     const found = problems(`${base}        audience not a url\n        jit maybe\n        default_acl Bad!\n        tenant acme\n        subject_claim\n            nested x\n`);
     for (const expected of [

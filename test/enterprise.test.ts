@@ -32,6 +32,7 @@ function enterpriseAuth(issuer: string, baseUrl: string, jit: boolean): string {
     client_secret_env SVC_OIDC_CLIENT_SECRET
     redirect_url ${baseUrl}/oidc/callback
     jit false
+    uid_claim employee_id
 groups
     enabled true
     map
@@ -57,6 +58,7 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
     idp.accounts.set('carol-sub', { email: 'carol@corp.test', preferred_username: 'carol', name: 'Carol' });
     idp.accounts.set('stranger-sub', { email: 'stranger@corp.test', preferred_username: 'stranger' });
     await s.addUser({ uid: 'carol', email: 'carol@corp.test', labels: 'eng' });
+    await s.addUser({ uid: 'boss', email: 'boss@corp.test', labels: 'finance', admin: true });
     for (const [id, labels] of [['open', ''], ['eng/plan', 'eng'], ['fin/q1', 'finance']] as const) {
       await s.database.write((tx) => putItem(tx, id, { title: `${id} plan`, text: `the ${id} plan`, labels }));
     }
@@ -113,6 +115,17 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
     assert.deepEqual(await counts(), before, `${what}: nothing created`);
   }
 
+  /** The MCP SDK client on /oauth/mcp with an access token from svc. */
+  async function withMcp(token: string, use: (client: Client) => Promise<void>): Promise<void> {
+    const client = new Client({ name: 'enterprise-agent', version: '1' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${s.url}/oauth/mcp`), { requestInit: { headers: bearer(token) } }));
+    try {
+      await use(client);
+    } finally {
+      await client.close();
+    }
+  }
+
   /** Claims as the provider would issue them for carol, changed by `over`. */
   const claims = (over: JWTPayload = {}): JWTPayload => {
     const now = Math.floor(Date.now() / 1000);
@@ -131,16 +144,12 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.deepEqual(Object.keys(r.body).sort(), ['access_token', 'expires_in', 'scope', 'token_type']);
     assert.deepEqual([r.body.token_type, r.body.scope, r.body.expires_in], ['Bearer', 'mcp', 3600]);
-    const client = new Client({ name: 'enterprise-agent', version: '1' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${s.url}/oauth/mcp`), { requestInit: { headers: bearer(String(r.body.access_token)) } }));
-    try {
+    await withMcp(String(r.body.access_token), async (client) => {
       const found = (await client.callTool({ name: 'search', arguments: { query: 'plan', limit: 50 } })).structuredContent as { results: { id: string }[] };
       assert.deepEqual(found.results.map((x) => x.id).sort(), ['eng/plan', 'open']);
       const who = (await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { uid: string; scopes: string[]; via: string };
       assert.deepEqual([who.uid, who.via, who.scopes], ['carol', 'token', ['mcp']]);
-    } finally {
-      await client.close();
-    }
+    });
     // Only mcp: the token reaches nothing else.
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(String(r.body.access_token)) })).status, 403);
     const audit = await s.ws.svc(['audit', 'list', '--user', 'carol', '--json']);
@@ -166,9 +175,28 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
     await refused(await idp.idJag!.sign(claims({ iat: past, exp: past + 120 })), /expired/, 'expired');
     await refused(await idp.idJag!.sign(claims({ exp: Math.floor(Date.now() / 1000) + 3600 })), /longer than 300/, 'too long-lived');
     await refused(await idp.idJag!.sign(claims({ sub: 'stranger-sub', preferred_username: 'stranger', email: 'stranger@corp.test', email_verified: true })), /not set up/, 'an unknown user with jit off');
+    await refused(await idp.idJag!.sign(claims({ aud: [s.url, 'https://other.example'] })), /only audience/, 'svc among several audiences');
+    const soon = Math.floor(Date.now() / 1000) + 30;
+    await refused(await idp.idJag!.sign(claims({ iat: soon, exp: soon - 10 })), /expires before/, 'exp before iat');
+    await refused(await idp.idJag!.sign(claims({ iat: soon, exp: soon })), /expires before/, 'exp equal to iat');
     const noClient = claims();
     delete noClient.client_id;
     await refused(await idp.idJag!.sign(noClient), /client_id/, 'no client_id');
+  });
+
+  test('the uid claim that vouches for a pre-provisioned user is oidc\'s, not a name the person may choose', async () => {
+    // [auth] oidc names employee_id for this provider; preferred_username (editable by its users at some
+    // providers) must not link anyone to the unclaimed admin account "boss".
+    const mallory = { sub: 'mallory-sub', email: 'mallory@corp.test', email_verified: true };
+    await refused(await idp.idJag!.sign(claims({ ...mallory, preferred_username: 'boss' })), /not set up/, 'preferred_username naming another account');
+    const boss = await s.database.db.select({ n: count() }).from(users).where(eq(users.uid, 'boss')).get();
+    assert.equal(boss!.n, 1);
+    const linked = await exchange(s.url, await idp.idJag!.sign(claims({ sub: 'boss-sub', employee_id: 'boss', email: 'boss@corp.test' })));
+    assert.equal(linked.status, 200, 'the configured claim does vouch');
+    await withMcp(String(linked.body.access_token), async (client) => {
+      const who = (await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { uid: string };
+      assert.equal(who.uid, 'boss');
+    });
   });
 
   test('a replayed assertion is refused, also by a second instance on the same database', async () => {
@@ -208,6 +236,10 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
     assert.equal(revoke.status, 200);
     assert.equal((await fetch(`${s.url}/oauth/mcp`, { method: 'POST', headers: { ...bearer(String(first.body.access_token)), 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' })).status, 401);
     await refused(await idJagFor('carol-sub'), /revoked/, 'after the grant was revoked');
+    // A refused assertion changes nothing, not even the profile it brings.
+    await refused(await idp.idJag!.sign(claims({ name: 'Mallory', email: 'mallory@corp.test' })), /revoked/, 'with another name, after the revoke');
+    const carol = await s.database.db.select({ name: users.name, email: users.email }).from(users).where(eq(users.uid, 'carol')).get();
+    assert.deepEqual(carol, { name: 'Carol', email: 'carol@corp.test' });
   });
 
   test('a removed user is refused and nothing is made for them', async () => {
@@ -234,6 +266,16 @@ describe('enterprise-managed authorization with jit', () => {
       assert.equal(res.status, 200, await res.clone().text());
       const listed = JSON.parse((await s.ws.svc(['user', 'list', '--json'])).stdout) as { uid: string; labels: string[]; has_password: boolean }[];
       assert.deepEqual(listed.find((u) => u.uid === 'dave'), { ...listed.find((u) => u.uid === 'dave')!, labels: ['eng', 'staff'], has_password: false });
+      // The same jti for another person: refused as a replay, and that person is not provisioned on the way.
+      const replay = await idp.idJag!.sign({
+        iss: issuer, sub: 'erin-sub', aud: s.url, client_id: AT_SVC, jti: 'dave-1', iat: now, exp: now + 60,
+        email: 'erin@corp.test', email_verified: true, preferred_username: 'erin',
+      });
+      const again = await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: JWT_BEARER, assertion: replay, client_id: AT_SVC }) });
+      assert.equal(again.status, 400);
+      assert.match(await again.text(), /used already/);
+      const after = JSON.parse((await s.ws.svc(['user', 'list', '--json'])).stdout) as { uid: string }[];
+      assert.deepEqual(after.map((u) => u.uid).sort(), ['dave']);
     } finally {
       await s.stop();
       await idp.stop();

@@ -4,7 +4,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { count, eq } from 'drizzle-orm';
+import { count, eq, isNotNull } from 'drizzle-orm';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startTestServer, type TestServer } from './helpers/server.ts';
@@ -93,6 +93,16 @@ describe('an OAuth app allowed to read documents can do nothing else', () => {
     assert.equal((await new Browser(s.url).login('bob', 'taken over 12345')).status, 401, 'bob\'s password unchanged');
     assert.equal((await new Browser(s.url).login('bob', 'bob password 1')).status, 303);
     assert.equal((await root.request('/admin/api/items/eng/plan')).status, 200, 'the item is still there');
+  });
+
+  test('the owner cannot lift the app\'s restriction through the personal token endpoint', async () => {
+    const issued = await s.database.db.select({ id: tokens.id }).from(tokens).where(isNotNull(tokens.grantId)).all();
+    assert.ok(issued.length > 0);
+    for (const { id } of issued) {
+      const lifted = await root.request(`/auth/tokens/${id}`, { method: 'PATCH', json: { labels: null } });
+      assert.equal(lifted.status, 404, 'an OAuth token is not a personal token');
+    }
+    assert.deepEqual((await mcpWhoami(s.url, access, '/oauth/mcp')).restriction, ['eng'], 'still limited to its grant');
   });
 
   test('the owner\'s token and grant endpoints refuse it; the pages never open for it', async () => {

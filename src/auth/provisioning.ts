@@ -66,7 +66,8 @@ export async function provision(database: Database, arrival: Arrival, policy: Po
   return database.write((tx) => provisionIn(tx, arrival, policy));
 }
 
-async function provisionIn(tx: Tx, arrival: Arrival, policy: Policy): Promise<Provisioned> {
+/** The same decision inside a caller's write, so that it commits or rolls back with the caller's other changes. */
+export async function provisionIn(tx: Tx, arrival: Arrival, policy: Policy): Promise<Provisioned> {
   const known = await userBySubject(tx, arrival.provider, arrival.subject);
   if (known) {
     const change = profileChange(known, arrival);

@@ -58,6 +58,8 @@ export interface EnterpriseConfig {
   readonly jit: boolean;
   readonly defaultAcl: LabelSet;
   readonly subjectClaim: string;
+  /** the claim that may vouch for a pre-provisioned uid, as oidc's uid_claim (inherited from [auth] oidc for the same issuer) */
+  readonly uidClaim: string;
 }
 export interface ConnectionsConfig {
   /** connections at once; more are refused at accept */
@@ -156,7 +158,7 @@ const AUTH_SPEC: Record<string, Record<string, Kind>> = {
 };
 /** Nested blocks of [auth] (kind 'block'), by their dotted name below auth. */
 const BLOCK_SPEC: Record<string, Record<string, Exclude<Kind, 'map' | 'block'>>> = {
-  'oauth.enterprise': { issuer: 'text', audience: 'text', jit: 'bool', default_acl: 'labels', subject_claim: 'text' },
+  'oauth.enterprise': { issuer: 'text', audience: 'text', jit: 'bool', default_acl: 'labels', subject_claim: 'text', uid_claim: 'text' },
 };
 
 const HEADER_NAME = /^[A-Za-z0-9-]+$/;
@@ -549,7 +551,7 @@ function readAuth(lines: Lines, env: Env, options: LoadOptions, server: { secure
       clientMetadataDocuments: oauthSection.bool('client_metadata_documents', true),
       advertiseOnMcp: oauthSection.bool('advertise_on_mcp'),
       clientMetadataAllowPrivate: oauthSection.bool('client_metadata_allow_private'),
-      enterprise: enterpriseSection ? readEnterprise(enterpriseSection, baseUrl, problems) : null,
+      enterprise: enterpriseSection ? readEnterprise(enterpriseSection, baseUrl, oidc, problems) : null,
     };
   }
 
@@ -582,7 +584,7 @@ function checkIssuer(section: Section, issuer: string, problems: string[]): void
   }
 }
 
-function readEnterprise(section: Section, baseUrl: string, problems: string[]): EnterpriseConfig {
+function readEnterprise(section: Section, baseUrl: string, oidc: OidcConfig | null, problems: string[]): EnterpriseConfig {
   const issuer = section.required('issuer', 'oauth enterprise is configured');
   checkIssuer(section, issuer, problems);
   const audience = section.raw('audience');
@@ -593,6 +595,9 @@ function readEnterprise(section: Section, baseUrl: string, problems: string[]): 
     jit: section.bool('jit'),
     defaultAcl: section.labels('default_acl'),
     subjectClaim: section.raw('subject_claim') || 'sub',
+    // The same provider vouches for a uid by the same claim in both ways in: an operator who moved oidc off a
+    // claim its users can edit must not find that claim trusted again here.
+    uidClaim: section.raw('uid_claim') || (oidc?.issuer === issuer ? oidc.uidClaim : 'preferred_username'),
   };
 }
 

@@ -6,7 +6,7 @@ import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload } from 'jose';
 import type { Database } from '../db/open.ts';
 import type { EnterpriseConfig, GroupsConfig } from '../config/load.ts';
 import type { Logger } from '../log.ts';
-import { provision, type Arrival } from '../auth/provisioning.ts';
+import { provisionIn, type Arrival } from '../auth/provisioning.ts';
 import { claimAssertion, enterpriseGrant, issueAssertionToken } from '../store/oauth-enterprise.ts';
 import { recordAudit } from '../store/audit.ts';
 
@@ -99,7 +99,10 @@ export class EnterpriseIssuer {
     if (claims.resource !== undefined && !(typeof claims.resource === 'string' && expected.resources.includes(claims.resource))) {
       throw new AssertionRefused('the assertion is for another resource');
     }
+    // One audience, svc: an assertion also meant for another service could be replayed there by svc's operator.
+    if (typeof claims.aud !== 'string') throw new AssertionRefused('the assertion must name svc as its only audience');
     const { exp, iat, jti } = claims as { exp: number; iat: number; jti: unknown };
+    if (exp <= iat) throw new AssertionRefused('the assertion expires before it was issued');
     if (exp - iat > MAX_LIFETIME_S) throw new AssertionRefused(`the assertion lives longer than ${MAX_LIFETIME_S} seconds`);
     if (iat > now / 1000 + CLOCK_SKEW_S) throw new AssertionRefused('the assertion was issued in the future');
     if (typeof jti !== 'string' || jti === '' || jti.length > 512) throw new AssertionRefused('the assertion has no usable jti');
@@ -129,8 +132,9 @@ export interface ExchangeContext {
 }
 
 /**
- * The jwt-bearer grant: the assertion verified, the person found or provisioned as single sign-on does, then in one
- * write: the jti recorded (a replay loses here, on any instance), the grant (a revoked one refuses), the token.
+ * The jwt-bearer grant: the assertion verified, then in one write: the jti recorded (a replay loses here, on any
+ * instance), the person found or provisioned as single sign-on does, the grant (a revoked one refuses), the token.
+ * A refusal at any step rolls all of it back: a refused assertion creates, links and updates no one.
  */
 export async function exchangeAssertion(
   ctx: ExchangeContext,
@@ -139,29 +143,34 @@ export async function exchangeAssertion(
   peer: string,
 ): Promise<{ accessToken: string; expiresIn: number }> {
   const verified = await ctx.issuer.verify(assertion, { clientId: client.id, resources: ctx.resources });
-  const { claims } = verified;
-  const text = (k: string) => (typeof claims[k] === 'string' ? (claims[k] as string) : null);
-  const groupsClaim = ctx.groups ? claims[ctx.groups.claim] : undefined;
-  const arrival: Arrival = {
-    provider: `oidc:${ctx.issuer.config.issuer}`,
-    subject: verified.subject,
-    email: text('email'),
-    emailVerified: claims.email_verified === true,
-    name: text('name'),
-    uidClaim: text('preferred_username'),
-    groups: Array.isArray(groupsClaim) ? groupsClaim.filter((g): g is string => typeof g === 'string') : [],
-    peer,
-  };
   const config = ctx.issuer.config;
-  const found = await provision(ctx.database, arrival, { jit: config.jit, defaultAcl: config.defaultAcl, groups: ctx.groups });
-  if (!found.ok) throw new AssertionRefused(found.message);
-  const user = found.user;
+  const arrival = arrivalOf(verified, config, ctx.groups, peer);
   return ctx.database.write(async (tx) => {
     if (!(await claimAssertion(tx, config.issuer, verified.jti, verified.expiresAt))) throw new AssertionRefused('the assertion was used already');
+    const found = await provisionIn(tx, arrival, { jit: config.jit, defaultAcl: config.defaultAcl, groups: ctx.groups });
+    if (!found.ok) throw new AssertionRefused(found.message);
+    const user = found.user;
     const grant = await enterpriseGrant(tx, user.id, client.id);
     if (!grant) throw new AssertionRefused('the person revoked this app\'s access in svc (Connected apps)');
     const issued = await issueAssertionToken(tx, grant, user.id, client, ctx.accessSeconds);
     await recordAudit(tx, { actor: user.uid, via: 'oauth', action: 'oauth.assertion', target: client.id, detail: { grant: grant.id, issuer: config.issuer }, peer });
     return issued;
   });
+}
+
+/** The person an assertion names, in the terms provisioning shares with single sign-on. */
+function arrivalOf(verified: VerifiedAssertion, config: EnterpriseConfig, groups: GroupsConfig | null, peer: string): Arrival {
+  const { claims } = verified;
+  const text = (k: string) => (typeof claims[k] === 'string' ? (claims[k] as string) : null);
+  const groupsClaim = groups ? claims[groups.claim] : undefined;
+  return {
+    provider: `oidc:${config.issuer}`,
+    subject: verified.subject,
+    email: text('email'),
+    emailVerified: claims.email_verified === true,
+    name: text('name'),
+    uidClaim: text(config.uidClaim),
+    groups: Array.isArray(groupsClaim) ? groupsClaim.filter((g): g is string => typeof g === 'string') : [],
+    peer,
+  };
 }

@@ -98,11 +98,14 @@ export async function createToken(
  */
 export async function restrictToken(tx: Tx, userId: number, id: string, labels: unknown): Promise<TokenInfo> {
   const restriction = checkTokenLabels(labels);
-  const current = await tx.select({ scopes: tokens.scopes }).from(tokens).where(and(eq(tokens.id, id), eq(tokens.userId, userId))).get();
+  // Personal tokens only: a token issued to an OAuth client carries its grant's restriction, which only a new
+  // consent may change; to the owner it is as unknown as someone else's token.
+  const personal = and(eq(tokens.id, id), eq(tokens.userId, userId), isNull(tokens.grantId));
+  const current = await tx.select({ scopes: tokens.scopes }).from(tokens).where(personal).get();
   if (!current) throw notFound('no such token');
   if (restriction !== null) checkScopesFor(storedScopes(current.scopes), { admin: true }, true);
   const rows = await tx.update(tokens).set({ labels: restriction === null ? null : formatLabels(restriction) })
-    .where(and(eq(tokens.id, id), eq(tokens.userId, userId))).returning();
+    .where(personal).returning();
   if (rows.length === 0) throw notFound('no such token');
   return tokenInfo(rows[0]!, Date.now());
 }
