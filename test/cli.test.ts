@@ -66,6 +66,19 @@ describe('svc CLI', () => {
     assert.equal(ok.code, 0, ok.stderr);
   });
 
+  test('--config goes anywhere on the line, once', async () => {
+    for (const args of [['--config', ws.configPath, 'user', 'list'], ['user', '--config', ws.configPath, 'list'], ['user', 'list', `--config=${ws.configPath}`]]) {
+      const r = await ws.svc(args);
+      assert.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
+    }
+    const twice = await ws.svc(['--config', ws.configPath, 'check', '--config', join(ws.dir, 'nope.ini')]);
+    assert.equal(twice.code, 1);
+    assert.match(twice.stderr, /--config: give it once/);
+    const empty = await ws.svc(['check', '--config']);
+    assert.equal(empty.code, 1);
+    assert.match(empty.stderr, /--config: give the PATH/);
+  });
+
   test('migrate on an empty database, then again (idempotent)', async () => {
     const first = await ws.svc(['migrate']);
     assert.equal(first.code, 0, first.stderr);

@@ -9,7 +9,7 @@ import { Browser } from './helpers/http.ts';
 import { launchChromium } from './helpers/chromium.ts';
 import { users, oidcFlows } from '../src/db/schema.ts';
 import { getUser, findUser, updateUser } from '../src/store/users.ts';
-import { verifySessionCookie } from '../src/domain/secrets.ts';
+import { verifySignedId } from '../src/domain/secrets.ts';
 import { scrape } from './helpers/metrics.ts';
 
 async function until(check: () => Promise<boolean>, ms = 10_000): Promise<void> {
@@ -105,7 +105,7 @@ describe('OIDC single sign-on against oidc-provider', () => {
     const start = await fetch(`${s.url}/oidc/login`, { redirect: 'manual' });
     const flow = /^svc_session_oidc=([^;]+)/.exec(start.headers.get('set-cookie')!)![1]!;
     // The signature itself does not verify under the session key (it did when both used the session secret).
-    assert.equal(verifySessionCookie(decodeURIComponent(flow), s.config.auth.session!.secret), null);
+    assert.equal(verifySignedId(decodeURIComponent(flow), s.config.auth.session!.secret), null);
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: { cookie: `svc_session=${flow}` } })).status, 401);
     await s.addUser({ uid: 'keyed', email: 'keyed@example.com', password: 'keyed password 1' });
     const b = new Browser(s.url);

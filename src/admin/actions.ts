@@ -2,11 +2,11 @@
 // password hashing, the store call, and the audit record. Each change and its audit record commit together in
 // one transaction, or neither does. Routes only translate HTTP to these calls.
 import type { Database } from '../db/open.ts';
-import { createUser, updateUser, removeUser, getUser, checkUid, type User, type UserChange } from '../store/users.ts';
+import { createUser, updateUser, removeUser, getUser, checkUid, type NewUser, type User, type UserChange } from '../store/users.ts';
 import { revokeAllTokens } from '../store/tokens.ts';
 import { endAllSessions } from '../store/sessions.ts';
 import { endUserGrants, revokeGrant } from '../store/oauth.ts';
-import { putItem, removeItem, checkItemId, type Item } from '../store/items.ts';
+import { putItem, removeItem, checkItemId, type Item, type ItemInput } from '../store/items.ts';
 import { recordActorAudit as audit, type Actor } from '../store/audit.ts';
 import { hashPassword, passwordProblem } from '../auth/passwords.ts';
 import { badRequest } from '../domain/errors.ts';
@@ -60,6 +60,11 @@ export async function adminCreateUser(database: Database, actor: Actor, body: Re
     admin: optionalBoolean(body, 'admin') ?? false,
     passwordHash: await passwordHashFrom(password),
   };
+  return createUserAs(database, actor, input);
+}
+
+/** Creates a user as given (the admin API after checking its body, the CLI after reading the password). */
+export function createUserAs(database: Database, actor: Actor, input: NewUser): Promise<User> {
   return database.write(async (tx) => {
     const user = await createUser(tx, input);
     await audit(tx, actor, 'user.create', user.uid, { email: user.email, labels: user.labels, admin: user.admin, password: user.hasPassword ? 'set' : 'none' });
@@ -84,14 +89,19 @@ export async function adminUpdateUser(database: Database, actor: Actor, uid: str
   if (admin !== undefined) change.admin = admin;
   if (body.password !== undefined) change.passwordHash = await passwordHashFrom(body.password);
   if (Object.keys(change).length === 0) return getUser(database.db, uid);
+  return updateUserAs(database, actor, uid, change, keepSessionId);
+}
+
+/** Changes the given fields of a user; the audit record names them, and says only whether a password was set. */
+export function updateUserAs(database: Database, actor: Actor, uid: string, change: UserChange, keepSessionId?: string): Promise<User> {
   return database.write(async (tx) => {
     const user = await updateUser(tx, uid, change, keepSessionId === undefined ? {} : { keepSessionId });
     const detail: Record<string, unknown> = {};
-    if (email !== undefined) detail.email = user.email;
-    if (name !== undefined) detail.name = user.name;
-    if (labels !== undefined) detail.labels = user.labels;
-    if (admin !== undefined) detail.admin = user.admin;
-    if (body.password !== undefined) detail.password = body.password === null ? 'removed' : 'set';
+    if (change.email !== undefined) detail.email = user.email;
+    if (change.name !== undefined) detail.name = user.name;
+    if (change.labels !== undefined) detail.labels = user.labels;
+    if (change.admin !== undefined) detail.admin = user.admin;
+    if (change.passwordHash !== undefined) detail.password = change.passwordHash === null ? 'removed' : 'set';
     await audit(tx, actor, 'user.update', user.uid, detail);
     return user;
   });
@@ -137,7 +147,11 @@ export async function adminRevokeGrant(database: Database, actor: Actor, uid: st
 /** Body: {title, text, labels?}; without labels a replaced item keeps its own, `[]` or `""` removes them. */
 export async function adminPutItem(database: Database, actor: Actor, id: string, body: Record<string, unknown>): Promise<{ item: Item; created: boolean }> {
   rejectUnknown(body, new Set(['title', 'text', 'labels']));
-  const input = { title: body.title, text: body.text, labels: optionalLabels(body) };
+  return putItemAs(database, actor, id, { title: body.title, text: body.text, labels: optionalLabels(body) });
+}
+
+/** Creates or replaces an item; labels undefined keeps a replaced item's own. */
+export function putItemAs(database: Database, actor: Actor, id: string, input: ItemInput): Promise<{ item: Item; created: boolean }> {
   return database.write(async (tx) => {
     const result = await putItem(tx, checkItemId(id), input);
     await audit(tx, actor, result.created ? 'item.create' : 'item.replace', id, { labels: result.item.labels });

@@ -3,7 +3,7 @@ import type { ParseArgsConfig } from 'node:util';
 import type { Config } from '../config/load.ts';
 import { userInfo } from 'node:os';
 import { openDatabase, type Database, type Tx } from '../db/open.ts';
-import { recordAudit } from '../store/audit.ts';
+import { recordActorAudit, type Actor } from '../store/audit.ts';
 
 export interface Io {
   out(line: string): void;
@@ -34,15 +34,20 @@ export interface Command {
   run(ctx: CommandContext): Promise<number>;
 }
 
-/** Records a CLI action in the audit trail: the operating-system user acts, through `cli`. */
-export function auditCli(tx: Tx, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
-  let who = 'unknown';
+/** Who acts on the CLI, for the audit trail: the operating-system user, through `cli`. */
+export function cliActor(): Actor {
+  let uid = 'unknown';
   try {
-    who = userInfo().username;
+    uid = userInfo().username;
   } catch {
     // no name for this uid
   }
-  return recordAudit(tx, { actor: who, via: 'cli', action, target, detail: detail ?? null, peer: null });
+  return { uid, via: 'cli', peer: null };
+}
+
+/** Records a CLI action that has no shared action of its own (imports, OAuth clients) in the audit trail. */
+export function auditCli(tx: Tx, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
+  return recordActorAudit(tx, cliActor(), action, target, detail);
 }
 
 /** Opens the configured database with pending migrations applied, runs `fn`, and closes it. */

@@ -1,6 +1,7 @@
 import { existsSync, statSync } from 'node:fs';
-import { type Command, withDatabase, str, flag, auditCli } from './command.ts';
-import { putItem, removeItem, listAllItems, checkItemId } from '../store/items.ts';
+import { type Command, withDatabase, str, flag, auditCli, cliActor } from './command.ts';
+import { listAllItems, checkItemId } from '../store/items.ts';
+import { putItemAs, adminRemoveItem } from '../admin/actions.ts';
 import { readMarkdownDir, putItems } from '../store/markdown-dir.ts';
 import { UsageError } from './errors.ts';
 import { itemSummaryJson } from '../domain/json.ts';
@@ -20,11 +21,7 @@ export const itemCommands: Command[] = [
       const id = checkItemId(ctx.positionals[0]);
       const config = ctx.config();
       const text = await ctx.io.readStdin();
-      const { item, created } = await withDatabase(config, (database) => database.write(async (tx) => {
-        const result = await putItem(tx, id, { title, text, labels: str(ctx, 'labels') });
-        await auditCli(tx, result.created ? 'item.create' : 'item.replace', id, { labels: result.item.labels });
-        return result;
-      }));
+      const { item, created } = await withDatabase(config, (database) => putItemAs(database, cliActor(), id, { title, text, labels: str(ctx, 'labels') }));
       ctx.io.out(`${created ? 'created' : 'replaced'} item ${item.id} (labels: ${item.labels.join(',') || 'none, every signed-in user can read it'})`);
       return 0;
     },
@@ -60,10 +57,7 @@ export const itemCommands: Command[] = [
     options: {},
     configMode: 'data',
     async run(ctx) {
-      await withDatabase(ctx.config(), (database) => database.write(async (tx) => {
-        await removeItem(tx, ctx.positionals[0]!);
-        await auditCli(tx, 'item.remove', ctx.positionals[0]!);
-      }));
+      await withDatabase(ctx.config(), (database) => adminRemoveItem(database, cliActor(), ctx.positionals[0]!));
       ctx.io.out(`removed item ${ctx.positionals[0]}`);
       return 0;
     },

@@ -29,8 +29,29 @@ Options for every command:
 
 Exit status: 0 success, 78 configuration error, 1 any other failure.`;
 
+/**
+ * `--config PATH` (or `--config=PATH`) taken from anywhere on the line, before the command as after it, as most
+ * command-line tools allow; the rest is left in order. More than one is refused rather than guessed between.
+ */
+function takeConfigOption(argv: readonly string[]): { args: string[]; config: string | undefined; problem: string | null } {
+  const args: string[] = [];
+  const given: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') {
+      args.push(...argv.slice(i));
+      break;
+    }
+    if (arg === '--config') given.push(argv[++i] ?? '');
+    else if (arg.startsWith('--config=')) given.push(arg.slice('--config='.length));
+    else args.push(arg);
+  }
+  const problem = given.length > 1 ? '--config: give it once' : given[0] === '' ? '--config: give the PATH of the configuration file' : null;
+  return { args, config: given[0], problem };
+}
+
 export async function runCli(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: Io): Promise<number> {
-  const args = [...argv];
+  const { args, config: configOption, problem: configProblem } = takeConfigOption(argv);
   if (args.length === 0 || args[0] === '--help' || args[0] === '-h' || args[0] === 'help') {
     io.out(GLOBAL_HELP);
     return args.length === 0 ? EXIT_FAILURE : EXIT_OK;
@@ -46,7 +67,8 @@ export async function runCli(argv: readonly string[], env: Readonly<Record<strin
   }
   const rest = args.slice(command.name.length);
   try {
-    const options = { config: { type: 'string' }, help: { type: 'boolean', short: 'h' }, ...command.options } as NonNullable<ParseArgsConfig['options']>;
+    if (configProblem) throw new UsageError(configProblem);
+    const options = { help: { type: 'boolean', short: 'h' }, ...command.options } as NonNullable<ParseArgsConfig['options']>;
     let parsed;
     try {
       parsed = parseArgs({ args: rest, options, allowPositionals: true, allowNegative: true, strict: true } as ParseArgsConfig);
@@ -60,7 +82,7 @@ export async function runCli(argv: readonly string[], env: Readonly<Record<strin
     if (parsed.positionals.length !== command.positionals.length) {
       throw new UsageError(`expected ${command.positionals.length === 0 ? 'no arguments' : command.positionals.join(' ')}`);
     }
-    const configPath = (parsed.values.config as string | undefined) ?? env.SVC_CONFIG ?? 'svc.ini';
+    const configPath = configOption ?? env.SVC_CONFIG ?? 'svc.ini';
     const config = () => readConfig(configPath, env, { mode: command.configMode });
     return await command.run({ values: parsed.values, positionals: parsed.positionals, config, configPath, env, io });
   } catch (e) {

@@ -5,7 +5,7 @@ import { UsageError } from './errors.ts';
 import { registerClient, listClients, removeClient } from '../store/oauth-clients.ts';
 import { redirectUriProblem } from '../oauth/rules.ts';
 import { clientNameProblem } from '../oauth/names.ts';
-import { randomId } from '../domain/secrets.ts';
+import { mintClientSecret } from '../domain/secrets.ts';
 import { badRequest, notFound } from '../domain/errors.ts';
 import { iso } from '../domain/json.ts';
 
@@ -35,7 +35,7 @@ Options:
       if (problem) throw badRequest(`NAME: ${problem}`);
       const id = str(ctx, 'id');
       if (id !== undefined && !/^[A-Za-z0-9._:-]{1,100}$/.test(id)) throw badRequest('--id: 1 to 100 characters of A-Z a-z 0-9 . _ : -');
-      const secret = flag(ctx, 'secret') ? `svcs_${randomId(30)}` : null;
+      const secret = flag(ctx, 'secret') ? mintClientSecret() : null;
       const client = await withDatabase(ctx.config(), (database) =>
         database.write(async (tx) => {
           const made = await registerClient(tx, { ...(id ? { id } : {}), kind: 'static', name, redirectUris: uris, authMethod: secret ? 'client_secret_basic' : 'none', secret });

@@ -1,6 +1,6 @@
-import { type Command, withDatabase, str, auditCli } from './command.ts';
+import { type Command, withDatabase, str, cliActor } from './command.ts';
 import { getUser } from '../store/users.ts';
-import { createToken } from '../store/tokens.ts';
+import { mintToken } from '../account/actions.ts';
 import { UsageError } from './errors.ts';
 import { SCOPES, SCOPE_MEANING } from '../domain/scopes.ts';
 
@@ -16,15 +16,8 @@ export const tokenCommands: Command[] = [
     async run(ctx) {
       const name = str(ctx, 'name');
       if (name === undefined) throw new UsageError('--name is required');
-      const created = await withDatabase(ctx.config(), (database) =>
-        database.write(async (tx) => {
-          const user = await getUser(tx, ctx.positionals[0]!);
-          const token = await createToken(tx, user.id, name, str(ctx, 'ttl'), str(ctx, 'labels') ?? null, str(ctx, 'scopes'));
-          await auditCli(tx, 'token.create', token.id, {
-            owner: user.uid, name: token.name, expires_at: token.expiresAt === null ? null : new Date(token.expiresAt).toISOString(), labels: token.labels, scopes: token.scopes,
-          });
-          return token;
-        }),
+      const created = await withDatabase(ctx.config(), async (database) =>
+        mintToken(database, cliActor(), await getUser(database.db, ctx.positionals[0]!), { name, ttl: str(ctx, 'ttl'), labels: str(ctx, 'labels') ?? null, scopes: str(ctx, 'scopes') }),
       );
       ctx.io.out(created.token);
       return 0;

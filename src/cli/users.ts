@@ -1,5 +1,6 @@
-import { type Command, type CommandContext, withDatabase, str, flag, passwordFromStdin, auditCli } from './command.ts';
-import { createUser, updateUser, removeUser, listUsers, type UserChange } from '../store/users.ts';
+import { type Command, type CommandContext, withDatabase, str, flag, passwordFromStdin, cliActor } from './command.ts';
+import { listUsers, type UserChange } from '../store/users.ts';
+import { createUserAs, updateUserAs, adminRemoveUser } from '../admin/actions.ts';
 import { hashPassword, passwordProblem } from '../auth/passwords.ts';
 import { badRequest } from '../domain/errors.ts';
 import { UsageError } from './errors.ts';
@@ -32,11 +33,9 @@ Options:
       if (email === undefined) throw new UsageError('--email is required');
       const config = ctx.config();
       const passwordHash = flag(ctx, 'password-stdin') ? await hashPassword(await readPassword(ctx)) : null;
-      const user = await withDatabase(config, (database) => database.write(async (tx) => {
-        const made = await createUser(tx, { uid: ctx.positionals[0]!, email, name: str(ctx, 'name') ?? '', labels: str(ctx, 'labels') ?? '', admin: flag(ctx, 'admin') ?? false, passwordHash });
-        await auditCli(tx, 'user.create', made.uid, { email: made.email, labels: made.labels, admin: made.admin, password: made.hasPassword ? 'set' : 'none' });
-        return made;
-      }));
+      const user = await withDatabase(config, (database) =>
+        createUserAs(database, cliActor(), { uid: ctx.positionals[0]!, email, name: str(ctx, 'name') ?? '', labels: str(ctx, 'labels') ?? '', admin: flag(ctx, 'admin') ?? false, passwordHash }),
+      );
       ctx.io.out(`created user ${user.uid}${user.admin ? ' (admin)' : ''}${user.labels.length ? ` with labels ${user.labels.join(',')}` : ''}`);
       return 0;
     },
@@ -66,12 +65,7 @@ Options:
       const config = ctx.config();
       if (flag(ctx, 'password-stdin')) change.passwordHash = await hashPassword(await readPassword(ctx));
       if (Object.keys(change).length === 0) throw new UsageError('nothing to change; see svc user set --help');
-      const detail = { ...change, ...(change.passwordHash !== undefined ? { passwordHash: undefined, password: change.passwordHash === null ? 'removed' : 'set' } : {}) };
-      const user = await withDatabase(config, (database) => database.write(async (tx) => {
-        const changed = await updateUser(tx, ctx.positionals[0]!, change);
-        await auditCli(tx, 'user.update', changed.uid, JSON.parse(JSON.stringify(detail)) as Record<string, unknown>);
-        return changed;
-      }));
+      const user = await withDatabase(config, (database) => updateUserAs(database, cliActor(), ctx.positionals[0]!, change));
       ctx.io.out(`changed user ${user.uid}`);
       return 0;
     },
@@ -85,10 +79,7 @@ Options:
     options: {},
     configMode: 'data',
     async run(ctx) {
-      await withDatabase(ctx.config(), (database) => database.write(async (tx) => {
-        await removeUser(tx, ctx.positionals[0]!);
-        await auditCli(tx, 'user.remove', ctx.positionals[0]!);
-      }));
+      await withDatabase(ctx.config(), (database) => adminRemoveUser(database, cliActor(), ctx.positionals[0]!));
       ctx.io.out(`removed user ${ctx.positionals[0]} (the uid stays reserved)`);
       return 0;
     },

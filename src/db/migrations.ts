@@ -4,7 +4,7 @@
 // earlier versions of svc carry on where they were.
 import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
-import type { Db, Tx } from './open.ts';
+import type { Db, Tx } from './types.ts';
 
 export interface Migration {
   readonly tag: string;

@@ -13,17 +13,14 @@ import { fileURLToPath } from 'node:url';
 import { accessSync, constants as fs, existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { sql } from 'drizzle-orm';
-import type { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
 import * as schema from './schema.ts';
 import { replacingConnection } from './libsql-statements.ts';
 import { loadMigrations, applyMigrations, pendingMigrations, type Migration } from './migrations.ts';
 import { DatabaseBusy, DatabaseFailure, DatabaseUnavailable, DatabaseUnreachable, isBusy, isUnreachable, unreachableReason, safeDatabaseMessage, explainFileFailure, sqliteCode } from './errors.ts';
 import { migrationText } from '../runtime/assets.ts';
 
-export type Db = BaseSQLiteDatabase<'sync' | 'async', unknown, typeof schema>;
-declare const inTransaction: unique symbol;
-/** The database inside a write transaction; functions that change data take this, never a plain Db. */
-export type Tx = Db & { readonly [inTransaction]: true };
+export type { Db, Tx } from './types.ts';
+import type { Db, Tx } from './types.ts';
 
 export interface WriteOptions {
   /** how long to wait for another process's lock (default BUSY_WAIT_MS); 0 for best-effort writes such as last-used stamps */

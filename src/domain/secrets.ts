@@ -37,18 +37,29 @@ export function tokenWellFormed(token: string): boolean {
   return m !== null && checksum(m[1]!) === m[2];
 }
 
-// Session cookies: "<session id>.<HMAC-SHA-256 of the id>"; the database keeps only SHA-256(id).
-export function signSessionId(id: string, secret: Buffer): string {
-  return `${id}.${encodeBase64urlNoPadding(createHmac('sha256', secret).update(id).digest())}`;
+/** A secret compared with one that was given, in time that does not depend on where they differ. */
+export function secretEquals(given: string | Uint8Array, expected: string | Uint8Array): boolean {
+  const bytes = (v: string | Uint8Array) => (typeof v === 'string' ? new TextEncoder().encode(v) : v);
+  return constantTimeEqual(bytes(given), bytes(expected));
 }
 
-/** The session id inside a cookie value whose signature checks out, else null. */
-export function verifySessionCookie(value: string, secret: Buffer): string | null {
+/** An OAuth client secret: "svcs_" + 240 random bits; svc keeps only its SHA-256. */
+export function mintClientSecret(): string {
+  return `svcs_${randomId(30)}`;
+}
+
+// Signed ids (session cookies, single sign-on flow cookies): "<id>.<HMAC-SHA-256 of the id>"; the database keeps
+// only SHA-256(id). Each use has its own key (deriveKey), so one kind can never verify as another.
+export function signId(id: string, key: Buffer): string {
+  return `${id}.${encodeBase64urlNoPadding(createHmac('sha256', key).update(id).digest())}`;
+}
+
+/** The id inside a signed value whose signature checks out under `key`, else null. */
+export function verifySignedId(value: string, key: Buffer): string | null {
   const dot = value.indexOf('.');
   if (dot <= 0 || value.length > 200) return null;
   const id = value.slice(0, dot);
-  const expected = new TextEncoder().encode(signSessionId(id, secret));
-  return constantTimeEqual(expected, new TextEncoder().encode(value)) ? id : null;
+  return secretEquals(value, signId(id, key)) ? id : null;
 }
 
 /** A key for one purpose from a configured secret, so no two uses of the secret can ever verify each other. */

@@ -1,10 +1,9 @@
 // Which client is asking: a registered one, or one known by its metadata document (fetched when the copy is
 // missing or stale, and served from the last good copy for a day when a fetch fails), and the client
 // authentication of the token and revocation endpoints.
-import { timingSafeEqual } from 'node:crypto';
 import { getClient, saveMetadataClient, type OauthClient } from '../store/oauth-clients.ts';
 import { reserveAttempt } from '../store/throttle.ts';
-import { storedHash } from '../domain/secrets.ts';
+import { secretEquals, storedHash } from '../domain/secrets.ts';
 import { fetchClientMetadata, isMetadataUrl, MetadataRefused, MetadataUnreachable } from './client-metadata.ts';
 import type { OauthServer } from './context.ts';
 
@@ -78,5 +77,5 @@ export async function authenticateClient(server: OauthServer, credentials: Clien
   if (!client) return null;
   if (client.authMethod === 'none') return client;
   if (!secret || !client.secretHash) return null;
-  return timingSafeEqual(Buffer.from(storedHash(secret)), Buffer.from(client.secretHash)) ? client : null;
+  return secretEquals(storedHash(secret), client.secretHash) ? client : null;
 }

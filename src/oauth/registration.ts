@@ -4,7 +4,7 @@
 import { registerClient, type AuthMethod } from '../store/oauth-clients.ts';
 import { reserveAttempt } from '../store/throttle.ts';
 import { recordAudit } from '../store/audit.ts';
-import { randomId } from '../domain/secrets.ts';
+import { mintClientSecret } from '../domain/secrets.ts';
 import { redirectUriProblem } from './rules.ts';
 import { clientNameProblem } from './names.ts';
 import { oauthError, type OauthError, type OauthServer } from './context.ts';
@@ -33,7 +33,7 @@ export async function register(server: OauthServer, body: Record<string, unknown
   if (body === null) return { status: 400, body: oauthError('invalid_client_metadata', 'send the client metadata as a JSON object') };
   const checked = checkRegistration(body);
   if ('error' in checked) return { status: 400, body: checked };
-  const secret = checked.authMethod === 'none' ? null : `svcs_${randomId(30)}`;
+  const secret = checked.authMethod === 'none' ? null : mintClientSecret();
   const client = await server.database.write(async (tx) => {
     const made = await registerClient(tx, { kind: 'dynamic', name: checked.name, redirectUris: checked.redirectUris, authMethod: checked.authMethod, secret });
     await recordAudit(tx, { actor: null, via: 'anonymous', action: 'oauth.client_register', target: made.id, detail: { name: made.name, redirect_uris: made.redirectUris }, peer: from });

@@ -109,9 +109,10 @@ export function countedAuditRecorder(database: Database): CountedAuditRecorder {
 /** Who acts in a request: the signed-in caller and the address the request came from. */
 export interface Actor {
   readonly uid: string;
-  /** the channel they came through: token, session or header */
+  /** the channel they came through: token, session, header, or cli (an operator on the machine) */
   readonly via: string;
-  readonly peer: string;
+  /** the client address; null on the CLI */
+  readonly peer: string | null;
 }
 
 /** Records an action by a signed-in caller. */

@@ -4,9 +4,9 @@ import { and, asc, count, eq, inArray, isNull, lt } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { oauthClients, oauthGrants } from '../db/schema.ts';
 import { randomId, storedHash } from '../domain/secrets.ts';
-import { endGrant } from './oauth.ts';
+import { endGrant, type ClientKind } from './oauth.ts';
 
-export type ClientKind = 'dynamic' | 'metadata' | 'static';
+export type { ClientKind };
 export type AuthMethod = 'none' | 'client_secret_post' | 'client_secret_basic';
 
 export interface OauthClient {

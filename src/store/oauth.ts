@@ -9,8 +9,8 @@ import { mintToken, randomId, storedHash } from '../domain/secrets.ts';
 import { databaseNow } from './tokens.ts';
 import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
 
-export type { ClientKind, AuthMethod, OauthClient } from './oauth-clients.ts';
-import type { ClientKind } from './oauth-clients.ts';
+/** How a client came to be known: registered by an administrator, self-registered, or by its metadata document. */
+export type ClientKind = 'dynamic' | 'metadata' | 'static';
 
 // ---- authorization requests waiting for consent
 

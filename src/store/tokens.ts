@@ -23,6 +23,17 @@ export interface TokenInfo {
   readonly state: TokenState;
 }
 
+/** A token just made: the only time its secret is known. */
+export interface CreatedToken {
+  readonly id: string;
+  readonly token: string;
+  readonly name: string;
+  readonly createdAt: number;
+  readonly expiresAt: number | null;
+  readonly labels: LabelSet | null;
+  readonly scopes: ScopeSet;
+}
+
 export const TOKEN_NAME_MAX = 100;
 export const TOKEN_TTL_MAX_DAYS = 3650;
 /** last_used_at is written at most this often per token, off the request's critical path. */
@@ -72,7 +83,7 @@ export async function createToken(
   ttl: unknown,
   labels: unknown = null,
   scopes: unknown = undefined,
-): Promise<{ id: string; token: string; name: string; createdAt: number; expiresAt: number | null; labels: LabelSet | null; scopes: ScopeSet }> {
+): Promise<CreatedToken> {
   const checkedName = checkTokenName(name);
   const seconds = checkTokenTtl(ttl);
   const restriction = checkTokenLabels(labels);

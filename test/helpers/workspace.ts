@@ -97,7 +97,7 @@ export async function createWorkspace(options: WorkspaceOptions = {}): Promise<W
       writeFileSync(configPath, `[server]\n${serverSection}\n[auth]\n${auth}\n`);
     },
     svc(args, opts = {}) {
-      return runSvc(['--import', TSX, MAIN, ...args, ...(args.includes('--config') ? [] : ['--config', configPath])], { ...ws.env, ...opts.env }, opts.stdin, dir);
+      return runSvc(['--import', TSX, MAIN, ...args, ...(args.some((a) => a === '--config' || a.startsWith('--config=')) ? [] : ['--config', configPath])], { ...ws.env, ...opts.env }, opts.stdin, dir);
     },
     remove() {
       rmSync(dir, { recursive: true, force: true });

@@ -1,12 +1,11 @@
 // The trusted reverse proxy channel. It engages on any request that carries user_header, and such a request is
 // honoured only when its TCP peer is trusted_proxy and secret_header matches the shared secret. Anything else
 // is refused with 403 and nothing is provisioned: identity headers from anywhere else are forgeries.
-import { timingSafeEqual } from 'node:crypto';
 import type { Database } from '../../db/open.ts';
 import type { HeaderConfig, GroupsConfig } from '../../config/load.ts';
 import { addressMatcher } from '../../domain/addresses.ts';
 import { provision } from '../provisioning.ts';
-import { sha256 } from '../../domain/secrets.ts';
+import { secretEquals, sha256 } from '../../domain/secrets.ts';
 import { countedAuditRecorder } from '../../store/audit.ts';
 import type { Logger } from '../../log.ts';
 import type { Channel, Rejection } from '../core.ts';
@@ -20,7 +19,7 @@ export const trustedPeers = addressMatcher;
  */
 export function secretChecker(expected: Buffer): (given: string) => boolean {
   const digest = sha256(expected.toString('utf8'));
-  return (given) => timingSafeEqual(sha256(given), digest) && given.length > 0;
+  return (given) => secretEquals(sha256(given), digest) && given.length > 0;
 }
 
 export function headerChannel(database: Database, header: HeaderConfig, groups: GroupsConfig | null, log: Logger): Channel {

@@ -3,7 +3,7 @@
 import type { Db } from '../../db/open.ts';
 import type { SessionConfig } from '../../config/load.ts';
 import { sessionUser } from '../../store/sessions.ts';
-import { verifySessionCookie } from '../../domain/secrets.ts';
+import { verifySignedId } from '../../domain/secrets.ts';
 import type { Channel } from '../core.ts';
 
 export function sessionChannel(db: Db, session: SessionConfig): Channel {
@@ -12,7 +12,7 @@ export function sessionChannel(db: Db, session: SessionConfig): Channel {
     async authenticate(request) {
       const value = request.cookie(session.cookieName);
       if (value === undefined) return null;
-      const id = verifySessionCookie(value, session.secret);
+      const id = verifySignedId(value, session.secret);
       if (id === null) return null;
       const user = await sessionUser(db, id);
       return user ? { user, via: 'session', sessionId: id } : null;

@@ -1,7 +1,7 @@
 // Administration pages for documents: the list (search, label filter, paging, how many users can read each, the
 // add-or-replace form), one document's page with "Who can see this?", and the confirmation before removal.
 import { Layout, formatTime } from './layout.tsx';
-import { Notices, Pager, type Frame } from './admin.tsx';
+import { Notices, Pager, type Frame } from './admin-frame.tsx';
 import type { ItemRow, RestrictedTokenReader } from '../../store/item-access.ts';
 import type { Item } from '../../store/items.ts';
 

@@ -5,33 +5,7 @@ import type { User, SignInSummary } from '../../store/users.ts';
 import type { AuditEntry } from '../../store/audit.ts';
 import type { GrantListing } from '../../store/oauth.ts';
 import { itemPath } from './admin-items.tsx';
-
-export interface Frame {
-  nonce: string;
-  me: { uid: string; canLogout: boolean };
-  notice?: string | undefined;
-  error?: string | undefined;
-}
-
-export function Notices(p: { notice?: string | undefined; error?: string | undefined }) {
-  return (
-    <>
-      {p.notice && <p class="notice ok" role="status">{p.notice}</p>}
-      {p.error && <p class="notice error" role="alert">{p.error}</p>}
-    </>
-  );
-}
-
-/** Previous and next links of a paged list. */
-export function Pager(p: { page: number; pages: number; link: (page: number) => string }) {
-  if (p.pages <= 1) return null;
-  return (
-    <nav class="row" aria-label="pages">
-      {p.page > 1 && <a href={p.link(p.page - 1)}>← Previous</a>}
-      {p.page < p.pages && <a href={p.link(p.page + 1)}>Next →</a>}
-    </nav>
-  );
-}
+import { Notices, Pager, type Frame } from './admin-frame.tsx';
 
 export function signInText(u: User, s: SignInSummary | undefined): string {
   const ways = [...(u.hasPassword ? ['password'] : []), ...(s?.providers ?? []).map((p) => (p === 'header' ? 'proxy header' : p.replace(/^oidc:/, 'SSO ')))];

@@ -10,8 +10,8 @@ import { ConsentPage, OauthErrorPage } from '../pages/consent.tsx';
 import type { OauthConfig } from '../../config/load.ts';
 import { authorizationServerMetadata, protectedResourceMetadata, resourceFor } from '../../oauth/rules.ts';
 import { authorize, answerConsent, type AuthorizeAnswer } from '../../oauth/authorize.ts';
-import { listGrants, revokeGrant } from '../../store/oauth.ts';
-import { recordActorAudit } from '../../store/audit.ts';
+import { listGrants } from '../../store/oauth.ts';
+import { revokeOwnGrant } from '../../account/actions.ts';
 import { iso } from '../../domain/json.ts';
 import { AppError } from '../../domain/errors.ts';
 import { oauthServerOf } from './oauth-endpoints.ts';
@@ -92,11 +92,7 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
   );
   app.post('/auth/grants/:id/revoke', requireCaller({ scope: 'api' }), async (c) => {
     const id = c.req.param('id');
-    const done = await services.database.write(async (tx) => {
-      if (!(await revokeGrant(tx, caller(c).user.id, id))) return false;
-      await recordActorAudit(tx, actorOf(c), 'oauth.grant_revoke', id);
-      return true;
-    });
+    const done = await revokeOwnGrant(services.database, actorOf(c), caller(c).user, id);
     if (!done) return c.json({ error: 'not_found', message: 'no such grant' }, 404);
     return /text\/html/.test(c.req.header('accept') ?? '') ? c.redirect('/', 303) : c.json({ id, state: 'revoked' });
   });

@@ -1,26 +1,19 @@
 // /oidc/login and /oidc/callback (CONTRACT §5). The flow's state, nonce and PKCE verifier sit in a database row
 // that a signed, short-lived cookie binds to this browser; the callback takes the row out, so it works once.
 import { Hono } from 'hono';
-import { getCookie, setCookie, deleteCookie } from 'hono/cookie';
 import type { Env, Services, Ctx } from '../context.ts';
 import { nonceOf } from '../context.ts';
 import { MessagePage } from '../pages/message.tsx';
 import { safeNext, safeNextPath } from '../forms.ts';
-import { setSessionCookie } from './session.tsx';
-import { createSession } from '../../store/sessions.ts';
-import { startFlow, takeFlow, FLOW_TTL_SECONDS } from '../../store/oidc-flows.ts';
-import { recordAudit } from '../../store/audit.ts';
-import { deriveKey, signSessionId, verifySessionCookie } from '../../domain/secrets.ts';
-import { provision, type Arrival } from '../../auth/provisioning.ts';
+import { setFlowCookie, setSessionCookie, takeFlowCookie } from '../cookies.ts';
+import { beginSignInFlow, signInWithProvider, takeSignInFlow } from '../../account/actions.ts';
+import type { Arrival } from '../../auth/provisioning.ts';
 import { OidcFailure, OidcUnavailable } from '../../auth/oidc-errors.ts';
 import type { RelyingParty } from '../../auth/oidc.ts';
 
 export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
   const { database, config } = services;
   const session = config.auth.session!; // required whenever oidc is enabled (config validation)
-  // Its own name and key: a flow cookie can never verify as a session, nor a session cookie as a flow.
-  const flowCookie = session.flowCookieName;
-  const flowKey = deriveKey(session.secret, 'oidc-flow-cookie');
   const app = new Hono<Env>();
   const page = (c: Ctx, status: 400 | 403 | 502 | 503, title: string, message: string) =>
     c.html(<MessagePage nonce={nonceOf(c)} title={title} message={message} link={{ href: '/login', text: 'Back to sign-in' }} />, status);
@@ -33,22 +26,13 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
       if (e instanceof OidcUnavailable) return page(c, 503, 'Single sign-on unavailable', e.message);
       throw e;
     }
-    const id = await database.write((tx) => startFlow(tx, begun.flow));
-    setCookie(c, flowCookie, signSessionId(id, flowKey), {
-      httpOnly: true,
-      sameSite: 'Lax',
-      path: '/oidc',
-      secure: config.server.secure,
-      maxAge: FLOW_TTL_SECONDS,
-    });
+    setFlowCookie(c, config, session, await beginSignInFlow(database, begun.flow));
     return c.redirect(begun.url.href, 302);
   });
 
   app.get('/oidc/callback', async (c) => {
-    const cookie = getCookie(c, flowCookie);
-    deleteCookie(c, flowCookie, { path: '/oidc', secure: config.server.secure });
-    const id = cookie === undefined ? null : verifySessionCookie(cookie, flowKey);
-    const flow = id === null ? null : await database.write((tx) => takeFlow(tx, id));
+    const id = takeFlowCookie(c, config, session);
+    const flow = id === null ? null : await takeSignInFlow(database, id);
     const restart = 'This sign-in has expired, was used already, or was started in another browser. Please start again.';
     if (!flow) return page(c, 400, 'Sign-in expired', restart);
     if (c.req.query('error') === undefined && c.req.query('state') !== flow.state) return page(c, 400, 'Sign-in expired', restart);
@@ -65,23 +49,12 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
       if (e instanceof OidcUnavailable) return page(c, 503, 'Single sign-on unavailable', e.message);
       throw e;
     }
-    const result = await provision(database, arrival, { jit: rp.config.jit, defaultAcl: rp.config.defaultAcl, groups: config.auth.groups });
-    if (!result.ok) {
-      const target = (arrival.uidClaim ?? arrival.subject).slice(0, 64);
-      await database.write((tx) => recordAudit(tx, { actor: null, via: 'anonymous', action: 'login.failure', target, detail: { method: 'oidc', reason: result.reason }, peer: c.get('client') }));
+    const result = await signInWithProvider(database, arrival, { jit: rp.config.jit, defaultAcl: rp.config.defaultAcl, groups: config.auth.groups }, session.ttlSeconds);
+    if (result.outcome === 'refused') {
       services.metrics.login('oidc', 'refused');
       return page(c, 403, 'Not set up in svc', result.message);
     }
-    const sessionId = await database.write(async (tx) => {
-      const id = await createSession(tx, result.user.id, session.ttlSeconds);
-      await recordAudit(tx, {
-        actor: result.user.uid, via: 'session', action: 'login.success', target: result.user.uid,
-        detail: { method: 'oidc', ...(result.created ? { provisioned: true } : {}), ...(result.linked && !result.created ? { linked: true } : {}) },
-        peer: c.get('client'),
-      });
-      return id;
-    });
-    setSessionCookie(c, services, session, sessionId);
+    setSessionCookie(c, config, session, result.sessionId);
     services.metrics.login('oidc', 'ok');
     return c.redirect(safeNext(flow.next, config.server.baseUrl), 303);
   });

@@ -7,10 +7,10 @@ import { iso } from '../../domain/json.ts';
 import { requireCaller, caller, actorOf } from '../guards.ts';
 import { readBody, restrictionFromForm, scopesFromForm } from '../forms.ts';
 import { TokensPage, type TokensProps } from '../pages/tokens.tsx';
-import { createToken, listTokens, revokeToken, restrictToken, type TokenInfo } from '../../store/tokens.ts';
+import { listTokens, type TokenInfo } from '../../store/tokens.ts';
 import { listGrants } from '../../store/oauth.ts';
 import { AppError, badRequest } from '../../domain/errors.ts';
-import { recordActorAudit } from '../../store/audit.ts';
+import { mintToken, restrictOwnToken, revokeOwnToken } from '../../account/actions.ts';
 
 function tokenJson(t: TokenInfo) {
   return {
@@ -55,11 +55,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
     const html = wantsHtml(c);
     try {
       const body = await readBody(c, { lists: ['labels', 'scopes'] });
-      const created = await database.write(async (tx) => {
-        const token = await createToken(tx, caller(c).user.id, body.name, body.ttl, restrictionFromForm(body), scopesFromForm(body));
-        await recordActorAudit(tx, actorOf(c), 'token.create', token.id, { name: token.name, expires_at: iso(token.expiresAt), labels: token.labels, scopes: token.scopes });
-        return token;
-      });
+      const created = await mintToken(database, actorOf(c), caller(c).user, { name: body.name, ttl: body.ttl, labels: restrictionFromForm(body), scopes: scopesFromForm(body) });
       if (html) return renderPage(c, 201, { created });
       return c.json({ id: created.id, token: created.token, name: created.name, expires_at: iso(created.expiresAt), labels: created.labels, scopes: created.scopes }, 201);
     } catch (e) {
@@ -81,20 +77,12 @@ export function tokenRoutes(services: Services): Hono<Env> {
     const body = await readBody(c);
     if (!('labels' in body)) throw badRequest('labels: give an array or a label string to restrict the token, or null for your whole access', 'labels');
     const id = c.req.param('id');
-    const token = await database.write(async (tx) => {
-      const changed = await restrictToken(tx, caller(c).user.id, id, body.labels);
-      await recordActorAudit(tx, actorOf(c), 'token.restrict', id, { labels: changed.labels });
-      return changed;
-    });
-    return c.json(tokenJson(token));
+    return c.json(tokenJson(await restrictOwnToken(database, actorOf(c), caller(c).user, id, body.labels)));
   });
 
   app.post('/auth/tokens/:id/revoke', ownApi, async (c) => {
     const id = c.req.param('id');
-    await database.write(async (tx) => {
-      await revokeToken(tx, caller(c).user.id, id);
-      await recordActorAudit(tx, actorOf(c), 'token.revoke', id);
-    });
+    await revokeOwnToken(database, actorOf(c), caller(c).user, id);
     if (wantsHtml(c)) return c.redirect('/', 303);
     return c.json({ id, state: 'revoked' });
   });
