@@ -102,7 +102,7 @@ export interface TokenRequest {
 }
 
 /** Mints a personal token for `owner`; by the owner themself, or by an operator on the CLI. */
-export async function mintToken(database: Database, actor: Actor, owner: User, request: TokenRequest): Promise<CreatedToken> {
+export async function createPersonalToken(database: Database, actor: Actor, owner: User, request: TokenRequest): Promise<CreatedToken> {
   return database.write(async (tx) => {
     const token = await createToken(tx, owner.id, request.name, request.ttl, request.labels, request.scopes);
     await recordActorAudit(tx, actor, 'token.create', token.id, {

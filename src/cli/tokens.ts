@@ -1,6 +1,6 @@
 import { type Command, withDatabase, str, cliActor } from './command.ts';
 import { getUser } from '../store/users.ts';
-import { mintToken } from '../account/actions.ts';
+import { createPersonalToken } from '../account/actions.ts';
 import { UsageError } from './errors.ts';
 import { SCOPES, SCOPE_MEANING } from '../domain/scopes.ts';
 
@@ -17,7 +17,7 @@ export const tokenCommands: Command[] = [
       const name = str(ctx, 'name');
       if (name === undefined) throw new UsageError('--name is required');
       const created = await withDatabase(ctx.config(), async (database) =>
-        mintToken(database, cliActor(), await getUser(database.db, ctx.positionals[0]!), { name, ttl: str(ctx, 'ttl'), labels: str(ctx, 'labels') ?? null, scopes: str(ctx, 'scopes') }),
+        createPersonalToken(database, cliActor(), await getUser(database.db, ctx.positionals[0]!), { name, ttl: str(ctx, 'ttl'), labels: str(ctx, 'labels') ?? null, scopes: str(ctx, 'scopes') }),
       );
       ctx.io.out(created.token);
       return 0;

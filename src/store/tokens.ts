@@ -2,6 +2,7 @@
 import { eq, and, desc, sql, isNull, lt, or } from 'drizzle-orm';
 import type { Database, Db, Tx } from '../db/open.ts';
 import { oauthGrants, tokens, users } from '../db/schema.ts';
+import { rawPointQuery } from '../db/raw-query.ts';
 import { mintToken, randomId, storedHash, tokenWellFormed } from '../domain/secrets.ts';
 import { parseDuration, DURATION_HINT } from '../config/duration.ts';
 import { badRequest, notFound } from '../domain/errors.ts';
@@ -185,22 +186,12 @@ const LOOKUP_SQL = `SELECT t.id, t.expires_at, t.revoked_at, t.last_used_at,
   t.scopes, t.grant_id, t.grant_id IS NOT NULL AND (g.id IS NULL OR g.revoked_at IS NOT NULL)
   FROM tokens t JOIN users u ON u.id = t.user_id LEFT JOIN oauth_grants g ON g.id = t.grant_id WHERE t.hash = ?`;
 
-interface RawStatement {
-  raw(on: boolean): RawStatement;
-  get(param: string): unknown[] | undefined;
-}
-
-/**
- * The lookup, prepared once. On the embedded driver it is a libsql statement in raw mode, called directly: drizzle
- * would switch the statement to raw mode again on every call, which costs as much as the query. The remote
- * driver goes through drizzle's prepared query.
- */
+/** The lookup, prepared once: a raw point query on the embedded driver, drizzle's prepared query on a remote one. */
 function prepareLookup(db: Db): Lookup {
-  const client = (db as { $client?: { prepare?: (sql: string) => RawStatement } }).$client;
-  if (typeof client?.prepare === 'function') {
-    const statement = client.prepare(LOOKUP_SQL).raw(true);
+  const raw = rawPointQuery(db, LOOKUP_SQL);
+  if (raw) {
     return (hash) => {
-      const r = statement.get(hash);
+      const r = raw(hash);
       if (!r) return undefined;
       return {
         tokenId: r[0] as string,

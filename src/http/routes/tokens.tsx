@@ -10,7 +10,7 @@ import { TokensPage, type TokensProps } from '../pages/tokens.tsx';
 import { listTokens, type TokenInfo } from '../../store/tokens.ts';
 import { listGrants } from '../../store/oauth.ts';
 import { AppError, badRequest } from '../../domain/errors.ts';
-import { mintToken, restrictOwnToken, revokeOwnToken } from '../../account/actions.ts';
+import { createPersonalToken, restrictOwnToken, revokeOwnToken } from '../../account/actions.ts';
 
 function tokenJson(t: TokenInfo) {
   return {
@@ -55,7 +55,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
     const html = wantsHtml(c);
     try {
       const body = await readBody(c, { lists: ['labels', 'scopes'] });
-      const created = await mintToken(database, actorOf(c), caller(c).user, { name: body.name, ttl: body.ttl, labels: restrictionFromForm(body), scopes: scopesFromForm(body) });
+      const created = await createPersonalToken(database, actorOf(c), caller(c).user, { name: body.name, ttl: body.ttl, labels: restrictionFromForm(body), scopes: scopesFromForm(body) });
       if (html) return renderPage(c, 201, { created });
       return c.json({ id: created.id, token: created.token, name: created.name, expires_at: iso(created.expiresAt), labels: created.labels, scopes: created.scopes }, 201);
     } catch (e) {
