@@ -46,7 +46,7 @@ describe('the libsql binding (0.5.29) and the connection that replaces itself', 
   };
 
   test('upstream: after a statement fails busy, the raw connection can no longer commit (libsql-js#237)', async () => {
-    // When this starts failing, a fixed libsql has shipped: the replacement below may then go (README "Database").
+    // When this starts failing, a fixed libsql has shipped: the replacement below may then go (docs/database.md "The upstream bug this works around").
     const path = join(dir, 'upstream.db');
     execFileSync('sqlite3', [path, 'PRAGMA journal_mode = WAL; CREATE TABLE t (x);']);
     const raw = new Sqlite(path);

@@ -1,6 +1,6 @@
 // The documents pages and a scoped token in a real browser. An admin uploads a document labelled board, sees that
 // nobody can read it, grants board to a user, sees the user under "Who can see this?", and the user's token finds
-// it through /mcp. The screenshots README shows are taken here (docs/).
+// it through /mcp. The screenshots README.md and docs/administration.md show are taken here (docs/).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';

@@ -63,11 +63,11 @@ async function assertUnavailable(res: Response, what: string): Promise<void> {
   assert.equal((JSON.parse(body) as { error: string }).error, 'unavailable', what);
 }
 
-/** The fenced block after `<!-- recipe:NAME -->` in README.md, with the example addresses and paths replaced. */
+/** The fenced block after `<!-- recipe:NAME -->` in docs/deploying.md, with the example addresses and paths replaced. */
 function recipe(name: string, replace: Record<string, string>): string {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const found = new RegExp(`<!-- recipe:${name} -->\\n\`\`\`\\w*\\n([\\s\\S]*?)\\n\`\`\``).exec(readme);
-  assert.ok(found, `README.md has the recipe block ${name}`);
+  const doc = readFileSync(join(ROOT, 'docs', 'deploying.md'), 'utf8');
+  const found = new RegExp(`<!-- recipe:${name} -->\\n\`\`\`\\w*\\n([\\s\\S]*?)\\n\`\`\``).exec(doc);
+  assert.ok(found, `docs/deploying.md has the recipe block ${name}`);
   let text = found[1]!;
   for (const [from, to] of Object.entries(replace)) {
     assert.ok(text.includes(from), `the recipe block ${name} has ${from}`);

@@ -1,6 +1,6 @@
 // The suites that decide who may do what (the sign-in throttle and sessions, OAuth grants and refresh-token rotation,
 // label-scoped tokens, /mcp visibility, administration) run a second time here with every test server on a real
-// sqld of its own, reached over its WebSocket (ws://, what README "Deploying" recommends; the HTTP path has the
+// sqld of its own, reached over its WebSocket (ws://, what docs/deploying.md recommends; the HTTP path has the
 // durability, multi-instance, visibility-table and outage tests). test/helpers/server.ts reads SVC_TEST_DATABASE
 // when it is first imported, which is below.
 import { describe } from 'node:test';

@@ -7,7 +7,7 @@
 // BUSY_WAIT_MS, then gives up with DatabaseBusy and nothing changed.
 //
 // Embedded `file:` databases use the synchronous libsql binding (a prepared point query costs a few µs, see
-// README "Performance") through two connections: a query-only one for reads, so a read can never see or join
+// docs/performance.md) through two connections: a query-only one for reads, so a read can never see or join
 // a transaction in progress, and one for writes. Remote sqld/Turso URLs use @libsql/client.
 import { fileURLToPath } from 'node:url';
 import { accessSync, constants as fs, existsSync, mkdirSync, statSync } from 'node:fs';

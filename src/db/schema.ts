@@ -34,7 +34,7 @@ export const identities = sqliteTable(
 );
 
 // Hashes are stored as hex text, not blobs: the libsql binding takes a lone Buffer parameter for a map of
-// named parameters and aborts the process (see README "Database").
+// named parameters and aborts the process (see docs/database.md "Drivers").
 
 /** Login sessions. id is the SHA-256 (hex) of the secret session id carried in the cookie. */
 export const sessions = sqliteTable(
