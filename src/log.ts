@@ -25,7 +25,7 @@ function stderrLines(): (line: string) => void {
   };
   process.once('exit', flush);
   return (line) => {
-    if (pending.push(line + '\n') === 1) setImmediate(flush);
+    if (pending.push(`${line}\n`) === 1) setImmediate(flush);
   };
 }
 

@@ -19,8 +19,8 @@ const args = process.argv.slice(2);
 if (cluster.isWorker && args[0] === process.execPath) args.shift();
 
 void runCli(args, { ...process.env }, {
-  out: (line) => process.stdout.write(line + '\n'),
-  err: (line) => process.stderr.write(line + '\n'),
+  out: (line) => process.stdout.write(`${line}\n`),
+  err: (line) => process.stderr.write(`${line}\n`),
   readStdin,
   version: VERSION,
 })

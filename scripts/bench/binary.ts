@@ -15,7 +15,7 @@ if (!existsSync(binary)) {
 }
 const work = mkdtempSync(join(tmpdir(), 'svc-bench-binary-'));
 const env = { PATH: '/nonexistent', HOME: work, SVC_SESSION_SECRET: randomBytes(32).toString('hex'), SVC_CACHE_DIR: join(work, 'cache') };
-const say = (line = '') => process.stdout.write(line + '\n');
+const say = (line = '') => process.stdout.write(`${line}\n`);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 let port = 21000 + Math.floor(Math.random() * 20000);
 
@@ -49,7 +49,11 @@ async function coldStart(withoutFlags = false): Promise<{ ms: number; pid: numbe
     }
   }
   const ms = performance.now() - t0;
-  return { ms, pid: child.pid!, port: at, stop: () => new Promise((r) => (child.once('exit', () => r()), child.kill('SIGTERM'))) };
+  return { ms, pid: child.pid!, port: at, stop: () =>
+      new Promise((r) => {
+        child.once('exit', () => r());
+        child.kill('SIGTERM');
+      }) };
 }
 
 try {

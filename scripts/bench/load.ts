@@ -11,4 +11,4 @@ const r = await autocannon({
   headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
   body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } }),
 });
-process.stdout.write(JSON.stringify({ rate: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, bad: r.non2xx + r.errors }) + '\n');
+process.stdout.write(`${JSON.stringify({ rate: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, bad: r.non2xx + r.errors })}\n`);

@@ -38,7 +38,7 @@ const ITEMS = QUICK ? 10_000 : 100_000;
 const BIG_TOKENS = QUICK ? 100_000 : 1_000_000;
 const pin = existsSync('/usr/bin/taskset');
 const work = mkdtempSync(join(tmpdir(), 'svc-bench-'));
-const say = (line = '') => process.stdout.write(line + '\n');
+const say = (line = '') => process.stdout.write(`${line}\n`);
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]!;

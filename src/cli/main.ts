@@ -69,7 +69,7 @@ export async function runCli(argv: readonly string[], env: Readonly<Record<strin
   try {
     if (configProblem) throw new UsageError(configProblem);
     const options = { help: { type: 'boolean', short: 'h' }, ...command.options } as NonNullable<ParseArgsConfig['options']>;
-    let parsed;
+    let parsed: ReturnType<typeof parseArgs>;
     try {
       parsed = parseArgs({ args: rest, options, allowPositionals: true, allowNegative: true, strict: true } as ParseArgsConfig);
     } catch (e) {

@@ -66,6 +66,9 @@ export function wantsHtml(c: Ctx): boolean {
 /** The page's CSP nonce, made when a page first asks: API responses never need one. */
 export function nonceOf(c: Ctx): string {
   let nonce = c.get('nonce');
-  if (nonce === undefined) c.set('nonce', (nonce = randomBytes(16).toString('base64')));
+  if (nonce === undefined) {
+    nonce = randomBytes(16).toString('base64');
+    c.set('nonce', nonce);
+  }
   return nonce;
 }

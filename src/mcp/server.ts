@@ -117,7 +117,7 @@ export function buildMcpServer(db: Db, principal: Principal): McpServer {
   }));
   low.setRequestHandler(ListResourcesRequestSchema, async (request) => {
     const cursor = request.params?.cursor;
-    let page;
+    let page: Awaited<ReturnType<typeof listVisible>>;
     try {
       page = await listVisible(db, access, cursor, RESOURCE_PAGE);
     } catch {

@@ -75,7 +75,10 @@ export class PrometheusMetrics implements Metrics {
   private readonly children = new Map<string, { inc(): void } | { observe(v: number): void }>();
   private child<T extends { inc(): void } | { observe(v: number): void }>(key: string, make: () => T): T {
     let c = this.children.get(key) as T | undefined;
-    if (c === undefined) this.children.set(key, (c = make()));
+    if (c === undefined) {
+      c = make();
+      this.children.set(key, c);
+    }
     return c;
   }
 

@@ -4,6 +4,7 @@
 // Control and format characters (bidi overrides and isolates, zero-width joiners, BOM, soft hyphen), unassigned and
 // private-use code points, line and paragraph separators, every space but U+0020, and the fillers and variation
 // selectors that render as nothing.
+// biome-ignore lint/suspicious/noMisleadingCharacterClass: each invisible or joining character is listed on purpose, to be refused alone
 const UNSEEN = /[\p{Cc}\p{Cf}\p{Cn}\p{Co}\p{Cs}\p{Zl}\p{Zp}\u00A0\u1680\u2000-\u200A\u202F\u205F\u3000\u034F\u115F\u1160\u17B4\u17B5\u180B-\u180F\u2800\u3164\uFE00-\uFE0F\uFFA0\u{E0100}-\u{E01EF}]/gu;
 
 // Letters that look like the Latin ones of "svc" (Cyrillic, Greek), folded before the comparison.

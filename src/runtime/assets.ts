@@ -3,7 +3,7 @@
 // be loaded, are unpacked into a folder only this user can write, checked against the hashes recorded at build
 // time, and loaded from there.
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync, openSync, readSync, closeSync, readFileSync, lstatSync, statSync, realpathSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync, openSync, readSync, closeSync, readFileSync, lstatSync, statSync, realpathSync, type Stats } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { homedir, tmpdir, constants as osConstants } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -63,7 +63,7 @@ const uid = () => process.getuid?.() ?? -1;
  * root or this user, and not writable by others unless sticky, as /tmp is).
  */
 export function unsafeFolder(dir: string): string | null {
-  let info;
+  let info: Stats;
   try {
     info = lstatSync(dir);
   } catch (e) {
@@ -115,7 +115,7 @@ function fileSha256(path: string): string | null {
   try {
     const hash = createHash('sha256');
     const chunk = Buffer.allocUnsafe(256 * 1024);
-    for (let n; (n = readSync(fd, chunk, 0, chunk.length, null)) > 0; ) hash.update(chunk.subarray(0, n));
+    for (let n = readSync(fd, chunk, 0, chunk.length, null); n > 0; n = readSync(fd, chunk, 0, chunk.length, null)) hash.update(chunk.subarray(0, n));
     return hash.digest('hex');
   } finally {
     closeSync(fd);

@@ -26,7 +26,10 @@ const lookups = new WeakMap<Db, ReturnType<typeof prepareLookup>>();
 
 export async function sessionUser(db: Db, id: string, now = Date.now()): Promise<User | null> {
   let lookup = lookups.get(db);
-  if (!lookup) lookups.set(db, (lookup = prepareLookup(db)));
+  if (!lookup) {
+    lookup = prepareLookup(db);
+    lookups.set(db, lookup);
+  }
   const row = await lookup.get({ id: storedHash(id), now });
   return row ? toUser(row.u) : null;
 }

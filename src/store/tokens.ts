@@ -237,7 +237,10 @@ export async function checkToken(database: Database, token: string, now = Date.n
   if (!tokenWellFormed(token)) return { ok: false, reason: 'malformed' };
   const db = database.db;
   let lookup = lookups.get(db);
-  if (!lookup) lookups.set(db, (lookup = prepareLookup(db)));
+  if (!lookup) {
+    lookup = prepareLookup(db);
+    lookups.set(db, lookup);
+  }
   const row = await lookup(storedHash(token));
   if (!row) return { ok: false, reason: 'unknown' };
   const state = row.grantRevoked ? 'revoked' : stateOf(row, now);

@@ -237,7 +237,14 @@ export async function signInSummaries(db: Db, now = Date.now()): Promise<Map<num
     .groupBy(tokens.userId)
     .all();
   const out = new Map<number, { providers: string[]; activeTokens: number }>();
-  const entry = (id: number) => out.get(id) ?? (out.set(id, { providers: [], activeTokens: 0 }), out.get(id)!);
+  const entry = (id: number) => {
+    let e = out.get(id);
+    if (!e) {
+      e = { providers: [], activeTokens: 0 };
+      out.set(id, e);
+    }
+    return e;
+  };
   for (const i of ids) entry(i.userId).providers.push(i.provider);
   for (const c of counts) entry(c.userId).activeTokens = c.n;
   return out;

@@ -16,7 +16,7 @@ import type { User } from '../../store/users.ts';
 
 export const itemPath = (action: 'view' | 'labels' | 'remove', id: string) => `/admin/items/${action}/${id.split('/').map(encodeURIComponent).join('/')}`;
 
-const Labels = (p: { labels: readonly string[] }) => (p.labels.length ? <>{p.labels.map((l) => <code class="label">{l}</code>)}</> : <span class="muted">none: every user</span>);
+const Labels = (p: { labels: readonly string[] }) => (p.labels.length ? p.labels.map((l) => <code class="label">{l}</code>) : <span class="muted">none: every user</span>);
 
 export interface ItemsPageProps extends Frame {
   items: readonly ItemRow[];
@@ -34,6 +34,7 @@ export function ItemsPage(p: ItemsPageProps) {
     <Layout title="Documents" nonce={p.nonce} signedIn={{ uid: p.me.uid, admin: true, canLogout: p.me.canLogout }}>
       <h1>Documents</h1>
       <Notices notice={p.notice} error={p.error} />
+      {/* biome-ignore lint/a11y/useSemanticElements: a search form with role=search works in every browser; <search> does not yet */}
       <form method="get" action="/admin/items" class="row" role="search">
         <label>Search <input name="q" value={p.query} placeholder="id or title" /></label>
         <label>Label <input name="label" value={p.label} placeholder="finance" /></label>

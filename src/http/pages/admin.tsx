@@ -29,6 +29,7 @@ export function UsersPage(p: UsersPageProps) {
     <Layout title="Users" nonce={p.nonce} signedIn={{ uid: p.me.uid, admin: true, canLogout: p.me.canLogout }}>
       <h1>Users</h1>
       <Notices notice={p.notice} error={p.error} />
+      {/* biome-ignore lint/a11y/useSemanticElements: a search form with role=search works in every browser; <search> does not yet */}
       <form method="get" action="/admin/users" class="row" role="search">
         <label>
           Search
@@ -177,6 +178,7 @@ export function UserPage(p: UserPageProps) {
       )}
       <h2 id="sees">What can this user see?</h2>
       <p>{p.sees.count} document(s), through a session or an unrestricted token; a label-restricted token sees a part of them.</p>
+      {/* biome-ignore lint/a11y/useSemanticElements: a search form with role=search works in every browser; <search> does not yet */}
       <form method="get" action={`${base}#sees`} class="row" role="search">
         <label>Search their documents <input name="see" value={p.sees.query} placeholder="words" /></label>
         <button type="submit" class="secondary">Search</button>

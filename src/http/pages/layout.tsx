@@ -71,7 +71,7 @@ export function AccessChoice(p: { labels: readonly string[]; who: string; restri
 
 /** A time as pages show it: minutes, UTC. */
 export function formatTime(ms: number): string {
-  return new Date(ms).toISOString().replace('T', ' ').slice(0, 16) + ' UTC';
+  return `${new Date(ms).toISOString().replace('T', ' ').slice(0, 16)} UTC`;
 }
 
 export interface LayoutProps {

@@ -32,7 +32,7 @@ async function itemFromForm(body: Record<string, unknown>): Promise<FormItem> {
   // The confirmation sends the text back encoded: a browser would turn its line ends into CRLF.
   let text = body.text_b64 === undefined ? field('text') : Buffer.from(field('text_b64'), 'base64').toString('utf8');
   if (file) {
-    let doc;
+    let doc: ReturnType<typeof parseMarkdown>;
     try {
       doc = parseMarkdown(await file.text());
     } catch (e) {
@@ -85,7 +85,7 @@ export function adminItemRoutes(services: Services): Hono<Env> {
 
   app.post('/admin/items', async (c) => {
     const body = await c.req.parseBody();
-    let item;
+    let item: Awaited<ReturnType<typeof itemFromForm>>;
     try {
       item = await itemFromForm(body);
       // Replacing asks first, saying what happens to the labels, so nobody declassifies a document unawares.

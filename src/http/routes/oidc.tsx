@@ -19,7 +19,7 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
     c.html(<MessagePage nonce={nonceOf(c)} title={title} message={message} link={{ href: '/login', text: 'Back to sign-in' }} />, status);
 
   app.get('/oidc/login', async (c) => {
-    let begun;
+    let begun: Awaited<ReturnType<RelyingParty['begin']>>;
     try {
       begun = await rp.begin(safeNextPath(c.req.query('next'), config.server.baseUrl));
     } catch (e) {
