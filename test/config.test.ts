@@ -1,7 +1,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadConfig, ConfigError, type Config } from '../src/config/load.ts';
-import { parseDuration } from '../src/config/duration.ts';
+import { parseDuration } from '../src/domain/duration.ts';
 import { parseTree } from '../src/config/tree.ts';
 
 const SECRET = 'x'.repeat(32);

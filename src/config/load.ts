@@ -5,7 +5,7 @@ import { resolve } from 'node:path';
 import { readIniSection, readEnv, ENV_NAME, type Env, type Lines } from './ini-section.ts';
 import { readNotify, type NotifyConfig } from './notify.ts';
 import { parseLabels, LabelError, type LabelSet } from '../domain/labels.ts';
-import { parseDuration, DURATION_HINT } from './duration.ts';
+import { parseDuration, DURATION_HINT } from '../domain/duration.ts';
 import { parseTree, type TreeNode } from './tree.ts';
 import { normalizeIp, parseNetwork } from '../domain/addresses.ts';
 
