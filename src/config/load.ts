@@ -7,7 +7,7 @@ import { readNotify, type NotifyConfig } from './notify.ts';
 import { parseLabels, LabelError, type LabelSet } from '../domain/labels.ts';
 import { parseDuration, DURATION_HINT } from '../domain/duration.ts';
 import { parseTree, type TreeNode } from './tree.ts';
-import { normalizeIp, parseNetwork } from '../domain/addresses.ts';
+import { isLoopbackIssuerHost, normalizeIp, parseNetwork } from '../domain/addresses.ts';
 
 export interface SessionConfig {
   /** the session cookie's name as sent: `__Host-<cookie_name>` when base_url is https */
@@ -579,7 +579,7 @@ function block(parent: Section, key: string, problems: string[]): Section | null
 function checkIssuer(section: Section, issuer: string, problems: string[]): void {
   if (issuer === '') return;
   if (!isHttpUrl(issuer)) problems.push(`${section.path('issuer')}: "${issuer}" is not an http(s) URL`);
-  else if (new URL(issuer).protocol === 'http:' && !isLoopbackHost(new URL(issuer).hostname)) {
+  else if (new URL(issuer).protocol === 'http:' && !isLoopbackIssuerHost(new URL(issuer).hostname)) {
     problems.push(`${section.path('issuer')}: must be https:// (plain http is allowed only for a provider on loopback)`);
   }
 }
@@ -604,10 +604,6 @@ function readEnterprise(section: Section, baseUrl: string, oidc: OidcConfig | nu
 function checkOptionalDuration(section: Section, key: string, problems: string[]): void {
   const text = section.raw(key);
   if (text !== '' && parseDuration(text) === null) problems.push(`${section.path(key)}: "${text}" is not a duration; ${DURATION_HINT}`);
-}
-
-function isLoopbackHost(host: string): boolean {
-  return host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
 function isHttpUrl(text: string): boolean {
