@@ -11,9 +11,7 @@ export type {
   Config, ServerConfig, AuthConfig, LoadOptions, LogLevel, SessionConfig, OidcConfig, HeaderConfig, OauthConfig, EnterpriseConfig,
   ConnectionsConfig, GroupsConfig,
 } from './types.ts';
-export { LOG_LEVELS } from './types.ts';
 export { REQUEST_TIMEOUT_SECONDS } from './connections.ts';
-export { parseHostPort } from './host-port.ts';
 
 export class ConfigError extends Error {
   constructor(readonly problems: readonly string[]) {
