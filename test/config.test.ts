@@ -1,7 +1,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { loadConfig, ConfigError, type Config } from '../src/config/load.ts';
-import { parseDuration } from '../src/config/duration.ts';
+import { parseDuration } from '../src/domain/duration.ts';
 import { parseTree } from '../src/config/tree.ts';
 
 const SECRET = 'x'.repeat(32);
@@ -249,5 +249,15 @@ describe('svc.ini', () => {
     assert.ok(problems(`${base}        issuer http://idp.example.com\n`).some((p) => p.includes('auth.oauth.enterprise.issuer: must be https://')));
     assert.ok(problems(`${SESSION}local\n    enabled true\noauth\n    enterprise yes\n        issuer https://idp.example.com\n`).some((p) => p.includes('auth.oauth.enterprise: takes no value')));
     assert.ok(problems(`${SESSION}local\n    enabled true\noauth\n    enterprise\n        issuer https://idp.example.com\n`).some((p) => p.includes('auth.oauth.enterprise: takes effect only with oauth enabled')));
+  });
+
+  test('plain http issuers only on loopback: any 127.0.0.0/8 address, [::1] or localhost', () => {
+    const withIssuer = (issuer: string) => `${SESSION}local\n    enabled true\n${FULL_OIDC.replace('https://idp.example.com', issuer)}`;
+    for (const issuer of ['http://127.0.0.1:9000', 'http://127.0.0.5:9000', 'http://[::1]:9000', 'http://localhost:9000']) {
+      assert.equal(load(withIssuer(issuer)).auth.oidc!.issuer, issuer);
+    }
+    for (const issuer of ['http://128.0.0.1', 'http://127.0.0.1.example.com', 'http://localhost.example.com', 'http://[::2]', 'http://0.0.0.0', 'http://idp.example.com']) {
+      assert.deepEqual(problems(withIssuer(issuer)), ['svc: config: auth.oidc.issuer: must be https:// (plain http is allowed only for a provider on loopback)'], issuer);
+    }
   });
 });

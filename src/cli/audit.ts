@@ -2,7 +2,7 @@
 import { type Command, withDatabase, str, flag } from './command.ts';
 import { UsageError } from './errors.ts';
 import { exportAudit } from '../store/audit.ts';
-import { parseDuration } from '../config/duration.ts';
+import { parseDuration } from '../domain/duration.ts';
 import { iso } from '../domain/json.ts';
 
 // Control characters (C0, DEL, C1), line and paragraph separators and bidirectional controls: any of them in a

@@ -1,6 +1,6 @@
 // [notify]: mail to users. The SMTP URL carries credentials, so it comes from an environment variable and no message
 // ever repeats it.
-import { parseDuration, DURATION_HINT } from './duration.ts';
+import { readDuration } from './duration.ts';
 import { readIniSection, readEnv, type Env, type Lines } from './ini-section.ts';
 
 export interface NotifyConfig {
@@ -28,9 +28,7 @@ export function readNotify(lines: Lines | undefined, env: Env, readSecret: boole
   }
   const from = section.str('from', '');
   if (!ADDRESS.test(from)) problems.push(`notify.from: ${from === '' ? 'required' : `"${from}" is not a mail address`}, such as svc@example.com`);
-  const warningText = section.str('expiry_warning', '7d');
-  const expiryWarningSeconds = parseDuration(warningText);
-  if (expiryWarningSeconds === null) problems.push(`notify.expiry_warning: "${warningText}" is not a duration; ${DURATION_HINT}`);
+  const expiryWarningSeconds = readDuration('notify.expiry_warning', section.str('expiry_warning', '7d'), problems);
   return { smtpUrl, from, expiryWarningSeconds: expiryWarningSeconds ?? 0 };
 }
 

@@ -52,3 +52,20 @@ export function clientAddress(peer: string, forwardedFor: string | null, trusted
   }
   return client;
 }
+
+// Loopback hosts, as a URL's hostname spells them (IPv4 normalized, IPv6 in brackets). Two uses need two rules:
+// where svc itself connects, any address of 127.0.0.0/8 is this machine; where svc sends a browser back to a native
+// app, only the hosts RFC 8252 §7.3 names (and localhost, which clients still register) are accepted, and
+// widening that list would let more redirect URIs through than before.
+
+/** A host svc connects to over plain http, such as an identity provider's issuer in tests and local development. */
+export function isLoopbackIssuerHost(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(hostname);
+}
+
+const LOOPBACK_REDIRECT_HOSTS: ReadonlySet<string> = new Set(['127.0.0.1', '[::1]', 'localhost']);
+
+/** A redirect URI's host on which plain http is allowed and any port matches (RFC 8252 §7.3). */
+export function isLoopbackRedirectHost(hostname: string): boolean {
+  return LOOPBACK_REDIRECT_HOSTS.has(hostname);
+}

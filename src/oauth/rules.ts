@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import type { OauthConfig } from '../config/load.ts';
 import { ID_JAG_PROFILE, JWT_BEARER_GRANT } from './enterprise.ts';
+import { isLoopbackRedirectHost } from '../domain/addresses.ts';
 
 export const SCOPES = ['mcp'] as const;
 
@@ -19,8 +20,6 @@ export function grantedScope(requested: string | undefined): string {
   const known = (requested ?? '').split(' ').filter((s) => (SCOPES as readonly string[]).includes(s));
   return known.length === 0 ? 'mcp' : [...new Set(known)].sort().join(' ');
 }
-
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
 
 /**
  * Private-use schemes of MCP clients that predate RFC 8252's reverse-domain rule. Any other app scheme must be a
@@ -40,7 +39,7 @@ export function isPrivateUseScheme(protocol: string): boolean {
 export function isLoopbackRedirect(uri: string): boolean {
   try {
     const u = new URL(uri);
-    return u.protocol === 'http:' && LOOPBACK_HOSTS.has(u.hostname);
+    return u.protocol === 'http:' && isLoopbackRedirectHost(u.hostname);
   } catch {
     return false;
   }
@@ -61,7 +60,7 @@ export function redirectUriProblem(uri: unknown): string | null {
   if (u.username !== '' || u.password !== '') return 'a redirect URI may not carry user information';
   if (uri.includes('#')) return 'a redirect URI may not have a fragment';
   if (u.protocol === 'https:') return u.hostname === '' ? 'an https redirect URI needs a host' : null;
-  if (u.protocol === 'http:') return LOOPBACK_HOSTS.has(u.hostname) ? null : 'plain http is allowed only for loopback redirect URIs (127.0.0.1, [::1], localhost)';
+  if (u.protocol === 'http:') return isLoopbackRedirectHost(u.hostname) ? null : 'plain http is allowed only for loopback redirect URIs (127.0.0.1, [::1], localhost)';
   if (isPrivateUseScheme(u.protocol)) return null;
   return `${u.protocol} redirect URIs are refused: use https, http on a loopback address, or an app scheme named after a domain you own (com.example.app:/callback)`;
 }
@@ -75,7 +74,7 @@ export function redirectMatches(registered: readonly string[], given: string): b
   } catch {
     return false;
   }
-  if (g.protocol !== 'http:' || !LOOPBACK_HOSTS.has(g.hostname)) return false;
+  if (g.protocol !== 'http:' || !isLoopbackRedirectHost(g.hostname)) return false;
   return registered.some((r) => {
     try {
       const u = new URL(r);

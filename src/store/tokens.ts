@@ -4,7 +4,7 @@ import type { Database, Db, Tx } from '../db/open.ts';
 import { oauthGrants, tokens, users } from '../db/schema.ts';
 import { rawPointQuery } from '../db/raw-query.ts';
 import { mintToken, randomId, storedHash, tokenWellFormed } from '../domain/secrets.ts';
-import { parseDuration, DURATION_HINT } from '../config/duration.ts';
+import { parseDuration, DURATION_HINT } from '../domain/duration.ts';
 import { badRequest, notFound } from '../domain/errors.ts';
 import { toUser, checkLabels, type User } from './users.ts';
 import { storedLabels, formatLabels, type LabelSet } from '../domain/labels.ts';

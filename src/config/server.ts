@@ -1,0 +1,94 @@
+// [server]: where svc listens, the database it serves, and what it trusts about the network in front of it.
+import { resolve } from 'node:path';
+import { readIniSection, readEnv, type Env, type Lines } from './ini-section.ts';
+import { readDuration } from './duration.ts';
+import { readConnections } from './connections.ts';
+import { parseHostPort } from './host-port.ts';
+import { parseNetwork } from '../domain/addresses.ts';
+import { LOG_LEVELS, type LogLevel, type ServerConfig } from './types.ts';
+
+const SERVER_KEYS = [
+  'listen', 'base_url', 'database', 'database_token_env', 'trusted_proxies', 'allowed_origins', 'audit_retention', 'log_level', 'workers', 'metrics_listen',
+  'max_connections', 'max_connections_per_address', 'header_timeout', 'body_idle_timeout',
+] as const;
+
+export function readServer(lines: Lines | undefined, env: Env, baseDir: string, problems: string[]): ServerConfig | null {
+  const section = readIniSection('server', lines, SERVER_KEYS, problems);
+  const str = section.str;
+
+  const listen = str('listen', '127.0.0.1:8080');
+  const hostPort = parseHostPort(listen);
+  if (!hostPort) problems.push(`server.listen: "${listen}" is not host:port (such as 127.0.0.1:8080 or [::1]:8080)`);
+
+  const defaultBase = hostPort ? `http://${hostPort.host.includes(':') ? `[${hostPort.host}]` : hostPort.host}:${hostPort.port}` : '';
+  const baseText = str('base_url', defaultBase);
+  let baseUrl = '';
+  let secure = false;
+  try {
+    const u = new URL(baseText);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
+    if (u.pathname !== '/' || u.search !== '' || u.hash !== '' || u.username !== '' || u.password !== '') {
+      problems.push(`server.base_url: must be an origin such as https://svc.example.com, without a path`);
+    }
+    baseUrl = u.origin;
+    secure = u.protocol === 'https:';
+  } catch {
+    problems.push(`server.base_url: "${baseText}" is not an http:// or https:// URL`);
+  }
+
+  let database = str('database', 'file:svc.db');
+  if (!/^(file:.+|libsql:\/\/.+|https?:\/\/.+|wss?:\/\/.+)$/.test(database)) {
+    problems.push(`server.database: "${database}" is not a libSQL URL (file:PATH, libsql://, http:// or https://)`);
+  } else if (/^file:(?!\/|:memory:)/.test(database)) {
+    // Relative to the configuration file, so one config names one database from whatever folder svc starts in.
+    database = `file:${resolve(baseDir, database.slice('file:'.length))}`;
+  }
+  const tokenEnv = str('database_token_env', '');
+  let databaseToken: string | null = null;
+  if (tokenEnv !== '') databaseToken = readEnv('server.database_token_env', tokenEnv, env, problems);
+
+  const trustedProxies = str('trusted_proxies', '').split(/[\s,]+/).filter((p) => p !== '');
+  for (const p of trustedProxies) {
+    if (!parseNetwork(p)) problems.push(`server.trusted_proxies: "${p}" is not an IP address or network (such as 10.0.0.5 or 10.0.0.0/8)`);
+  }
+  const allowedOrigins = readOrigins(str('allowed_origins', ''), problems);
+
+  const auditRetentionSeconds = readDuration('server.audit_retention', str('audit_retention', '180d'), problems);
+  const logLevel = str('log_level', 'info');
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) problems.push(`server.log_level: "${logLevel}" is not one of ${LOG_LEVELS.join(', ')}`);
+  const workersText = str('workers', '1');
+  const workers = /^\d{1,3}$/.test(workersText) ? Number(workersText) : NaN;
+  if (Number.isNaN(workers)) problems.push(`server.workers: "${workersText}" is not a number of processes (0 = one per core)`);
+  const metricsText = str('metrics_listen', '');
+  const metrics = metricsText === '' ? null : parseHostPort(metricsText);
+  if (metricsText !== '' && metrics === null) problems.push(`server.metrics_listen: "${metricsText}" is not host:port (such as 127.0.0.1:9464)`);
+  if (metrics && hostPort && metrics.port === hostPort.port && metrics.port !== 0) {
+    problems.push(`server.metrics_listen: must not share listen's port ${hostPort.port}; metrics are never served on the public listener`);
+  }
+
+  const connections = readConnections(str, problems);
+
+  if (!hostPort) return null;
+  return {
+    host: hostPort.host, port: hostPort.port, baseUrl, secure, database, databaseToken, trustedProxies, allowedOrigins,
+    auditRetentionSeconds: auditRetentionSeconds ?? 0, logLevel: logLevel as LogLevel, workers: Number.isNaN(workers) ? 1 : workers,
+    metrics, connections,
+  };
+}
+
+/** allowed_origins: browser origins, written without a path. */
+function readOrigins(text: string, problems: string[]): string[] {
+  const allowedOrigins: string[] = [];
+  for (const o of text.split(/[\s,]+/).filter((p) => p !== '')) {
+    let origin: string | null = null;
+    try {
+      const u = new URL(o);
+      if ((u.protocol === 'http:' || u.protocol === 'https:') && u.origin === o.replace(/\/$/, '')) origin = u.origin;
+    } catch {
+      // reported below
+    }
+    if (origin === null) problems.push(`server.allowed_origins: "${o}" is not an origin (scheme://host[:port], no path)`);
+    else allowedOrigins.push(origin);
+  }
+  return allowedOrigins;
+}
