@@ -335,7 +335,7 @@ describe('OAuth authorization requests that must not get a code', () => {
     const before = (await s.database.db.select({ n: count() }).from(oauthClients).get())!.n;
     const schemes = ['ms-msdt:/id?PCWDiagnostic', 'search-ms:query=x', 'vnd.ms-excel:ofe|u|https://x.example/a.xls', 'jar:https://x.example/a.jar!/', 'view-source:https://x.example/',
       'mailto:a@x.example', 'tel:+1555', 'sms:+1555', 'chrome://settings', 'filesystem:https://x.example/temporary/a', 'ms-settings:', 'ftp://x.example/cb', 'wss://x.example/cb', 'myapp://cb', 'x-web-search.x:/q'];
-    for (const uri of ['javascript:alert(1)', 'data:text/html,x', 'file:///etc/passwd', 'http://evil.example/cb', 'https://user:pw@app.example/cb', 'https://app.example/cb#frag', 'not a uri', ...schemes]) {
+    for (const uri of ['javascript:alert(1)', 'data:text/html,x', 'file:///etc/passwd', 'http://evil.example/cb', 'http://127.0.0.2/cb', 'http://localhost.evil.example/cb', 'https://user:pw@app.example/cb', 'https://app.example/cb#frag', 'not a uri', ...schemes]) {
       const r = await reg({ redirect_uris: [REDIRECT, uri] });
       assert.equal(r.status, 400, uri);
       assert.equal(((await r.json()) as { error: string }).error, 'invalid_redirect_uri', uri);
