@@ -11,9 +11,9 @@ import { startNginx, type Nginx } from './helpers/nginx.ts';
 import { startProvider, Agent, CLIENT_ID, CLIENT_SECRET, type TestProvider } from './helpers/oidc-provider.ts';
 import { Browser, bearer } from './helpers/http.ts';
 import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const PROXY_SECRET = 'proxy-shared-secret-0123456789abcdef';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 for (const on of ['file', 'sqld'] as const) describe(`two instances on one ${on === 'file' ? 'database file' : 'sqld'} behind nginx`, () => {
   let inst: Installation;
@@ -47,11 +47,7 @@ for (const on of ['file', 'sqld'] as const) describe(`two instances on one ${on 
       servers.push(spawn(file, args, { env: inst.env, stdio: 'ignore' }));
     }
     for (const url of [a, b]) {
-      for (let i = 0; i < 300; i++) {
-        const ready = await fetch(`${url}/oidc/login`, { redirect: 'manual' }).then((r) => r.status === 302, () => false);
-        if (ready) break;
-        await sleep(50);
-      }
+      await waitFor(`${url} to finish OIDC discovery`, () => fetch(`${url}/oidc/login`, { redirect: 'manual' }).then((r) => r.status === 302, () => false), { everyMs: 50 });
     }
     nginx = await startNginx({ port: portN, upstreamPort: [portA, portB], secret: PROXY_SECRET, users: { newcomer: 'newcomer-pw' } });
     for (const [uid, pw] of [['paula', 'paula password 1'], ['tom', 'tom password 1']]) {
@@ -201,10 +197,10 @@ for (const on of ['file', 'sqld'] as const) describe(`two instances on one ${on 
         }
       }
     });
-    while (minted.size < 20) await sleep(10);
+    await waitFor('20 tokens minted through the proxy', () => minted.size >= 20, { everyMs: 10 });
     servers[0]!.kill('SIGKILL');
     killed = true;
-    while (onBAfterKill < 10) await sleep(10);
+    await waitFor('10 answers from B after A was killed', () => onBAfterKill >= 10, { everyMs: 10 });
     running = false;
     await Promise.all(writers);
     assert.deepEqual([...statusesOnB.keys()].filter((st) => ![200, 201, 503].includes(st)), [], `B answered only 2xx or 503: ${JSON.stringify([...statusesOnB])}`);
