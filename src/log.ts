@@ -4,6 +4,8 @@
 export type Fields = Record<string, string | number | boolean | null | undefined>;
 
 export interface Logger {
+  /** written only at log_level debug: routine events a test or an operator tracing a problem can wait on */
+  debug?(event: string, fields?: Fields): void;
   info(event: string, fields?: Fields): void;
   warn(event: string, fields?: Fields): void;
   error(event: string, fields?: Fields): void;
@@ -35,6 +37,7 @@ export function createLogger(write: (line: string) => void = stderrLines(), leve
     if (RANK[at] >= RANK[level]) write(JSON.stringify({ time: new Date().toISOString(), level: at, event, ...fields }));
   };
   return {
+    debug: (event, fields) => emit('debug', event, fields),
     info: (event, fields) => emit('info', event, fields),
     warn: (event, fields) => emit('warn', event, fields),
     error: (event, fields) => emit('error', event, fields),

@@ -5,15 +5,15 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { install, sourceRunner, sqlOn, type Installation } from './helpers/installation.ts';
+import { install, listenedPort, sourceRunner, sqlOn, type Installation } from './helpers/installation.ts';
 import { startSqld, type Sqld } from './helpers/sqld.ts';
 import { startNginx, type Nginx } from './helpers/nginx.ts';
 import { startProvider, Agent, CLIENT_ID, CLIENT_SECRET, type TestProvider } from './helpers/oidc-provider.ts';
 import { Browser, bearer } from './helpers/http.ts';
 import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const PROXY_SECRET = 'proxy-shared-secret-0123456789abcdef';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 for (const on of ['file', 'sqld'] as const) describe(`two instances on one ${on === 'file' ? 'database file' : 'sqld'} behind nginx`, () => {
   let inst: Installation;
@@ -26,9 +26,10 @@ for (const on of ['file', 'sqld'] as const) describe(`two instances on one ${on 
   let b: string;
 
   before(async () => {
-    const [portA, portB, portN, portIdp] = [await freePort(), await freePort(), await freePort(), await freePort()];
+    // The proxy's and the provider's addresses are in svc's configuration, so they are chosen first; A and B bind
+    // ports of their own and report them, and nginx is configured after.
+    const [portN, portIdp] = [await freePort(), await freePort()];
     front = `http://127.0.0.1:${portN}`;
-    [a, b] = [`http://127.0.0.1:${portA}`, `http://127.0.0.1:${portB}`];
     const issuer = `http://127.0.0.1:${portIdp}`;
     idp = await startProvider({ port: portIdp, redirectUris: [`${front}/oidc/callback`] });
     const auth = `${DEFAULT_AUTH}oidc\n    enabled true\n    issuer ${issuer}\n    client_id ${CLIENT_ID}\n    client_secret_env SVC_OIDC_CLIENT_SECRET\n    redirect_url ${front}/oidc/callback\n    jit true\n` +
@@ -40,18 +41,23 @@ for (const on of ['file', 'sqld'] as const) describe(`two instances on one ${on 
       ...(sqld ? { remote: { url: sqld.url, token: sqld.token } } : {}),
     });
     const tokenLine = sqld ? 'database_token_env = SVC_DATABASE_TOKEN\n' : '';
-    for (const [name, port] of [['a', portA], ['b', portB]] as const) {
+    const ports: number[] = [];
+    for (const name of ['a', 'b']) {
       const config = join(inst.dir, `svc-${name}.ini`);
-      writeFileSync(config, `[server]\nlisten = 127.0.0.1:${port}\nbase_url = ${front}\ndatabase = ${inst.database}\n${tokenLine}[auth]\n${auth}`);
+      writeFileSync(config, `[server]\nlisten = 127.0.0.1:0\nbase_url = ${front}\ndatabase = ${inst.database}\n${tokenLine}[auth]\n${auth}`);
       const { file, args } = sourceRunner.command(['serve', '--config', config]);
-      servers.push(spawn(file, args, { env: inst.env, stdio: 'ignore' }));
+      const child = spawn(file, args, { env: inst.env, stdio: ['ignore', 'pipe', 'pipe'] });
+      servers.push(child);
+      let log = '';
+      child.stdout.on('data', (d) => (log += d));
+      child.stderr.on('data', (d) => (log += d));
+      await waitFor(`svc ${name} to report its port`, () => listenedPort(log) !== null || child.exitCode !== null);
+      ports.push(listenedPort(log) ?? assert.fail(`svc ${name} did not start:\n${log}`));
     }
+    const [portA, portB] = ports as [number, number];
+    [a, b] = [`http://127.0.0.1:${portA}`, `http://127.0.0.1:${portB}`];
     for (const url of [a, b]) {
-      for (let i = 0; i < 300; i++) {
-        const ready = await fetch(`${url}/oidc/login`, { redirect: 'manual' }).then((r) => r.status === 302, () => false);
-        if (ready) break;
-        await sleep(50);
-      }
+      await waitFor(`${url} to finish OIDC discovery`, () => fetch(`${url}/oidc/login`, { redirect: 'manual' }).then((r) => r.status === 302, () => false), { everyMs: 50 });
     }
     nginx = await startNginx({ port: portN, upstreamPort: [portA, portB], secret: PROXY_SECRET, users: { newcomer: 'newcomer-pw' } });
     for (const [uid, pw] of [['paula', 'paula password 1'], ['tom', 'tom password 1']]) {
@@ -201,10 +207,10 @@ for (const on of ['file', 'sqld'] as const) describe(`two instances on one ${on 
         }
       }
     });
-    while (minted.size < 20) await sleep(10);
+    await waitFor('20 tokens minted through the proxy', () => minted.size >= 20, { everyMs: 10 });
     servers[0]!.kill('SIGKILL');
     killed = true;
-    while (onBAfterKill < 10) await sleep(10);
+    await waitFor('10 answers from B after A was killed', () => onBAfterKill >= 10, { everyMs: 10 });
     running = false;
     await Promise.all(writers);
     assert.deepEqual([...statusesOnB.keys()].filter((st) => ![200, 201, 503].includes(st)), [], `B answered only 2xx or 503: ${JSON.stringify([...statusesOnB])}`);

@@ -8,11 +8,11 @@ import { startTestServer } from './helpers/server.ts';
 import { Browser, bearer } from './helpers/http.ts';
 import { freePort } from './helpers/workspace.ts';
 import { scrape } from './helpers/metrics.ts';
+import { waitFor } from './helpers/wait.ts';
 import { filePath } from '../src/db/open.ts';
 import { createToken } from '../src/store/tokens.ts';
 import { loadConfig, ConfigError } from '../src/config/load.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const mcp = (url: string, token: string, body: unknown) =>
   fetch(`${url}/mcp`, {
     method: 'POST',
@@ -107,7 +107,7 @@ describe('metrics', () => {
       // Held briefly: the write waits, retries and succeeds.
       holder.exec('BEGIN IMMEDIATE');
       const waiting = fetch(`${s.url}/auth/tokens/${other.id}/revoke`, { method: 'POST', headers: bearer(token) });
-      await sleep(300);
+      await waitFor('the write to retry on the held lock', async () => (await scrape(metricsUrl)).value('svc_database_busy_retries_total') > before.value('svc_database_busy_retries_total'));
       holder.exec('COMMIT');
       assert.equal((await waiting).status, 200);
       const middle = await scrape(metricsUrl);

@@ -29,12 +29,14 @@ async function until(what: string, check: () => boolean | Promise<boolean>, ms =
 }
 
 test('notices: one mail per event across two processes, SMTP down then up across a restart, no address, no secrets', async () => {
+  // Chosen before the mail peer runs: svc is told its address while it is still down.
   const smtpPort = await freePort();
   const inst = await install(sourceRunner, { env: { SVC_SMTP_URL: `smtp://mailer:${SMTP_PASS}@127.0.0.1:${smtpPort}` } });
-  const ports = [await freePort(), await freePort()];
-  const configs = ports.map((port, i) => {
+  // Each process binds a port of its own choosing: nothing here calls them, and base_url is the installation's.
+  // At log_level debug each finished round of the notice job is logged, so the test can wait for rounds.
+  const configs = [0, 1].map((i) => {
     const path = join(inst.dir, `svc-${i}.ini`);
-    writeFileSync(path, `[server]\nlisten = 127.0.0.1:${port}\nbase_url = ${inst.url}\ndatabase = file:svc.db\n[notify]\nsmtp_url_env = SVC_SMTP_URL\nfrom = svc@example.com\nexpiry_warning = 7d\n[auth]\n${DEFAULT_AUTH}`);
+    writeFileSync(path, `[server]\nlisten = 127.0.0.1:0\nbase_url = ${inst.url}\ndatabase = file:svc.db\nlog_level = debug\n[notify]\nsmtp_url_env = SVC_SMTP_URL\nfrom = svc@example.com\nexpiry_warning = 7d\n[auth]\n${DEFAULT_AUTH}`);
     return path;
   });
   const logs = ['', ''];
@@ -45,6 +47,11 @@ test('notices: one mail per event across two processes, SMTP down then up across
     child.stderr!.on('data', (d) => (logs[i] += d));
     await until(`svc ${i} to listen`, () => logs[i]!.includes('"event":"listening"'));
     return child;
+  };
+  const rounds = (i: number) => logs[i]!.split('"event":"notice_round_done"').length - 1;
+  const moreRounds = async (which: number[], n: number) => {
+    const from = which.map(rounds);
+    await until(`${n} more notice rounds of processes ${which.join(', ')}`, () => which.every((i, k) => rounds(i) >= from[k]! + n));
   };
   const stop = async (child: ChildProcess) => {
     const exited = new Promise((r) => child.once('exit', r));
@@ -90,10 +97,11 @@ test('notices: one mail per event across two processes, SMTP down then up across
     // An event while both run: announced once too.
     assert.equal((await inst.cli(['token', 'create', 'ann', '--name', 'second-bot'])).code, 0);
     await until('the new event', () => peer!.received.some((m) => m.subject.includes('second-bot')));
-    await sleep(6000); // more rounds of both processes
+    // Two more finished rounds of each process (the first may have begun before the event): nothing is sent twice.
+    await moreRounds([0, 1], 2);
     await stop(running.pop()!);
     running.push(await serve(1));
-    await sleep(3000);
+    await moreRounds([1], 1); // the restarted process's first round, begun after it started
 
     const subjects = peer.received.map((m) => `${m.to} ${m.subject}`).sort();
     assert.deepEqual(subjects, [

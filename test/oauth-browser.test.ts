@@ -13,6 +13,7 @@ import { launchChromium } from './helpers/chromium.ts';
 import { Provider, REDIRECT } from './helpers/oauth-client.ts';
 import { Browser } from './helpers/http.ts';
 import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
+import { waitFor } from './helpers/wait.ts';
 
 /** The SDK client's provider with a person at the wheel of Chromium: `signIn` answers the sign-in page. */
 class ChromiumProvider extends Provider {
@@ -68,7 +69,7 @@ describe('connect by URL, the browser step in Chromium', () => {
     });
     idp = await startProvider({ port: idpPort, redirectUris: [`${s.url}/oidc/callback`] });
     await s.addUser({ uid: 'petra', email: 'petra@example.com', password: 'petra password 1' });
-    for (let i = 0; i < 100 && (await fetch(`${s.url}/oidc/login`, { redirect: 'manual' })).status !== 302; i++) await new Promise((r) => setTimeout(r, 100));
+    await waitFor('svc to finish OIDC discovery', async () => (await fetch(`${s.url}/oidc/login`, { redirect: 'manual' })).status === 302, { everyMs: 100 });
     chromium = await launchChromium();
   });
   after(async () => {

@@ -14,6 +14,7 @@ import { install, sourceRunner, type Installation, type Serving } from './helper
 import { Browser } from './helpers/http.ts';
 import { connect, Provider, REDIRECT } from './helpers/oauth-client.ts';
 import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
+import { waitFor } from './helpers/wait.ts';
 
 const oauthAuth = (allowPrivate: boolean) => `${DEFAULT_AUTH}oauth\n    enabled true\n    client_metadata_allow_private ${allowPrivate}\n`;
 
@@ -76,11 +77,9 @@ describe('Client ID Metadata Documents', () => {
 
   /** The server's JSON log lines, once one of them matches (svc writes its log a moment after answering). */
   const logged = async (match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>[]> => {
-    for (;;) {
-      const lines = server.log().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
-      if (lines.some(match)) return lines.filter((l) => l.event === 'oauth_client_metadata_unreachable');
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    const lines = () => server.log().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    await waitFor('the expected line in the server log', () => lines().some(match), { everyMs: 20 });
+    return lines().filter((l) => l.event === 'oauth_client_metadata_unreachable');
   };
 
   const authorize = (browser: Browser, clientId: string) => {

@@ -11,7 +11,7 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { NGINX } from './helpers/nginx.ts';
+import { nginxProgram } from './helpers/nginx.ts';
 import { createServer, connect, type Socket } from 'node:net';
 import { DatabaseUnreachable } from '../src/db/errors.ts';
 import { MAIN, ROOT, TSX, freePort, newSecret, runSvc } from './helpers/workspace.ts';
@@ -151,7 +151,7 @@ describe('svc on a real sqld', () => {
       writeFileSync(conf, `master_process off;\ndaemon off;\npid ${dir}/nginx.pid;\nerror_log ${dir}/nginx-error.log warn;\nevents { worker_connections 128; }\nhttp {\n` +
         `access_log off;\nclient_body_temp_path ${dir}/nginx-tmp/body;\nproxy_temp_path ${dir}/nginx-tmp/proxy;\nfastcgi_temp_path ${dir}/nginx-tmp/fastcgi;\nuwsgi_temp_path ${dir}/nginx-tmp/uwsgi;\nscgi_temp_path ${dir}/nginx-tmp/scgi;\n` +
         recipe('nginx', { '10.0.0.11:8080': `127.0.0.1:${portA}`, '10.0.0.12:8080': `127.0.0.1:${portB}`, 'listen 10.0.0.2:80;': `listen 127.0.0.1:${portN};` }) + '\n}\n');
-      children.push(spawn(NGINX, ['-p', dir, '-c', conf, '-e', join(dir, 'nginx-error.log')], { stdio: 'ignore' }));
+      children.push(spawn(nginxProgram(), ['-p', dir, '-c', conf, '-e', join(dir, 'nginx-error.log')], { stdio: 'ignore' }));
       await until('nginx', async () => (await fetch(`${front}/readyz`)).status === 200);
 
       const cli = (args: string[], stdin?: string) => runSvc(['--import', TSX, MAIN, ...args, '--config', configFor(portA, over(sqld, 'ws'))], env, stdin, dir);

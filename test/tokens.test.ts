@@ -7,6 +7,7 @@ import { startTestServer, type TestServer } from './helpers/server.ts';
 import { Browser, bearer, rawRequest } from './helpers/http.ts';
 import { tokens } from '../src/db/schema.ts';
 import type { User } from '../src/store/users.ts';
+import { waitFor } from './helpers/wait.ts';
 
 describe('personal access tokens', () => {
   let s: TestServer;
@@ -25,15 +26,17 @@ describe('personal access tokens', () => {
   const tokenRows = async () => (await s.database.db.select({ n: count() }).from(tokens).get())!.n;
 
   test('create from a session: 201 with the plaintext once; list shows no secret', async () => {
+    const before = Date.now();
     const res = await b.request('/auth/tokens', { form: { name: 'laptop', ttl: '30d', scopes: 'mcp api' } });
+    const after = Date.now();
     assert.equal(res.status, 201);
     const body = await res.json();
     assert.deepEqual(Object.keys(body).sort(), ['expires_at', 'id', 'labels', 'name', 'scopes', 'token']);
     assert.deepEqual(body.scopes, ['mcp', 'api']);
     assert.match(body.token, /^svc_[a-z2-7]{48}$/);
     assert.equal(body.name, 'laptop');
-    const days = (Date.parse(body.expires_at) - Date.now()) / 86400_000;
-    assert.ok(days > 29.9 && days <= 30, `expires in ${days} days`);
+    const minted = Date.parse(body.expires_at) - 30 * 86400_000;
+    assert.ok(Math.floor(before / 1000) * 1000 <= minted && minted <= after, `expires ${body.expires_at}: 30 days after it was made`);
 
     const list = await (await b.request('/auth/tokens')).json();
     const mine = list.find((t: { id: string }) => t.id === body.id);
@@ -139,9 +142,10 @@ describe('personal access tokens', () => {
   });
 
   test('expiry: a 1s token works, then is refused and listed as expired', async () => {
-    const { id, token } = await (await b.request('/auth/tokens', { form: { name: 'one second', ttl: '1s', scopes: 'api' } })).json();
+    const { id, token, expires_at } = await (await b.request('/auth/tokens', { form: { name: 'one second', ttl: '1s', scopes: 'api' } })).json();
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) })).status, 200);
-    await new Promise((r) => setTimeout(r, 1100));
+    // The server runs in this process, on this clock: once it has passed expires_at, the token is past its time.
+    await waitFor('the token\'s expiry to pass', () => Date.now() > Date.parse(expires_at));
     const res = await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) });
     assert.equal(res.status, 401);
     assert.match(res.headers.get('www-authenticate')!, /error="invalid_token"/);
@@ -177,12 +181,17 @@ describe('personal access tokens', () => {
 
   test('last_used_at is recorded on use', async () => {
     const token = await s.tokenFor(alice, undefined, 'api');
+    const before = Date.now();
     await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) });
-    await new Promise((r) => setTimeout(r, 50));
-    const list = await (await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) })).json();
-    const used = list.filter((t: { last_used_at: string | null }) => t.last_used_at !== null);
-    assert.ok(used.length >= 1);
-    assert.ok(Math.abs(Date.parse(used[0].last_used_at) - Date.now()) < 60_000);
+    // The stamp is written after the answer, so the listing that shows it may be a later one.
+    let used: { last_used_at: string }[] = [];
+    await waitFor('last_used_at to be recorded', async () => {
+      const list = await (await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) })).json();
+      used = list.filter((t: { last_used_at: string | null }) => t.last_used_at !== null);
+      return used.length >= 1;
+    });
+    const stamped = Date.parse(used[0]!.last_used_at);
+    assert.ok(Math.floor(before / 1000) * 1000 <= stamped && stamped <= Date.now(), `last used ${used[0]!.last_used_at}: during this test`);
   });
 
   test('the token page renders for a session, with revoke buttons; a bearer token cannot open it', async () => {

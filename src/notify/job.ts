@@ -78,6 +78,7 @@ export function startNoticeJob(database: Database, notify: NotifyConfig, baseUrl
 
   const tick = () => {
     running ??= round()
+      .then(() => log.debug?.('notice_round_done'))
       .catch((e: unknown) => {
         // Busy: another process holds the lock; the next round tries again.
         if (!(e instanceof DatabaseUnavailable)) log.warn('notice_round_failed', { error: safeDatabaseMessage(e) });

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import { Browser, bearer } from './http.ts';
 import { install, holdWriteLock, sqlOn, type Installation, type InstallOptions, type Runner, type Serving } from './installation.ts';
-import type { CliResult } from './workspace.ts';
+import { freePort, type CliResult } from './workspace.ts';
+import { scrape } from './metrics.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -41,7 +42,9 @@ function snapshot(inst: Installation): Promise<string> {
 }
 
 export async function lockedDatabase(runner: Runner, t: TestContext): Promise<void> {
-  const inst = await install(runner);
+  const metricsPort = await freePort();
+  const inst = await install(runner, { server: `metrics_listen = 127.0.0.1:${metricsPort}` });
+  const busyRetries = async () => (await scrape(`http://127.0.0.1:${metricsPort}/metrics`)).value('svc_database_busy_retries_total');
   let server: Serving | null = null;
   try {
     ok(await inst.cli(['user', 'add', 'admin', '--email', 'admin@example.com', '--admin', '--password-stdin'], 'admin password 1\n'), 'add admin');
@@ -73,6 +76,7 @@ export async function lockedDatabase(runner: Runner, t: TestContext): Promise<vo
     };
 
     const before = await snapshot(inst);
+    const retriesBefore = await busyRetries();
     const lock = await holdWriteLock(inst.dbPath);
     const started = Date.now();
     let during: [string, Response][];
@@ -97,8 +101,12 @@ export async function lockedDatabase(runner: Runner, t: TestContext): Promise<vo
     }
     assert.equal(readsDuring, 200);
     assert.equal(assertCliBusyOrOk(cliDuring, 'user add during the lock'), false, 'the CLI gave up with the busy message');
-    // Queued writes share one wait: six of them answer together, not one after another.
-    assert.ok(waited < 9000, `503s took ${waited} ms`);
+    // Queued writes share one wait: six of them answer together, not one after another. Counted in lock retries,
+    // not milliseconds: the backoff sleeps at least 2, 4, 8, 16, 32, then 50 ms, so one 5 s wait holds at most 104
+    // retries, and the writes asked a moment after the first retry a few times each until their own (nearly
+    // equal) deadlines. Six waits of 5 s one after another would take about six times as many.
+    const queuedRetries = (await busyRetries()) - retriesBefore;
+    assert.ok(queuedRetries <= 104 + 5 * 10, `six queued writes retried ${queuedRetries} times: they waited one after another, not together`);
     assert.equal(await snapshot(inst), before, 'nothing changed while the database was locked');
 
     for (const [name, [act, status]] of Object.entries(actions)) {
@@ -123,7 +131,7 @@ export async function lockedDatabase(runner: Runner, t: TestContext): Promise<vo
     await stop(server);
     server = await inst.serve();
     await expectAfter('after a restart');
-    t.diagnostic(`${runner.name}: 6 writes during a 5 s+ lock answered 503 in ${waited} ms and changed nothing; after release all 6 committed`);
+    t.diagnostic(`${runner.name}: 6 writes during a 5 s+ lock answered 503 in ${waited} ms (${queuedRetries} lock retries) and changed nothing; after release all 6 committed`);
   } finally {
     if (server) await stop(server);
     inst.remove();

@@ -114,6 +114,17 @@ export async function install(runner: Runner, options: InstallOptions = {}): Pro
   };
 }
 
+/** The port svc reports in its "listening" log line (it binds port 0 itself when so configured); null before it. */
+export function listenedPort(log: string): number | null {
+  for (const line of log.split('\n')) {
+    if (!line.includes('"event":"listening"')) continue;
+    const listen = (JSON.parse(line) as { listen?: string }).listen ?? '';
+    const port = Number(listen.slice(listen.lastIndexOf(':') + 1));
+    if (Number.isInteger(port) && port > 0) return port;
+  }
+  return null;
+}
+
 /** Runs sqlite3 (Debian's shell, a separate process) on the database file; returns its output. */
 export function sqlite3(dbPath: string, script: string): Promise<string> {
   return new Promise((resolve, reject) => {

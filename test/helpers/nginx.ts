@@ -5,8 +5,14 @@ import { mkdtempSync, mkdirSync, writeFileSync, rmSync, readFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from 'node:net';
+import { requireProgram } from './programs.ts';
 
 export const NGINX = '/usr/sbin/nginx';
+
+/** Debian's nginx, or an error saying to install nginx-light. */
+export function nginxProgram(): string {
+  return requireProgram(NGINX, 'nginx-light');
+}
 
 export interface Nginx {
   readonly url: string;
@@ -103,7 +109,7 @@ ${(Array.isArray(o.upstreamPort) ? o.upstreamPort : [o.upstreamPort]).map((p) =>
 }
 `;
   writeFileSync(join(dir, 'nginx.conf'), conf);
-  const child: ChildProcess = spawn(NGINX, ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child: ChildProcess = spawn(nginxProgram(), ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
   try {

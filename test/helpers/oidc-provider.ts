@@ -41,12 +41,6 @@ export async function startProvider(options: {
   idJag?: IdJagOptions;
 }): Promise<TestProvider> {
   const issuer = `http://127.0.0.1:${options.port}`;
-  const innerPort = await new Promise<number>((resolve) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const port = (probe.address() as { port: number }).port;
-      probe.close(() => resolve(port));
-    });
-  });
   const accounts = new Map<string, Account>();
   const jag = options.idJag ? await enableIdJag(issuer, options.idJag) : null;
   const provider = new Provider(issuer, {
@@ -70,7 +64,9 @@ export async function startProvider(options: {
   } as ConstructorParameters<typeof Provider>[1]);
   jag?.register(provider);
   const inner: Server = createServer(provider.callback());
-  await new Promise<void>((resolve) => inner.listen(innerPort, '127.0.0.1', resolve));
+  // The provider's own listener: only the proxy in front calls it, so it takes whatever port the system gives.
+  await new Promise<void>((resolve) => inner.listen(0, '127.0.0.1', resolve));
+  const innerPort = (inner.address() as { port: number }).port;
 
   let substitute: string | null = null;
   const front: Server = createServer((req, res) => {

@@ -1,5 +1,5 @@
 // A throwaway svc installation: a temp folder with svc.ini, a database, and ways to run svc against it.
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn } from 'node:child_process';
@@ -29,24 +29,88 @@ export function newSecret(): string {
   return randomBytes(48).toString('base64url');
 }
 
-/** Ports this process handed out: one that was released again must not be handed out twice (a proxy given a port
- * and the server behind it given the same one would each think they hold it). */
-const handedOut = new Set<number>();
+/**
+ * A loopback port for a server whose address must be known before it starts: svc's base_url (issuer, cookie
+ * scope and redirect URIs follow from it and are fixed when the configuration is read), nginx's configuration,
+ * an issuer that svc is configured with. Where nothing needs the port in advance, listen on port 0 instead.
+ *
+ * Several test processes run at once (npm test runs two files side by side, and other checkouts may test on this
+ * machine too), so a port found free and released could be handed to another process before its server binds it.
+ * Two things prevent that: ports are taken below the kernel's ephemeral range, where neither listen(0) nor
+ * outgoing connections land; and each port is claimed across processes by a file created exclusively in a shared
+ * folder, naming the claiming process. A claim whose process is gone is taken over; this process's claims are
+ * removed when it exits. A claimed port is handed out only when a probe could bind it.
+ */
+const CLAIMS = join(tmpdir(), 'svc-test-ports');
+const PORT_FLOOR = 20_000;
+const claimed: string[] = [];
+
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(low) && low > PORT_FLOOR + 1000 ? low : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** True when this process now holds the claim on `port`. */
+function claim(port: number): boolean {
+  const file = join(CLAIMS, String(port));
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(file, String(process.pid), { flag: 'wx' });
+      claimed.push(file);
+      return true;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue; // its owner removed it just now
+    }
+    // empty: another process created it and is writing its id this moment
+    const owner = Number(text);
+    if (text === '' || !Number.isInteger(owner) || owner <= 0 || alive(owner)) return false;
+    rmSync(file, { force: true }); // left by a process that is gone
+  }
+  return false;
+}
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+process.once('exit', () => {
+  for (const file of claimed) rmSync(file, { force: true });
+});
 
 export async function freePort(): Promise<number> {
-  for (;;) {
-    const port = await new Promise<number>((resolve, reject) => {
-      const s = createServer();
-      s.once('error', reject);
-      s.listen(0, '127.0.0.1', () => {
-        const port = (s.address() as { port: number }).port;
-        s.close(() => resolve(port));
-      });
-    });
-    if (handedOut.has(port)) continue;
-    handedOut.add(port);
-    return port;
+  mkdirSync(CLAIMS, { recursive: true });
+  const span = ephemeralLow() - PORT_FLOOR;
+  // Start where the process id points, so processes starting together look in different places first.
+  const start = (process.pid * 7919 + claimed.length * 104_729) % span;
+  for (let i = 0; i < span; i++) {
+    const port = PORT_FLOOR + ((start + i) % span);
+    if (!claim(port)) continue;
+    if (await bindable(port)) return port;
   }
+  throw new Error(`no free loopback port between ${PORT_FLOOR} and ${PORT_FLOOR + span}`);
 }
 
 export interface Workspace {
