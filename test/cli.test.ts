@@ -3,16 +3,9 @@ import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { connect } from 'node:net';
+import { listening } from './helpers/wait.ts';
 import { createWorkspace, type Workspace } from './helpers/workspace.ts';
 
-function listening(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => (socket.destroy(), resolve(true)));
-    socket.once('error', () => resolve(false));
-  });
-}
 
 describe('svc CLI', () => {
   let ws: Workspace;

@@ -107,7 +107,7 @@ describe('svc.ini', () => {
 
   test('each required session field alone, when local is enabled', () => {
     for (const key of ['cookie_name', 'ttl', 'secret_env']) {
-      const auth = SESSION.replace(new RegExp(`    ${key} .*\\n`), '') + 'local\n    enabled true\n';
+      const auth = `${SESSION.replace(new RegExp(`    ${key} .*\\n`), '')}local\n    enabled true\n`;
       assert.deepEqual(problems(auth), [`svc: config: auth.session.${key}: required when local or oidc is enabled`]);
     }
   });
@@ -131,7 +131,7 @@ describe('svc.ini', () => {
 
   test('malformed trees and values are each reported with their path', () => {
     const found = problems(
-      [
+      `${[
         'session value-here',
         '    cookie_name svc_session',
         '    ttl 1x',
@@ -146,7 +146,7 @@ describe('svc.ini', () => {
         '    colour blue',
         'tokens',
         '    enabled true',
-      ].join('\n') + '\n',
+      ].join('\n')}\n`,
     );
     const expected = [
       /^svc: config: auth.session: takes no value/,
@@ -209,7 +209,7 @@ describe('svc.ini', () => {
   });
 
   test('a relative file: database is resolved against the configuration file\'s folder; others are kept', () => {
-    const withDb = (db: string) => loadConfig(SERVER.replace('file:svc.db', db) + `\n[auth]\ntoken\n    enabled true\n`, {}, { mode: 'serve', baseDir: '/srv/svc' });
+    const withDb = (db: string) => loadConfig(`${SERVER.replace('file:svc.db', db)}\n[auth]\ntoken\n    enabled true\n`, {}, { mode: 'serve', baseDir: '/srv/svc' });
     assert.equal(withDb('file:data/svc.db').server.database, 'file:/srv/svc/data/svc.db');
     assert.equal(withDb('file:../svc.db').server.database, 'file:/srv/svc.db');
     assert.equal(withDb('file:/var/lib/svc.db').server.database, 'file:/var/lib/svc.db');

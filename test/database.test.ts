@@ -178,7 +178,7 @@ describe('Database.write', () => {
     const user = await database.write((tx) => createUser(tx, { uid: 'clocked', email: 'clocked@example.com' }));
     const realNow = Date.now;
     Date.now = () => realNow() - 2 * 3600_000; // a host two hours behind
-    let minted;
+    let minted: Awaited<ReturnType<typeof createToken>>;
     const askedAt = realNow();
     try {
       minted = await database.write((tx) => createToken(tx, user.id, 'skewed', '1h'));

@@ -161,7 +161,7 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
     const stranger = await generateKeyPair('RS256', { extractable: true });
     await refused(await new SignJWT(claims()).setProtectedHeader({ alg: 'RS256', kid: 'enterprise-idp-1', typ: 'oauth-id-jag+jwt' }).sign(stranger.privateKey), /signature/, 'a key the provider does not publish, same kid');
     await refused(await new SignJWT(claims()).setProtectedHeader({ alg: 'RS256', kid: 'another-kid', typ: 'oauth-id-jag+jwt' }).sign(stranger.privateKey), /does not publish/, 'an unknown kid');
-    const unsecured = [{ alg: 'none', typ: 'oauth-id-jag+jwt' }, claims()].map((part) => Buffer.from(JSON.stringify(part)).toString('base64url')).join('.') + '.';
+    const unsecured = `${[{ alg: 'none', typ: 'oauth-id-jag+jwt' }, claims()].map((part) => Buffer.from(JSON.stringify(part)).toString('base64url')).join('.')}.`;
     await refused(unsecured, /asymmetric|well-formed/, 'alg none');
     const publicPem = await exportSPKI((await import('node:crypto')).createPublicKey({ key: idp.idJag!.privateJwk as never, format: 'jwk' }) as never);
     const hs = await new SignJWT(claims()).setProtectedHeader({ alg: 'HS256', kid: 'enterprise-idp-1', typ: 'oauth-id-jag+jwt' }).sign(new TextEncoder().encode(publicPem));

@@ -255,7 +255,7 @@ describe('connection limits', () => {
   test('a client sending one header byte at a time is cut off, and others are served meanwhile', async () => {
     const s = await startTestServer({ serverOptions: { limits: { headersTimeoutMs: 1000, checkEveryMs: 200 } } });
     try {
-      const header = 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ' + 'a'.repeat(100);
+      const header = `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ${'a'.repeat(100)}`;
       let i = 0;
       let isCut = false;
       const cut = new Promise<void>((resolve) => {

@@ -37,7 +37,7 @@ describe('uids', () => {
     assert.equal(deriveUid('has space', 'Ann Lee@x.y'), 'ann-lee');
     const it = uidCandidates('x'.repeat(64));
     assert.equal(it.next().value, 'x'.repeat(64));
-    assert.equal(it.next().value, 'x'.repeat(62) + '-2');
+    assert.equal(it.next().value, `${'x'.repeat(62)}-2`);
   });
 });
 

@@ -76,7 +76,7 @@ describe('password login and sessions', () => {
       const location = new URL(res.headers.get('location')!);
       assert.equal(location.origin, s.url, `${next} -> ${location}`);
     }
-    const page = await new Browser(s.url).request('/login?next=' + encodeURIComponent('//evil.example/x'));
+    const page = await new Browser(s.url).request(`/login?next=${encodeURIComponent('//evil.example/x')}`);
     assert.doesNotMatch(await page.text(), /evil\.example/);
   });
 

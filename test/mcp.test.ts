@@ -56,7 +56,7 @@ describe('/mcp', () => {
       await s.database.write((tx) => putItem(tx, id, { title: `Quarterly report ${id}`, text: `The quarterly report for ${id}. Revenue grew; see ${id} appendix.`, labels }));
     }
     for (const [uid, labels] of Object.entries(USERS)) {
-      users[uid] = await s.addUser({ uid, email: `${uid}@example.com`, name: `User ${uid}`, labels, password: 'password for ' + uid });
+      users[uid] = await s.addUser({ uid, email: `${uid}@example.com`, name: `User ${uid}`, labels, password: `password for ${uid}` });
       tokens[uid] = await s.tokenFor(users[uid]!);
     }
   });
@@ -66,7 +66,7 @@ describe('/mcp', () => {
     const anon = await post(s.url, {}, '{"jsonrpc":"2.0","id":1,"method":"tools/list"}');
     assert.equal(anon.status, 401);
     assert.equal(anon.headers.get('www-authenticate'), 'Bearer realm="svc"');
-    const bad = await post(s.url, bearer('svc_' + 'a'.repeat(48)), '{"jsonrpc":"2.0","id":1,"method":"tools/list"}');
+    const bad = await post(s.url, bearer(`svc_${'a'.repeat(48)}`), '{"jsonrpc":"2.0","id":1,"method":"tools/list"}');
     assert.equal(bad.status, 401);
     assert.match(bad.headers.get('www-authenticate')!, /^Bearer realm="svc", error="invalid_token"/);
     for (const method of ['GET', 'DELETE']) {
@@ -253,7 +253,7 @@ describe('/mcp', () => {
       assert.ok(Array.isArray((r.structuredContent as { results: unknown[] }).results), query);
     }
     assert.ok(((await call(client, 'search', { query: 'report"' })).structuredContent as { results: unknown[] }).results.length > 0);
-    assert.equal((await call(client, 'search', { query: 'report', limit: 2 })).structuredContent!.results instanceof Array, true);
+    assert.equal(Array.isArray((await call(client, 'search', { query: 'report', limit: 2 })).structuredContent!.results), true);
     assert.equal(((await call(client, 'search', { query: 'report', limit: 2 })).structuredContent as { results: unknown[] }).results.length, 2);
     await client.close();
   });
@@ -317,7 +317,7 @@ describe('/mcp', () => {
     const tooMany = byId.get(3)!;
     assert.ok(tooMany.error !== undefined || tooMany.result?.isError === true, 'limit 51 is refused, as alone');
     for (let id = 4; id <= 10; id++) {
-      const ids = ((byId.get(id)?.result?.structuredContent as { results: { id: string }[] }).results).map((r) => r.id).sort();
+      const ids = (byId.get(id)!.result!.structuredContent as { results: { id: string }[] }).results.map((r) => r.id).sort();
       assert.deepEqual(ids, ['eng', 'open']);
     }
     // Without the header the transport specification's default, 2025-03-26, applies: a small batch is served.

@@ -11,7 +11,7 @@ import { scrape } from './helpers/metrics.ts';
 import { waitFor } from './helpers/wait.ts';
 import { filePath } from '../src/db/open.ts';
 import { createToken } from '../src/store/tokens.ts';
-import { loadConfig, ConfigError } from '../src/config/load.ts';
+import { loadConfig, type ConfigError } from '../src/config/load.ts';
 
 const mcp = (url: string, token: string, body: unknown) =>
   fetch(`${url}/mcp`, {

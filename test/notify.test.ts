@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { install, sourceRunner, sqlite3 } from './helpers/installation.ts';
 import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
 import { startSmtpPeer, type SmtpPeer } from './helpers/smtp.ts';
-import { loadConfig, ConfigError } from '../src/config/load.ts';
+import { loadConfig, type ConfigError } from '../src/config/load.ts';
 import { openDatabase } from '../src/db/open.ts';
 import { notices } from '../src/db/schema.ts';
 import { createUser } from '../src/store/users.ts';

@@ -10,17 +10,10 @@ import { ROOT, createWorkspace } from './helpers/workspace.ts';
 import { loadConfig } from '../src/config/load.ts';
 import { startServer } from '../src/server.ts';
 import type { Logger } from '../src/log.ts';
-import { waitFor } from './helpers/wait.ts';
+import { listening, waitFor } from './helpers/wait.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function listening(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => (socket.destroy(), resolve(true)));
-    socket.once('error', () => resolve(false));
-  });
-}
 
 /**
  * A sign-in whose form never finishes arriving: its handler waits for the body, in flight. It asks for

@@ -22,7 +22,8 @@ async function quickstart(dataDir: string, port: number): Promise<{ stdout: stri
       await new Promise((r) => setTimeout(r, 100));
     }
     const health = await (await fetch(`http://127.0.0.1:${port}/healthz`)).json();
-    return { stdout, health, exit: await (process.kill(-child.pid!, 'SIGTERM'), exited) };
+    process.kill(-child.pid!, 'SIGTERM');
+    return { stdout, health, exit: await exited };
   } finally {
     if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid!, 'SIGKILL');
   }

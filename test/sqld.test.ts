@@ -83,18 +83,29 @@ function recipe(name: string, replace: Record<string, string>): string {
 async function commitCutter(target: string): Promise<{ url: string; cut: 'before' | 'after' | null; close(): void }> {
   const { port: targetPort } = new URL(target);
   const sockets = new Set<Socket>();
-  const relay = { url: '', cut: null as 'before' | 'after' | null, close: () => (server.close(), sockets.forEach((s) => s.destroy())) };
+  const relay = { url: '', cut: null as 'before' | 'after' | null, close: () => {
+      server.close();
+      for (const s of sockets) s.destroy();
+    },
+  };
   const server = createServer((client) => {
     const upstream = connect(Number(targetPort), '127.0.0.1');
     sockets.add(client).add(upstream);
     let dropAnswers = false;
     client.on('data', (chunk) => {
       if (relay.cut && chunk.includes('"sql":"COMMIT"')) {
-        if (relay.cut === 'before') return void (client.destroy(), upstream.destroy());
+        if (relay.cut === 'before') {
+          client.destroy();
+          upstream.destroy();
+          return;
+        }
         dropAnswers = true;
         upstream.write(chunk);
         // sqld answers once it has committed; the answer never reaches svc.
-        upstream.once('data', () => (client.destroy(), upstream.destroy()));
+        upstream.once('data', () => {
+          client.destroy();
+          upstream.destroy();
+        });
         return;
       }
       upstream.write(chunk);

@@ -13,7 +13,13 @@ export async function openFresh(driver: Driver): Promise<{ database: Database; c
   if (driver === 'sqld') {
     const sqld = await startSqld({ auth: true });
     const database = await openDatabase(sqld.url, sqld.token);
-    return { database, close: async () => (database.close(), await sqld.remove()) };
+    return {
+      database,
+      close: async () => {
+        database.close();
+        await sqld.remove();
+      },
+    };
   }
   const dir = mkdtempSync(join(tmpdir(), 'svc-driver-'));
   const database = await openDatabase(`file:${join(dir, 'svc.db')}`, null, { forceClient: driver === '@libsql/client' });

@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect } from 'node:net';
+import { listening, waitFor } from './wait.ts';
 import { requireProgram } from './programs.ts';
 
 export const NGINX = '/usr/sbin/nginx';
@@ -33,21 +33,11 @@ export interface NginxOptions {
 
 const READY_TOKEN = `ready-${process.pid}-${Date.now()}`;
 
-function waitForPort(port: number, deadline: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const attempt = () => {
-      const socket = connect(port, '127.0.0.1');
-      socket.once('connect', () => (socket.destroy(), resolve()));
-      socket.once('error', () => (Date.now() > deadline ? reject(new Error(`nginx did not listen on ${port}`)) : setTimeout(attempt, 50)));
-    };
-    attempt();
-  });
-}
 
 export async function startNginx(o: NginxOptions): Promise<Nginx> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-nginx-'));
   mkdirSync(join(dir, 'tmp'));
-  writeFileSync(join(dir, 'htpasswd'), Object.entries(o.users).map(([u, p]) => `${u}:{PLAIN}${p}`).join('\n') + '\n');
+  writeFileSync(join(dir, 'htpasswd'), `${Object.entries(o.users).map(([u, p]) => `${u}:{PLAIN}${p}`).join('\n')}\n`);
   const mapLines = (m: Record<string, string> = {}) => Object.entries(m).map(([u, v]) => `    ${u} "${v}";`).join('\n');
   const conf = `
 master_process off;
@@ -113,7 +103,7 @@ ${(Array.isArray(o.upstreamPort) ? o.upstreamPort : [o.upstreamPort]).map((p) =>
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
   try {
-    await waitForPort(o.port, Date.now() + 10_000);
+    await waitFor(`nginx listening on ${o.port}`, () => listening(o.port), { timeoutMs: 10_000 });
     const ready = await fetch(`http://127.0.0.1:${o.port}/.nginx-ready`).catch(() => null);
     if (child.exitCode !== null || ready?.headers.get('x-nginx-ready') !== READY_TOKEN) {
       throw new Error(`port ${o.port} is answered by something other than this nginx`);

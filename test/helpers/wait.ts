@@ -1,5 +1,18 @@
 // Waiting on a condition instead of a fixed sleep: polls until `check` holds, and fails naming what never came.
 // The bound is generous on purpose; it only decides how long a broken test hangs, never whether a slow machine passes.
+import { connect } from 'node:net';
+
+/** Whether something accepts connections on this loopback port now. */
+export function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
 
 export async function waitFor(what: string, check: () => boolean | Promise<boolean>, options: { timeoutMs?: number; everyMs?: number } = {}): Promise<void> {
   const deadline = Date.now() + (options.timeoutMs ?? 30_000);
