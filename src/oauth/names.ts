@@ -4,15 +4,19 @@
 // Control and format characters (bidi overrides and isolates, zero-width joiners, BOM, soft hyphen), unassigned and
 // private-use code points, line and paragraph separators, every space but U+0020, and the fillers and variation
 // selectors that render as nothing.
-// biome-ignore lint/suspicious/noMisleadingCharacterClass: each invisible or joining character is listed on purpose, to be refused alone
-const UNSEEN = /[\p{Cc}\p{Cf}\p{Cn}\p{Co}\p{Cs}\p{Zl}\p{Zp}\u00A0\u1680\u2000-\u200A\u202F\u205F\u3000\u034F\u115F\u1160\u17B4\u17B5\u180B-\u180F\u2800\u3164\uFE00-\uFE0F\uFFA0\u{E0100}-\u{E01EF}]/gu;
+const UNSEEN =
+  // biome-ignore lint/suspicious/noMisleadingCharacterClass: each invisible or joining character is listed on purpose, to be refused alone
+  /[\p{Cc}\p{Cf}\p{Cn}\p{Co}\p{Cs}\p{Zl}\p{Zp}\u00A0\u1680\u2000-\u200A\u202F\u205F\u3000\u034F\u115F\u1160\u17B4\u17B5\u180B-\u180F\u2800\u3164\uFE00-\uFE0F\uFFA0\u{E0100}-\u{E01EF}]/gu;
 
 // Letters that look like the Latin ones of "svc" (Cyrillic, Greek), folded before the comparison.
-const LOOK_ALIKE: Record<string, string> = { 'ѕ': 's', 'ѵ': 'v', 'ν': 'v', 'с': 'c', 'ϲ': 'c' };
+const LOOK_ALIKE: Record<string, string> = { ѕ: 's', ѵ: 'v', ν: 'v', с: 'c', ϲ: 'c' };
 
 /** Whether a name, read by a person, says "svc": svc's own name must not be an app's. */
 function impersonatesSvc(name: string): boolean {
-  const folded = name.normalize('NFKC').toLowerCase().replace(/./gu, (ch) => LOOK_ALIKE[ch] ?? ch);
+  const folded = name
+    .normalize('NFKC')
+    .toLowerCase()
+    .replace(/./gu, (ch) => LOOK_ALIKE[ch] ?? ch);
   return /(^|[^\p{L}\p{N}])svc($|[^\p{L}\p{N}])/u.test(folded);
 }
 
@@ -29,6 +33,12 @@ export function clientNameProblem(name: string, options: { mayNameSvc?: boolean 
 /** A metadata document's name made fit to show (unseen characters dropped), or null when nothing fit is left. */
 export function cleanClientName(name: unknown): string | null {
   if (typeof name !== 'string') return null;
-  const cleaned = name.replace(/[\u00A0\u1680\u2000-\u200A\u202F\u205F\u3000\t\n\r]/gu, ' ').replace(UNSEEN, '').replace(/ {2,}/g, ' ').trim().slice(0, NAME_MAX).trim();
+  const cleaned = name
+    .replace(/[\u00A0\u1680\u2000-\u200A\u202F\u205F\u3000\t\n\r]/gu, ' ')
+    .replace(UNSEEN, '')
+    .replace(/ {2,}/g, ' ')
+    .trim()
+    .slice(0, NAME_MAX)
+    .trim();
   return cleaned === '' || impersonatesSvc(cleaned) ? null : cleaned;
 }

@@ -33,8 +33,10 @@ export async function allowInChromium(page: Page, authorizationUrl: string, pers
   if (new URL(page.url()).origin !== svcOrigin) return { signedIn, consent: null };
   const heading = page.getByRole('heading', { level: 1 });
   const title = (await heading.textContent({ timeout: 10_000 }))?.trim() ?? '';
-  // biome-ignore lint/performance/useDomNodeTextContent: a Playwright locator's innerText, not a DOM node's
-  if (!title.startsWith('Allow ')) throw new Error(`svc showed "${title}" instead of a consent page: ${(await page.locator('main, body').first().innerText()).slice(0, 500)}`);
+  if (!title.startsWith('Allow '))
+    throw new Error(
+      `svc showed "${title}" instead of a consent page: ${((await page.locator('main, body').first().textContent()) ?? '').slice(0, 500)}`,
+    );
   await Promise.all([leftSvc(), page.getByRole('button', { name: 'Allow' }).click()]);
   return { signedIn, consent: title };
 }
