@@ -22,7 +22,8 @@ const assets: Record<string, string> = {
   'libsql.node': join(root, 'node_modules/@libsql/linux-x64-gnu/index.node'),
   'argon2.node': join(root, 'node_modules/@node-rs/argon2-linux-x64-gnu/argon2.linux-x64-gnu.node'),
 };
-for (const file of readdirSync(join(root, 'drizzle')).filter((f) => f.endsWith('.sql'))) assets[`drizzle/${file}`] = join(root, 'drizzle', file);
+for (const file of readdirSync(join(root, 'drizzle')).filter((f) => f.endsWith('.sql')))
+  assets[`drizzle/${file}`] = join(root, 'drizzle', file);
 assets['drizzle/meta/_journal.json'] = join(root, 'drizzle/meta/_journal.json');
 const hashes: Record<string, string> = {};
 for (const [key, path] of Object.entries(assets)) hashes[key] = createHash('sha256').update(readFileSync(path)).digest('hex');
@@ -31,7 +32,8 @@ const version = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as
 let commit = 'unknown';
 try {
   commit = execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
-  if (execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: root, encoding: 'utf8' }).trim() !== '') commit += '-dirty';
+  if (execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: root, encoding: 'utf8' }).trim() !== '')
+    commit += '-dirty';
 } catch {
   // not a git checkout
 }
@@ -49,7 +51,10 @@ const nativeAddons: Plugin = {
       const needle = 'return require(`@libsql/${target}`);';
       if (!source.includes(needle)) throw new Error(`libsql's loader changed; update ${relative(root, import.meta.filename)}`);
       return {
-        contents: source.replace(needle, `return require(${JSON.stringify(native)}).loadNativeAddon("libsql.node", "@libsql/linux-x64-gnu");`),
+        contents: source.replace(
+          needle,
+          `return require(${JSON.stringify(native)}).loadNativeAddon("libsql.node", "@libsql/linux-x64-gnu");`,
+        ),
         loader: 'js',
         resolveDir: join(args.path, '..'),
       };
@@ -57,7 +62,8 @@ const nativeAddons: Plugin = {
     b.onLoad({ filter: /node_modules[\\/]@node-rs[\\/]argon2[\\/]index\.js$/ }, (args) => {
       const source = readFileSync(args.path, 'utf8');
       const exported = [...source.matchAll(/^module\.exports\.(\w+) = nativeBinding\.\w+$/gm)].map((m) => m[1]!);
-      if (!exported.includes('hash') || !exported.includes('verify')) throw new Error(`@node-rs/argon2's exports changed; update ${relative(root, import.meta.filename)}`);
+      if (!exported.includes('hash') || !exported.includes('verify'))
+        throw new Error(`@node-rs/argon2's exports changed; update ${relative(root, import.meta.filename)}`);
       return {
         contents: `const nativeBinding = require(${JSON.stringify(native)}).loadNativeAddon("argon2.node", "@node-rs/argon2-linux-x64-gnu");\nmodule.exports = nativeBinding;\n`,
         loader: 'js',
@@ -127,8 +133,17 @@ if (existsSync('/usr/bin/strip')) execFileSync('strip', ['--strip-all', binary])
 else say('strip not found: the binary keeps its symbols (about 10 MiB larger)');
 execFileSync(
   process.execPath,
-  [join(root, 'node_modules/postject/dist/cli.js'), binary, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'],
+  [
+    join(root, 'node_modules/postject/dist/cli.js'),
+    binary,
+    'NODE_SEA_BLOB',
+    blob,
+    '--sentinel-fuse',
+    'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2',
+  ],
   { stdio: ['ignore', 'ignore', 'pipe'] },
 );
 const mib = (statSync(binary).size / 1024 / 1024).toFixed(1);
-say(`built ${relative(process.cwd(), binary) || binary}: svc ${version} (build ${commit}), ${mib} MiB, node ${execFileSync(node24, ['--version'], { encoding: 'utf8' }).trim()}`);
+say(
+  `built ${relative(process.cwd(), binary) || binary}: svc ${version} (build ${commit}), ${mib} MiB, node ${execFileSync(node24, ['--version'], { encoding: 'utf8' }).trim()}`,
+);

@@ -55,7 +55,14 @@ if (!(await findUser(database.db, 'admin'))) {
   password = randomBytes(12).toString('base64url');
   const passwordHash = await hashPassword(password);
   token = await database.write(async (tx) => {
-    const admin = await createUser(tx, { uid: 'admin', email: 'admin@example.com', name: 'Administrator', labels: 'eng, finance', admin: true, passwordHash });
+    const admin = await createUser(tx, {
+      uid: 'admin',
+      email: 'admin@example.com',
+      name: 'Administrator',
+      labels: 'eng, finance',
+      admin: true,
+      passwordHash,
+    });
     return (await createToken(tx, admin.id, 'quickstart', undefined)).token;
   });
 }

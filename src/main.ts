@@ -18,12 +18,16 @@ for (const stream of [process.stdout, process.stderr]) stream.on('error', () => 
 const args = process.argv.slice(2);
 if (cluster.isWorker && args[0] === process.execPath) args.shift();
 
-void runCli(args, { ...process.env }, {
-  out: (line) => process.stdout.write(`${line}\n`),
-  err: (line) => process.stderr.write(`${line}\n`),
-  readStdin,
-  version: VERSION,
-})
+void runCli(
+  args,
+  { ...process.env },
+  {
+    out: (line) => process.stdout.write(`${line}\n`),
+    err: (line) => process.stderr.write(`${line}\n`),
+    readStdin,
+    version: VERSION,
+  },
+)
   .then((code) => {
     process.exitCode = code;
   })

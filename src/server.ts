@@ -22,7 +22,11 @@ import { population } from './store/population.ts';
  * Metrics on metrics_listen: prom-client is loaded only then. A worker answers its primary, which serves the sum
  * of all workers; a single process serves its own.
  */
-async function startMetrics(config: Config, sources: { database: Database | null; oidc: RelyingParty | null }, log: Logger): Promise<{ metrics: Metrics; close(): void }> {
+async function startMetrics(
+  config: Config,
+  sources: { database: Database | null; oidc: RelyingParty | null },
+  log: Logger,
+): Promise<{ metrics: Metrics; close(): void }> {
   const { PrometheusMetrics, shareWithPrimary, serveScrapes, processScrape } = await import('./metrics/prometheus.ts');
   const metrics = new PrometheusMetrics({
     population: () => (sources.database ? population(sources.database.db) : Promise.reject(new Error('the database is not open'))),
@@ -32,7 +36,8 @@ async function startMetrics(config: Config, sources: { database: Database | null
     shareWithPrimary(metrics);
     return { metrics, close() {} };
   }
-  const problems = () => (sources.database ? sources.database.problems({ waitMs: 1000 }) : Promise.reject(new Error('the database is not open')));
+  const problems = () =>
+    sources.database ? sources.database.problems({ waitMs: 1000 }) : Promise.reject(new Error('the database is not open'));
   const listener = await serveScrapes(config.server.metrics!, processScrape(metrics), log, problems);
   return { metrics, close: () => listener.close() };
 }
@@ -61,16 +66,36 @@ const SETTLE_MS = 2_000;
  * after 5 s, checked every second.
  */
 export const CONNECTION_LIMITS = { requestTimeoutMs: REQUEST_TIMEOUT_SECONDS * 1000, keepAliveTimeoutMs: 5_000, checkEveryMs: 1_000 };
-type ConnectionLimits = typeof CONNECTION_LIMITS & { headersTimeoutMs: number; bodyIdleMs: number; maxConnections: number; perAddress: number };
+type ConnectionLimits = typeof CONNECTION_LIMITS & {
+  headersTimeoutMs: number;
+  bodyIdleMs: number;
+  maxConnections: number;
+  perAddress: number;
+};
 
-export async function startServer(config: Config, log: Logger, options: { graceMs?: number; limits?: Partial<ConnectionLimits> } = {}): Promise<Running> {
+export async function startServer(
+  config: Config,
+  log: Logger,
+  options: { graceMs?: number; limits?: Partial<ConnectionLimits> } = {},
+): Promise<Running> {
   const graceMs = options.graceMs ?? SHUTDOWN_GRACE_MS;
   const { max, perAddress, headersTimeoutMs, bodyIdleMs } = config.server.connections;
-  const limits: ConnectionLimits = { ...CONNECTION_LIMITS, headersTimeoutMs, bodyIdleMs, maxConnections: max, perAddress, ...options.limits };
+  const limits: ConnectionLimits = {
+    ...CONNECTION_LIMITS,
+    headersTimeoutMs,
+    bodyIdleMs,
+    maxConnections: max,
+    perAddress,
+    ...options.limits,
+  };
   const sources = { database: null as Database | null, oidc: null as RelyingParty | null };
   const prometheus = config.server.metrics ? await startMetrics(config, sources, log) : null;
   const metrics = prometheus?.metrics ?? noMetrics;
-  const database = await openDatabase(config.server.database, config.server.databaseToken, prometheus ? { events: prometheus.metrics } : {}).catch((e: unknown) => {
+  const database = await openDatabase(
+    config.server.database,
+    config.server.databaseToken,
+    prometheus ? { events: prometheus.metrics } : {},
+  ).catch((e: unknown) => {
     prometheus?.close();
     throw e;
   });
@@ -102,7 +127,10 @@ export async function startServer(config: Config, log: Logger, options: { graceM
     const { incoming, outgoing } = (env ?? {}) as Partial<HttpBindings>;
     if (share && incoming && outgoing && !share.admitForwarded(incoming, outgoing)) {
       return Response.json(
-        { error: 'too_many_requests', message: 'this client address holds its share of the server\'s connections; try again when some have finished' },
+        {
+          error: 'too_many_requests',
+          message: "this client address holds its share of the server's connections; try again when some have finished",
+        },
         { status: 429, headers: { 'Retry-After': '5', Connection: 'close' } },
       );
     }
@@ -135,7 +163,12 @@ export async function startServer(config: Config, log: Logger, options: { graceM
   });
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.server.port;
-  log.info('listening', { url: config.server.baseUrl, listen: `${config.server.host}:${port}`, database: database.location, driver: database.driver });
+  log.info('listening', {
+    url: config.server.baseUrl,
+    listen: `${config.server.host}:${port}`,
+    database: database.location,
+    driver: database.driver,
+  });
 
   // The audit trail keeps audit_retention: older entries go in small batches, soon after start and then hourly.
   let pruning: Promise<void> = Promise.resolve();
@@ -147,7 +180,9 @@ export async function startServer(config: Config, log: Logger, options: { graceM
   const firstPrune = setTimeout(prune, 1000).unref();
   const hourlyPrune = setInterval(prune, 3600_000).unref();
   // Mail to users, when [notify] is set: loaded only then.
-  const notices = config.notify ? (await import('./notify/job.ts')).startNoticeJob(database, config.notify, config.server.baseUrl, log) : null;
+  const notices = config.notify
+    ? (await import('./notify/job.ts')).startNoticeJob(database, config.notify, config.server.baseUrl, log)
+    : null;
 
   const http = server as ServerType & { closeIdleConnections(): void; closeAllConnections(): void };
   let cut: NodeJS.Timeout | null = null;
@@ -167,10 +202,13 @@ export async function startServer(config: Config, log: Logger, options: { graceM
       server.close(() => {
         if (cut) clearTimeout(cut);
         // Handlers of cut connections may still run; give them a moment before the database goes away.
-        const drained = active === 0 ? Promise.resolve() : new Promise<void>((r) => {
-          settled = r;
-          setTimeout(r, SETTLE_MS).unref();
-        });
+        const drained =
+          active === 0
+            ? Promise.resolve()
+            : new Promise<void>((r) => {
+                settled = r;
+                setTimeout(r, SETTLE_MS).unref();
+              });
         void drained.then(async () => {
           clearTimeout(firstPrune);
           clearInterval(hourlyPrune);

@@ -16,7 +16,9 @@ let browser: Browser;
 before(async () => {
   s = await startTestServer();
   await s.addUser({ uid: 'boss', email: 'boss@example.com', password: 'boss password 1', admin: true });
-  await s.database.write((tx) => putItem(tx, 'board/minutes', { title: 'Board minutes', text: 'minutes of the board meeting', labels: 'board' }));
+  await s.database.write((tx) =>
+    putItem(tx, 'board/minutes', { title: 'Board minutes', text: 'minutes of the board meeting', labels: 'board' }),
+  );
   browser = await launchChromium();
 });
 after(async () => {
@@ -27,7 +29,9 @@ after(async () => {
 async function searchAs(token: string): Promise<string[]> {
   const client = new Client({ name: 'e2e', version: '1' });
   await client.connect(new StreamableHTTPClientTransport(new URL(`${s.url}/mcp`), { requestInit: { headers: bearer(token) } }));
-  const r = (await client.callTool({ name: 'search', arguments: { query: 'board minutes' } })) as unknown as { structuredContent: { results: { id: string }[] } };
+  const r = (await client.callTool({ name: 'search', arguments: { query: 'board minutes' } })) as unknown as {
+    structuredContent: { results: { id: string }[] };
+  };
   await client.close();
   return r.structuredContent.results.map((x) => x.id);
 }

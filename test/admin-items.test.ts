@@ -24,7 +24,10 @@ describe('/admin/items', () => {
     return res.text();
   };
   const stored = (id: string) => s.database.db.select().from(items).where(eq(items.id, id)).get();
-  const actions = async () => (await s.database.db.select({ action: audit.action, target: audit.target }).from(audit).all()).filter((a) => a.action.startsWith('item.'));
+  const actions = async () =>
+    (await s.database.db.select({ action: audit.action, target: audit.target }).from(audit).all()).filter((a) =>
+      a.action.startsWith('item.'),
+    );
 
   before(async () => {
     s = await startTestServer();
@@ -42,13 +45,19 @@ describe('/admin/items', () => {
     await erin.login('erin', 'erin password 1');
     assert.equal((await erin.request('/admin/items')).status, 403);
     assert.equal((await upload(erin, { id: 'x', title: 'x', text: 'x' })).status, 403);
-    const bossToken = await s.tokenFor((await s.database.db.query.users.findFirst({ where: (u, { eq: e }) => e(u.uid, 'boss') }))! as never);
+    const bossToken = await s.tokenFor(
+      (await s.database.db.query.users.findFirst({ where: (u, { eq: e }) => e(u.uid, 'boss') }))! as never,
+    );
     assert.equal((await fetch(`${s.url}/admin/items`, { headers: bearer(bossToken) })).status, 403);
     assert.equal(await stored('x'), undefined);
   });
 
   test('an uploaded .md with front matter: labels from the file, nobody can read it yet, and it is audited', async () => {
-    const res = await upload(admin, {}, { name: 'minutes.md', text: '---\ntitle: Board minutes\nlabels: board, oncall\n---\nminutes of the meeting' });
+    const res = await upload(
+      admin,
+      {},
+      { name: 'minutes.md', text: '---\ntitle: Board minutes\nlabels: board, oncall\n---\nminutes of the meeting' },
+    );
     assert.equal(res.status, 303);
     assert.equal(res.headers.get('location'), '/admin/items/view/minutes?done=saved');
     const row = await stored('minutes');
@@ -70,7 +79,11 @@ describe('/admin/items', () => {
     assert.match(await conflict.text(), /give them in one place/);
     assert.equal(await stored('leak'), undefined);
     assert.equal((await actions()).length, before);
-    const same = await upload(admin, { id: 'agreed', labels: 'oncall,  board' }, { name: 'x.md', text: '---\nlabels: board, oncall\n---\ntext' });
+    const same = await upload(
+      admin,
+      { id: 'agreed', labels: 'oncall,  board' },
+      { name: 'x.md', text: '---\nlabels: board, oncall\n---\ntext' },
+    );
     assert.equal(same.status, 303, 'the same labels in both places are fine');
   });
 
@@ -87,7 +100,10 @@ describe('/admin/items', () => {
   test('the list: search, label filter, and how many users can read each', async () => {
     await s.database.write((tx) => putItem(tx, 'open/welcome', { title: 'Welcome', text: 'hi', labels: '' }));
     const all = await html('/admin/items');
-    const readers = (id: string) => new RegExp(`<tr data-item="${id.replace('/', '\\/')}">.*?<td class="readers">([^<]*|<span class="warn">nobody</span>)</td>`).exec(all)?.[1];
+    const readers = (id: string) =>
+      new RegExp(`<tr data-item="${id.replace('/', '\\/')}">.*?<td class="readers">([^<]*|<span class="warn">nobody</span>)</td>`).exec(
+        all,
+      )?.[1];
     assert.equal(readers('open/welcome'), '3 user(s)');
     assert.equal(readers('notes/typed'), '2 user(s)');
     assert.equal(readers('minutes'), '<span class="warn">nobody</span>');

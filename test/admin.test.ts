@@ -61,10 +61,20 @@ describe('administration', () => {
   });
 
   test('users API: create 201, get, list, patch, delete 204; responses never carry secrets', async () => {
-    const created = await api('/users', { json: { uid: 'erin', email: 'erin@example.com', name: 'Erin', labels: 'eng, ops', password: 'erin password 1' } });
+    const created = await api('/users', {
+      json: { uid: 'erin', email: 'erin@example.com', name: 'Erin', labels: 'eng, ops', password: 'erin password 1' },
+    });
     assert.equal(created.status, 201);
     const body = await created.json();
-    assert.deepEqual(body, { uid: 'erin', email: 'erin@example.com', name: 'Erin', labels: ['eng', 'ops'], admin: false, has_password: true, created_at: body.created_at });
+    assert.deepEqual(body, {
+      uid: 'erin',
+      email: 'erin@example.com',
+      name: 'Erin',
+      labels: ['eng', 'ops'],
+      admin: false,
+      has_password: true,
+      created_at: body.created_at,
+    });
     const one = await (await api('/users/erin')).json();
     assert.deepEqual(one.identities, []);
     assert.equal(one.active_tokens, 0);
@@ -109,9 +119,17 @@ describe('administration', () => {
       assert.equal(body.error, 'bad_request');
       assert.ok(body.message.startsWith(`${field}:`), `${JSON.stringify(json)} -> ${body.message}`);
     }
-    const notJson = await fetch(`${s.url}/admin/api/users`, { method: 'POST', headers: { ...bearer(adminToken), 'content-type': 'application/json' }, body: '{oops' });
+    const notJson = await fetch(`${s.url}/admin/api/users`, {
+      method: 'POST',
+      headers: { ...bearer(adminToken), 'content-type': 'application/json' },
+      body: '{oops',
+    });
     assert.equal(notJson.status, 400);
-    const form = await fetch(`${s.url}/admin/api/users`, { method: 'POST', headers: { ...bearer(adminToken), 'content-type': 'application/x-www-form-urlencoded' }, body: 'uid=f&email=f@example.com' });
+    const form = await fetch(`${s.url}/admin/api/users`, {
+      method: 'POST',
+      headers: { ...bearer(adminToken), 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'uid=f&email=f@example.com',
+    });
     assert.equal(form.status, 400);
     assert.equal((await api('/users/plain', { method: 'PATCH', json: { email: 'broken' } })).status, 400);
     assert.equal((await api('/users/nobody', { method: 'PATCH', json: { name: 'x' } })).status, 404);
@@ -125,7 +143,11 @@ describe('administration', () => {
     assert.equal((await (await api('/users/root')).json()).admin, true);
 
     await api('/users', { json: { uid: 'second', email: 'second@example.com', admin: true } });
-    const secondToken = await s.tokenFor((await (await import('../src/store/users.ts')).getUser(s.database.db, 'second')), undefined, 'mcp api admin');
+    const secondToken = await s.tokenFor(
+      await (await import('../src/store/users.ts')).getUser(s.database.db, 'second'),
+      undefined,
+      'mcp api admin',
+    );
     const [a, b] = await Promise.all([
       api('/users/second', { method: 'PATCH', json: { admin: false } }),
       api('/users/root', { method: 'PATCH', json: { admin: false }, token: secondToken }),
@@ -134,7 +156,9 @@ describe('administration', () => {
     const statuses = [a.status, b.status].sort();
     assert.equal(statuses[0], 200);
     assert.ok([403, 409].includes(statuses[1]!), `second demotion: ${statuses[1]}`);
-    const admins = (await (await api('/users', { token: a.status === 200 ? adminToken : secondToken })).json()).filter((u: { admin: boolean }) => u.admin);
+    const admins = (await (await api('/users', { token: a.status === 200 ? adminToken : secondToken })).json()).filter(
+      (u: { admin: boolean }) => u.admin,
+    );
     assert.equal(admins.length, 1);
     // Put things back for the other tests.
     const remaining = admins[0].uid === 'root' ? adminToken : secondToken;
@@ -153,9 +177,9 @@ describe('administration', () => {
     assert.match(final.name, /^n(2|4|6|8|10|12|14|16|18|20)$/);
   });
 
-  test('a removed user\'s token and session are refused at once', async () => {
+  test("a removed user's token and session are refused at once", async () => {
     await api('/users', { json: { uid: 'leaver', email: 'leaver@example.com', password: 'leaver password' } });
-    const token = await s.tokenFor((await (await import('../src/store/users.ts')).getUser(s.database.db, 'leaver')), undefined, 'mcp api');
+    const token = await s.tokenFor(await (await import('../src/store/users.ts')).getUser(s.database.db, 'leaver'), undefined, 'mcp api');
     const b = new Browser(s.url);
     await b.login('leaver', 'leaver password');
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) })).status, 200);
@@ -180,7 +204,7 @@ describe('administration', () => {
     assert.equal((await mcp(userToken)).result.isError, true);
   });
 
-  test('revoke a user\'s tokens and end their sessions', async () => {
+  test("revoke a user's tokens and end their sessions", async () => {
     const b = new Browser(s.url);
     await b.login('plain', 'plain password 1');
     const extra = await (await b.request('/auth/tokens', { form: { name: 'x' } })).json();
@@ -189,7 +213,7 @@ describe('administration', () => {
     const revoked = await (await api('/users/plain/tokens/revoke', { json: {} })).json();
     assert.ok(revoked.revoked >= 2);
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(extra.token) })).status, 401);
-    userToken = await s.tokenFor((await (await import('../src/store/users.ts')).getUser(s.database.db, 'plain')), undefined, 'mcp api');
+    userToken = await s.tokenFor(await (await import('../src/store/users.ts')).getUser(s.database.db, 'plain'), undefined, 'mcp api');
   });
 
   test('items API: put creates 201 then replaces 200, labels as string or array, get, list, delete 204', async () => {
@@ -201,12 +225,20 @@ describe('administration', () => {
     const got = await (await api('/items/docs/a.b')).json();
     assert.deepEqual([got.title, got.text, got.labels], ['A2', 'alpha two', ['ops']]);
     assert.ok((await (await api('/items')).json()).some((i: { id: string }) => i.id === 'docs/a.b'));
-    for (const [json, field] of [[{ text: 'x' }, 'title'], [{ title: 't' }, 'text'], [{ title: 't', text: 'x', labels: 'BAD' }, 'labels']] as const) {
+    for (const [json, field] of [
+      [{ text: 'x' }, 'title'],
+      [{ title: 't' }, 'text'],
+      [{ title: 't', text: 'x', labels: 'BAD' }, 'labels'],
+    ] as const) {
       const r = await api('/items/docs/b', { method: 'PUT', json });
       assert.equal(r.status, 400);
       assert.ok((await r.json()).message.startsWith(`${field}:`));
     }
-    assert.equal((await api('/items/../etc', { method: 'PUT', json: { title: 't', text: 'x' } })).status, 404, 'URL normalisation keeps it out of /admin/api');
+    assert.equal(
+      (await api('/items/../etc', { method: 'PUT', json: { title: 't', text: 'x' } })).status,
+      404,
+      'URL normalisation keeps it out of /admin/api',
+    );
     for (const bad of ['bad%20id', 'a//b', 'a/.hidden/..x/%2E%2E']) {
       const r = await api(`/items/${bad}`, { method: 'PUT', json: { title: 't', text: 'x' } });
       assert.equal(r.status, 400, bad);
@@ -256,7 +288,10 @@ describe('administration', () => {
 
   test('cross-site form posts to admin pages are 403 and change nothing', async () => {
     const before = await userCount();
-    const res = await admin.request('/admin/users', { form: { uid: 'csrf', email: 'c@example.com', admin: 'on' }, origin: 'https://evil.example' });
+    const res = await admin.request('/admin/users', {
+      form: { uid: 'csrf', email: 'c@example.com', admin: 'on' },
+      origin: 'https://evil.example',
+    });
     assert.equal(res.status, 403);
     assert.equal((await admin.request('/admin/users/plain/remove', { method: 'POST', origin: 'https://evil.example' })).status, 403);
     assert.equal(await userCount(), before);
@@ -266,7 +301,19 @@ describe('administration', () => {
     await new Browser(s.url).login('root', 'wrong password!!');
     const entries = await (await api('/audit?limit=1000')).json();
     const actions = new Set(entries.map((e: { action: string }) => e.action));
-    for (const a of ['user.create', 'user.update', 'user.remove', 'user.revoke_tokens', 'user.end_sessions', 'item.create', 'item.replace', 'item.remove', 'login.success', 'login.failure', 'token.create']) {
+    for (const a of [
+      'user.create',
+      'user.update',
+      'user.remove',
+      'user.revoke_tokens',
+      'user.end_sessions',
+      'item.create',
+      'item.replace',
+      'item.remove',
+      'login.success',
+      'login.failure',
+      'token.create',
+    ]) {
       assert.ok(actions.has(a), `audit has ${a}`);
     }
     const created = entries.find((e: { action: string; target: string }) => e.action === 'user.create' && e.target === 'erin');

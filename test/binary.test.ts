@@ -4,7 +4,22 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdtempSync, mkdirSync, copyFileSync, writeFileSync, rmSync, readdirSync, readFileSync, openSync, writeSync, closeSync, chownSync, chmodSync, symlinkSync, lstatSync } from 'node:fs';
+import {
+  mkdtempSync,
+  mkdirSync,
+  copyFileSync,
+  writeFileSync,
+  rmSync,
+  readdirSync,
+  readFileSync,
+  openSync,
+  writeSync,
+  closeSync,
+  chownSync,
+  chmodSync,
+  symlinkSync,
+  lstatSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -28,7 +43,10 @@ function config(dir: string, port: number, db = 'svc.db'): string {
   return path;
 }
 
-async function svc(args: string[], options: { stdin?: string; env?: Record<string, string> } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+async function svc(
+  args: string[],
+  options: { stdin?: string; env?: Record<string, string> } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(binary, args, { cwd: join(work, 'app'), env: { ...env, ...options.env }, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
@@ -42,7 +60,11 @@ async function svc(args: string[], options: { stdin?: string; env?: Record<strin
 }
 
 function serve(configPath: string, extraEnv: Record<string, string> = {}) {
-  const child = spawn(binary, ['serve', '--config', configPath], { cwd: join(work, 'app'), env: { ...env, ...extraEnv }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(binary, ['serve', '--config', configPath], {
+    cwd: join(work, 'app'),
+    env: { ...env, ...extraEnv },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let log = '';
   child.stderr.on('data', (d) => (log += d));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
@@ -64,13 +86,21 @@ async function healthy(port: number, deadline = Date.now() + 15_000): Promise<vo
 describe('svc as a single executable', () => {
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'svc-binary-'));
-    await run(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/build-binary.ts'), '--out', join(work, 'build')], { cwd: ROOT, timeout: 300_000 });
+    await run(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/build-binary.ts'), '--out', join(work, 'build')], {
+      cwd: ROOT,
+      timeout: 300_000,
+    });
     mkdirSync(join(work, 'app'));
     mkdirSync(join(work, 'home'));
     binary = join(work, 'app', 'svc');
     copyFileSync(join(work, 'build', 'svc'), binary);
     // Nothing but the environment an operator gives it; NODE_OPTIONS would break a binary that honoured it.
-    env = { PATH: '/nonexistent', HOME: join(work, 'home'), SVC_SESSION_SECRET: newSecret(), NODE_OPTIONS: '--require /nonexistent/preload.js' };
+    env = {
+      PATH: '/nonexistent',
+      HOME: join(work, 'home'),
+      SVC_SESSION_SECRET: newSecret(),
+      NODE_OPTIONS: '--require /nonexistent/preload.js',
+    };
   });
   after(() => rmSync(work, { recursive: true, force: true }));
 
@@ -106,7 +136,10 @@ describe('svc as a single executable', () => {
     mkdirSync(join(work, 'app', 'import'));
     writeFileSync(join(work, 'app', 'import', 'note.md'), '---\ntitle: Note\n---\nimported text');
     assert.match(await ok(['item', 'import', join(work, 'app', 'import')]), /imported 1 item/);
-    assert.deepEqual(JSON.parse(await ok(['item', 'list', '--json'])).map((i: { id: string }) => i.id), ['docs/binary', 'note']);
+    assert.deepEqual(
+      JSON.parse(await ok(['item', 'list', '--json'])).map((i: { id: string }) => i.id),
+      ['docs/binary', 'note'],
+    );
     assert.equal(JSON.parse(await ok(['user', 'list', '--json']))[0].name, 'Operator');
     const token = (await ok(['token', 'create', 'ops', '--name', 'smoke'])).trim();
     assert.match(token, /^svc_[a-z2-7]{48}$/);
@@ -118,13 +151,29 @@ describe('svc as a single executable', () => {
     try {
       await healthy(port);
       const client = new Client({ name: 'binary-smoke', version: '1' });
-      await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
-      const who = (await client.callTool({ name: 'whoami', arguments: {} })) as unknown as { structuredContent: { uid: string; labels: string[] } };
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), {
+          requestInit: { headers: { authorization: `Bearer ${token}` } },
+        }),
+      );
+      const who = (await client.callTool({ name: 'whoami', arguments: {} })) as unknown as {
+        structuredContent: { uid: string; labels: string[] };
+      };
       assert.deepEqual([who.structuredContent.uid, who.structuredContent.labels], ['ops', ['eng']]);
-      const found = (await client.callTool({ name: 'search', arguments: { query: 'one file' } })) as unknown as { structuredContent: { results: { id: string }[] } };
-      assert.deepEqual(found.structuredContent.results.map((r) => r.id), ['docs/binary']);
+      const found = (await client.callTool({ name: 'search', arguments: { query: 'one file' } })) as unknown as {
+        structuredContent: { results: { id: string }[] };
+      };
+      assert.deepEqual(
+        found.structuredContent.results.map((r) => r.id),
+        ['docs/binary'],
+      );
       await client.close();
-      const login = await fetch(`http://127.0.0.1:${port}/login`, { method: 'POST', redirect: 'manual', headers: { origin: `http://127.0.0.1:${port}`, 'content-type': 'application/x-www-form-urlencoded' }, body: 'username=ops&password=binary+password+1' });
+      const login = await fetch(`http://127.0.0.1:${port}/login`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { origin: `http://127.0.0.1:${port}`, 'content-type': 'application/x-www-form-urlencoded' },
+        body: 'username=ops&password=binary+password+1',
+      });
       assert.equal(login.status, 303, 'argon2 works inside the binary');
     } finally {
       server.child.kill('SIGTERM');
@@ -152,7 +201,9 @@ describe('svc as a single executable', () => {
   test('an unusable cache override falls back; a tampered cached addon is replaced before it is loaded', async () => {
     const blocked = join(work, 'app', 'not-a-dir');
     writeFileSync(blocked, 'a file, not a folder');
-    const r = await svc(['migrate', '--config', config(join(work, 'app'), await freePort(), 'fallback.db')], { env: { SVC_CACHE_DIR: blocked } });
+    const r = await svc(['migrate', '--config', config(join(work, 'app'), await freePort(), 'fallback.db')], {
+      env: { SVC_CACHE_DIR: blocked },
+    });
     assert.equal(r.code, 0, r.stderr);
 
     const cache = join(work, 'tamper-cache');
@@ -165,14 +216,21 @@ describe('svc as a single executable', () => {
     closeSync(fd);
     const again = await svc(['user', 'list', '--config', cfg], { env: { SVC_CACHE_DIR: cache } });
     assert.equal(again.code, 0, again.stderr);
-    assert.equal(readFileSync(join(cache, build!, 'libsql.node')).subarray(0, 4).toString('latin1'), '\x7fELF', 'the damaged copy was replaced in place');
+    assert.equal(
+      readFileSync(join(cache, build!, 'libsql.node'))
+        .subarray(0, 4)
+        .toString('latin1'),
+      '\x7fELF',
+      'the damaged copy was replaced in place',
+    );
   });
 
   test('only a private folder holds code it loads: another owner, mode 0777 and a symlinked folder are refused, a symlinked file replaced', async () => {
     const cfg = config(join(work, 'app'), await freePort(), 'private.db');
     const home = join(work, 'private-home');
     mkdirSync(home);
-    const run = (cacheDir: string, extra: Record<string, string> = {}) => svc(['migrate', '--config', cfg], { env: { SVC_CACHE_DIR: cacheDir, HOME: home, ...extra } });
+    const run = (cacheDir: string, extra: Record<string, string> = {}) =>
+      svc(['migrate', '--config', cfg], { env: { SVC_CACHE_DIR: cacheDir, HOME: home, ...extra } });
     const homeCache = join(home, '.cache', 'svc');
     const planted = () => readdirSync(join(work, 'hostile'), { recursive: true }).length;
 
@@ -216,15 +274,24 @@ describe('svc as a single executable', () => {
     assert.equal(viaTemp.code, 0, viaTemp.stderr);
     assert.deepEqual(readdirSync(tmp), [], 'the private temporary folder is gone');
     // Nothing usable at all: one line that says what to do.
-    const none = await svc(['migrate', '--config', cfg], { env: { SVC_CACHE_DIR: open, HOME: foreign, TMPDIR: join(work, 'nonexistent') } });
+    const none = await svc(['migrate', '--config', cfg], {
+      env: { SVC_CACHE_DIR: open, HOME: foreign, TMPDIR: join(work, 'nonexistent') },
+    });
     assert.equal(none.code, 1);
-    assert.match(none.stderr, /^svc migrate: no private folder to unpack native code into \(set SVC_CACHE_DIR to a folder only this user can write/);
+    assert.match(
+      none.stderr,
+      /^svc migrate: no private folder to unpack native code into \(set SVC_CACHE_DIR to a folder only this user can write/,
+    );
     assert.equal(none.stderr.trim().split('\n').length, 1, none.stderr);
   });
 
   // CONTRACT §5 "Durability", the same scenarios as test/durability.test.ts, on the executable.
-  test('durability: a write lock held past the busy wait gives 503 and no change; afterwards every 2xx is committed', (t) => lockedDatabase(binaryRunner(binary), t));
-  test('durability: 20 rounds of kill -9 under concurrent writes lose nothing acknowledged', (t) => crashRounds(binaryRunner(binary), t, 20));
-  test('durability: CLI writes beside a server under 50 connections: only 2xx or 503, nothing lost', (t) => cliBesideServer(binaryRunner(binary), t));
-  test('serve --workers 2 on the executable: shared socket and database, a dead worker replaced, SIGTERM ends all', (t) => twoWorkers(binaryRunner(binary), t));
+  test('durability: a write lock held past the busy wait gives 503 and no change; afterwards every 2xx is committed', (t) =>
+    lockedDatabase(binaryRunner(binary), t));
+  test('durability: 20 rounds of kill -9 under concurrent writes lose nothing acknowledged', (t) =>
+    crashRounds(binaryRunner(binary), t, 20));
+  test('durability: CLI writes beside a server under 50 connections: only 2xx or 503, nothing lost', (t) =>
+    cliBesideServer(binaryRunner(binary), t));
+  test('serve --workers 2 on the executable: shared socket and database, a dead worker replaced, SIGTERM ends all', (t) =>
+    twoWorkers(binaryRunner(binary), t));
 });

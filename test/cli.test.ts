@@ -6,7 +6,6 @@ import { join } from 'node:path';
 import { listening } from './helpers/wait.ts';
 import { createWorkspace, type Workspace } from './helpers/workspace.ts';
 
-
 describe('svc CLI', () => {
   let ws: Workspace;
   before(async () => {
@@ -60,7 +59,11 @@ describe('svc CLI', () => {
   });
 
   test('--config goes anywhere on the line, once', async () => {
-    for (const args of [['--config', ws.configPath, 'user', 'list'], ['user', '--config', ws.configPath, 'list'], ['user', 'list', `--config=${ws.configPath}`]]) {
+    for (const args of [
+      ['--config', ws.configPath, 'user', 'list'],
+      ['user', '--config', ws.configPath, 'list'],
+      ['user', 'list', `--config=${ws.configPath}`],
+    ]) {
       const r = await ws.svc(args);
       assert.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
     }
@@ -80,7 +83,22 @@ describe('svc CLI', () => {
   });
 
   test('user add, list, set, remove; uid reserved after removal; bad input changes nothing', async () => {
-    const add = await ws.svc(['user', 'add', 'alice', '--email', 'alice@example.com', '--name', 'Alice A', '--labels', 'finance, eng eng', '--admin', '--password-stdin'], { stdin: 'correct horse battery\n' });
+    const add = await ws.svc(
+      [
+        'user',
+        'add',
+        'alice',
+        '--email',
+        'alice@example.com',
+        '--name',
+        'Alice A',
+        '--labels',
+        'finance, eng eng',
+        '--admin',
+        '--password-stdin',
+      ],
+      { stdin: 'correct horse battery\n' },
+    );
     assert.equal(add.code, 0, add.stderr);
     assert.equal((await ws.svc(['user', 'add', 'bob', '--email', 'bob@example.com'])).code, 0);
 
@@ -104,7 +122,11 @@ describe('svc CLI', () => {
     assert.match(short.stderr, /at least 8 characters/);
 
     const list = JSON.parse((await ws.svc(['user', 'list', '--json'])).stdout);
-    assert.deepEqual(list.map((u: { uid: string }) => u.uid), ['alice', 'bob'], 'nothing was created by the rejected commands');
+    assert.deepEqual(
+      list.map((u: { uid: string }) => u.uid),
+      ['alice', 'bob'],
+      'nothing was created by the rejected commands',
+    );
     const alice = list[0];
     assert.deepEqual(alice.labels, ['eng', 'finance']);
     assert.equal(alice.admin, true);
@@ -186,7 +208,10 @@ describe('svc CLI', () => {
     writeFileSync(join(dir, 'space.md'), '--- \nlabels: board\n---\nsecret');
     assert.equal((await ws.svc(['item', 'import', dir])).code, 0);
     const listed = JSON.parse((await ws.svc(['item', 'list', '--json'])).stdout) as { id: string; labels: string[] }[];
-    assert.deepEqual(listed.filter((i) => i.id === 'bom' || i.id === 'space').map((i) => i.labels), [['board'], ['board']]);
+    assert.deepEqual(
+      listed.filter((i) => i.id === 'bom' || i.id === 'space').map((i) => i.labels),
+      [['board'], ['board']],
+    );
 
     const badId = await ws.svc(['item', 'put', '../escape', '--title', 't'], { stdin: 'x' });
     assert.equal(badId.code, 1);
@@ -202,12 +227,19 @@ describe('svc CLI', () => {
     const db = ws.dbUrl.slice('file:'.length);
     const before = execFileSync('sqlite3', [db, 'SELECT count(*) FROM items;'], { encoding: 'utf8' }).trim();
     // The seventh write fails inside the database, as a full disk would.
-    execFileSync('sqlite3', [db, "CREATE TRIGGER fail_seventh BEFORE INSERT ON items WHEN NEW.id = 'f006' BEGIN SELECT RAISE(ABORT, 'forced failure'); END;"]);
+    execFileSync('sqlite3', [
+      db,
+      "CREATE TRIGGER fail_seventh BEFORE INSERT ON items WHEN NEW.id = 'f006' BEGIN SELECT RAISE(ABORT, 'forced failure'); END;",
+    ]);
     try {
       const r = await ws.svc(['item', 'import', dir]);
       assert.equal(r.code, 1);
       assert.match(r.stderr, /forced failure/);
-      assert.equal(execFileSync('sqlite3', [db, 'SELECT count(*) FROM items;'], { encoding: 'utf8' }).trim(), before, 'not one of the six before it');
+      assert.equal(
+        execFileSync('sqlite3', [db, 'SELECT count(*) FROM items;'], { encoding: 'utf8' }).trim(),
+        before,
+        'not one of the six before it',
+      );
     } finally {
       execFileSync('sqlite3', [db, 'DROP TRIGGER fail_seventh;']);
     }

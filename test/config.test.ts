@@ -23,7 +23,8 @@ function problems(auth: string, env: Record<string, string> = ENV, server = SERV
 }
 
 const SESSION = 'session\n    cookie_name svc_session\n    ttl 24h\n    secret_env S\n';
-const FULL_OIDC = 'oidc\n    enabled true\n    issuer https://idp.example.com\n    client_id svc\n    client_secret_env O\n    redirect_url http://127.0.0.1:8080/oidc/callback\n';
+const FULL_OIDC =
+  'oidc\n    enabled true\n    issuer https://idp.example.com\n    client_id svc\n    client_secret_env O\n    redirect_url http://127.0.0.1:8080/oidc/callback\n';
 const FULL_HEADER =
   'header\n    enabled true\n    user_header X-User\n    email_header X-Email\n    secret_header X-Secret\n    shared_secret_env P\n    trusted_proxy 127.0.0.1\n';
 
@@ -57,7 +58,9 @@ describe('the [auth] tree', () => {
 
 describe('svc.ini', () => {
   test('a complete file gives a frozen, typed config', () => {
-    const config = load(`${SESSION}local\n    enabled true\ntoken\n    enabled true\n${FULL_OIDC}${FULL_HEADER}groups\n    enabled true\n    map\n        idp-eng eng, ops\n`);
+    const config = load(
+      `${SESSION}local\n    enabled true\ntoken\n    enabled true\n${FULL_OIDC}${FULL_HEADER}groups\n    enabled true\n    map\n        idp-eng eng, ops\n`,
+    );
     assert.equal(config.server.port, 8080);
     assert.equal(config.auth.session!.ttlSeconds, 86400);
     assert.equal(config.auth.session!.secret.toString(), SECRET);
@@ -157,7 +160,11 @@ describe('svc.ini', () => {
       /^svc: config: auth.token.colour: unknown key/,
       /^svc: config: auth.tokens: unknown key/,
     ];
-    for (const re of expected) assert.ok(found.some((p) => re.test(p)), `${re} in\n${found.join('\n')}`);
+    for (const re of expected)
+      assert.ok(
+        found.some((p) => re.test(p)),
+        `${re} in\n${found.join('\n')}`,
+      );
   });
 
   test('a value given a subtree, unknown sections and server keys, duplicates', () => {
@@ -174,7 +181,11 @@ describe('svc.ini', () => {
       /^svc: config: server.port: unknown key/,
       /^svc: config: extra: unknown section/,
     ];
-    for (const re of expected) assert.ok(found.some((p) => re.test(p)), `${re} in\n${found.join('\n')}`);
+    for (const re of expected)
+      assert.ok(
+        found.some((p) => re.test(p)),
+        `${re} in\n${found.join('\n')}`,
+      );
   });
 
   test('oidc redirect_url must end in /oidc/callback; labels and proxies are checked', () => {
@@ -184,18 +195,39 @@ describe('svc.ini', () => {
         '    default_acl Eng\n' +
         FULL_HEADER.replace('trusted_proxy 127.0.0.1', 'trusted_proxy proxy.local'),
     );
-    assert.ok(found.some((p) => p.startsWith('svc: config: auth.oidc.redirect_url: ')), found.join('\n'));
-    assert.ok(found.some((p) => p.startsWith('svc: config: auth.oidc.default_acl: invalid label "Eng"')), found.join('\n'));
+    assert.ok(
+      found.some((p) => p.startsWith('svc: config: auth.oidc.redirect_url: ')),
+      found.join('\n'),
+    );
+    assert.ok(
+      found.some((p) => p.startsWith('svc: config: auth.oidc.default_acl: invalid label "Eng"')),
+      found.join('\n'),
+    );
     assert.ok(found.some((p) => p.startsWith('svc: config: auth.header.trusted_proxy: "proxy.local" is not an IP address')));
   });
 
   test('connection limits: defaults, given values, and every bad value named', () => {
     const TOKEN_ONLY = 'token\n    enabled true\n';
-    assert.deepEqual({ ...load(TOKEN_ONLY).server.connections }, { max: 1000, perAddress: 100, headersTimeoutMs: 10_000, bodyIdleMs: 10_000 });
-    const given = load(TOKEN_ONLY, ENV, `${SERVER}max_connections = 400\nmax_connections_per_address = 7\nheader_timeout = 5s\nbody_idle_timeout = 1m\n`);
+    assert.deepEqual(
+      { ...load(TOKEN_ONLY).server.connections },
+      { max: 1000, perAddress: 100, headersTimeoutMs: 10_000, bodyIdleMs: 10_000 },
+    );
+    const given = load(
+      TOKEN_ONLY,
+      ENV,
+      `${SERVER}max_connections = 400\nmax_connections_per_address = 7\nheader_timeout = 5s\nbody_idle_timeout = 1m\n`,
+    );
     assert.deepEqual({ ...given.server.connections }, { max: 400, perAddress: 7, headersTimeoutMs: 5000, bodyIdleMs: 60_000 });
-    assert.equal(load(TOKEN_ONLY, ENV, `${SERVER}max_connections = 50\n`).server.connections.perAddress, 5, 'a tenth of a smaller limit by default');
-    const bad = problems(TOKEN_ONLY, ENV, `${SERVER}max_connections = 0\nmax_connections_per_address = many\nheader_timeout = 10\nbody_idle_timeout = 2m\n`);
+    assert.equal(
+      load(TOKEN_ONLY, ENV, `${SERVER}max_connections = 50\n`).server.connections.perAddress,
+      5,
+      'a tenth of a smaller limit by default',
+    );
+    const bad = problems(
+      TOKEN_ONLY,
+      ENV,
+      `${SERVER}max_connections = 0\nmax_connections_per_address = many\nheader_timeout = 10\nbody_idle_timeout = 2m\n`,
+    );
     assert.deepEqual(bad, [
       'svc: config: server.max_connections: "0" is not a whole number from 1 to 100000',
       'svc: config: server.max_connections_per_address: "many" is not a whole number from 1 to 100000',
@@ -205,11 +237,15 @@ describe('svc.ini', () => {
     assert.deepEqual(problems(TOKEN_ONLY, ENV, `${SERVER}max_connections = 10\nmax_connections_per_address = 11\n`), [
       'svc: config: server.max_connections_per_address: 11 is more than max_connections (10); one address would need no share',
     ]);
-    assert.match(problems(TOKEN_ONLY, ENV, `${SERVER}max_connections = 1.5\n`)[0]!, /server\.max_connections: "1\.5" is not a whole number/);
+    assert.match(
+      problems(TOKEN_ONLY, ENV, `${SERVER}max_connections = 1.5\n`)[0]!,
+      /server\.max_connections: "1\.5" is not a whole number/,
+    );
   });
 
-  test('a relative file: database is resolved against the configuration file\'s folder; others are kept', () => {
-    const withDb = (db: string) => loadConfig(`${SERVER.replace('file:svc.db', db)}\n[auth]\ntoken\n    enabled true\n`, {}, { mode: 'serve', baseDir: '/srv/svc' });
+  test("a relative file: database is resolved against the configuration file's folder; others are kept", () => {
+    const withDb = (db: string) =>
+      loadConfig(`${SERVER.replace('file:svc.db', db)}\n[auth]\ntoken\n    enabled true\n`, {}, { mode: 'serve', baseDir: '/srv/svc' });
     assert.equal(withDb('file:data/svc.db').server.database, 'file:/srv/svc/data/svc.db');
     assert.equal(withDb('file:../svc.db').server.database, 'file:/srv/svc.db');
     assert.equal(withDb('file:/var/lib/svc.db').server.database, 'file:/var/lib/svc.db');
@@ -227,15 +263,26 @@ describe('svc.ini', () => {
 
   test('oauth enterprise: a trusted issuer with defaults, and every problem of the block listed', () => {
     const base = `${SESSION}local\n    enabled true\noauth\n    enabled true\n    enterprise\n`;
-    const ok = load(`${base}        issuer https://idp.example.com\n        jit true\n        default_acl staff, eng\n`).auth.oauth!.enterprise!;
-    assert.deepEqual(ok, { issuer: 'https://idp.example.com', audience: 'http://127.0.0.1:8080', jit: true, defaultAcl: ['eng', 'staff'], subjectClaim: 'sub', uidClaim: 'preferred_username' });
+    const ok = load(`${base}        issuer https://idp.example.com\n        jit true\n        default_acl staff, eng\n`).auth.oauth!
+      .enterprise!;
+    assert.deepEqual(ok, {
+      issuer: 'https://idp.example.com',
+      audience: 'http://127.0.0.1:8080',
+      jit: true,
+      defaultAcl: ['eng', 'staff'],
+      subjectClaim: 'sub',
+      uidClaim: 'preferred_username',
+    });
     // The uid claim that vouches for a pre-provisioned user is oidc's for the same provider, unless set here.
-    const oidc = (issuer: string) => `${SESSION}local\n    enabled true\noidc\n    enabled true\n    issuer ${issuer}\n    client_id svc\n    client_secret_env O\n    redirect_url http://127.0.0.1:8080/oidc/callback\n    uid_claim employee_id\noauth\n    enabled true\n    enterprise\n        issuer https://idp.example.com\n`;
+    const oidc = (issuer: string) =>
+      `${SESSION}local\n    enabled true\noidc\n    enabled true\n    issuer ${issuer}\n    client_id svc\n    client_secret_env O\n    redirect_url http://127.0.0.1:8080/oidc/callback\n    uid_claim employee_id\noauth\n    enabled true\n    enterprise\n        issuer https://idp.example.com\n`;
     assert.equal(load(oidc('https://idp.example.com')).auth.oauth!.enterprise!.uidClaim, 'employee_id');
     assert.equal(load(oidc('https://other.example.com')).auth.oauth!.enterprise!.uidClaim, 'preferred_username');
     assert.equal(load(`${oidc('https://idp.example.com')}        uid_claim upn\n`).auth.oauth!.enterprise!.uidClaim, 'upn');
     assert.equal(load(`${SESSION}local\n    enabled true\noauth\n    enabled true\n`).auth.oauth!.enterprise, null);
-    const found = problems(`${base}        audience not a url\n        jit maybe\n        default_acl Bad!\n        tenant acme\n        subject_claim\n            nested x\n`);
+    const found = problems(
+      `${base}        audience not a url\n        jit maybe\n        default_acl Bad!\n        tenant acme\n        subject_claim\n            nested x\n`,
+    );
     for (const expected of [
       'svc: config: auth.oauth.enterprise.issuer: required when oauth enterprise is configured',
       'svc: config: auth.oauth.enterprise.audience: "not a url" is not an http(s) URL',
@@ -244,11 +291,24 @@ describe('svc.ini', () => {
       'svc: config: auth.oauth.enterprise.subject_claim: takes a value, not indented lines below it',
       'svc: config: auth.oauth.enterprise.default_acl: invalid label',
     ]) {
-      assert.ok(found.some((p) => p.startsWith(expected)), `${expected}\n${found.join('\n')}`);
+      assert.ok(
+        found.some((p) => p.startsWith(expected)),
+        `${expected}\n${found.join('\n')}`,
+      );
     }
-    assert.ok(problems(`${base}        issuer http://idp.example.com\n`).some((p) => p.includes('auth.oauth.enterprise.issuer: must be https://')));
-    assert.ok(problems(`${SESSION}local\n    enabled true\noauth\n    enterprise yes\n        issuer https://idp.example.com\n`).some((p) => p.includes('auth.oauth.enterprise: takes no value')));
-    assert.ok(problems(`${SESSION}local\n    enabled true\noauth\n    enterprise\n        issuer https://idp.example.com\n`).some((p) => p.includes('auth.oauth.enterprise: takes effect only with oauth enabled')));
+    assert.ok(
+      problems(`${base}        issuer http://idp.example.com\n`).some((p) => p.includes('auth.oauth.enterprise.issuer: must be https://')),
+    );
+    assert.ok(
+      problems(`${SESSION}local\n    enabled true\noauth\n    enterprise yes\n        issuer https://idp.example.com\n`).some((p) =>
+        p.includes('auth.oauth.enterprise: takes no value'),
+      ),
+    );
+    assert.ok(
+      problems(`${SESSION}local\n    enabled true\noauth\n    enterprise\n        issuer https://idp.example.com\n`).some((p) =>
+        p.includes('auth.oauth.enterprise: takes effect only with oauth enabled'),
+      ),
+    );
   });
 
   test('plain http issuers only on loopback: any 127.0.0.0/8 address, [::1] or localhost', () => {
@@ -256,8 +316,19 @@ describe('svc.ini', () => {
     for (const issuer of ['http://127.0.0.1:9000', 'http://127.0.0.5:9000', 'http://[::1]:9000', 'http://localhost:9000']) {
       assert.equal(load(withIssuer(issuer)).auth.oidc!.issuer, issuer);
     }
-    for (const issuer of ['http://128.0.0.1', 'http://127.0.0.1.example.com', 'http://localhost.example.com', 'http://[::2]', 'http://0.0.0.0', 'http://idp.example.com']) {
-      assert.deepEqual(problems(withIssuer(issuer)), ['svc: config: auth.oidc.issuer: must be https:// (plain http is allowed only for a provider on loopback)'], issuer);
+    for (const issuer of [
+      'http://128.0.0.1',
+      'http://127.0.0.1.example.com',
+      'http://localhost.example.com',
+      'http://[::2]',
+      'http://0.0.0.0',
+      'http://idp.example.com',
+    ]) {
+      assert.deepEqual(
+        problems(withIssuer(issuer)),
+        ['svc: config: auth.oidc.issuer: must be https:// (plain http is allowed only for a provider on loopback)'],
+        issuer,
+      );
     }
   });
 });

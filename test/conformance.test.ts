@@ -46,8 +46,25 @@ const PETRA: Person = { uid: 'petra', password: 'petra password 1' };
 async function runSuite(s: TestServer, chromium: Chromium, clientId: string, port: number): Promise<SuiteRun> {
   const out = mkdtempSync(join(tmpdir(), 'svc-conformance-'));
   try {
-    const args = [SUITE, 'authorization', '--url', s.url, '--client-id', clientId, '--port', String(port), '--resource', `${s.url}/oauth/mcp`, '--output-dir', out];
-    const child = spawn(NODE_24, args, { cwd: out, env: { PATH: process.env.PATH ?? '', HOME: out, NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const args = [
+      SUITE,
+      'authorization',
+      '--url',
+      s.url,
+      '--client-id',
+      clientId,
+      '--port',
+      String(port),
+      '--resource',
+      `${s.url}/oauth/mcp`,
+      '--output-dir',
+      out,
+    ];
+    const child = spawn(NODE_24, args, {
+      cwd: out,
+      env: { PATH: process.env.PATH ?? '', HOME: out, NO_COLOR: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let output = '';
     let browserStep: Promise<string | null> | null = null;
     const authorizeAt = `${s.url}/oauth/authorize?`;
@@ -85,7 +102,9 @@ async function runSuite(s: TestServer, chromium: Chromium, clientId: string, por
       clearTimeout(timer);
     }
     assert.ok(browserStep, `the suite never printed an authorization URL at ${authorizeAt}; its output:\n${output}`);
-    const consent = await (browserStep as Promise<string | null>).catch((e: Error) => assert.fail(`the browser step failed: ${e.message}\nsuite output:\n${output}`));
+    const consent = await (browserStep as Promise<string | null>).catch((e: Error) =>
+      assert.fail(`the browser step failed: ${e.message}\nsuite output:\n${output}`),
+    );
     const scenarios = new Map<string, Check[]>();
     for (const dir of readdirSync(out)) {
       const name = /^authorization-server-(.+)-\d{4}-\d\d-\d\dT[\d-]+Z$/.exec(dir)?.[1];
@@ -99,7 +118,12 @@ async function runSuite(s: TestServer, chromium: Chromium, clientId: string, por
 
 /** Every scenario the suite ran, with each check's status (and why, when it did not pass). */
 function verdicts(run: SuiteRun): Record<string, string[]> {
-  return Object.fromEntries([...run.scenarios].map(([name, checks]) => [name, checks.map((c) => `${c.id}: ${c.status}${c.errorMessage ? ` (${c.errorMessage})` : ''}`)]));
+  return Object.fromEntries(
+    [...run.scenarios].map(([name, checks]) => [
+      name,
+      checks.map((c) => `${c.id}: ${c.status}${c.errorMessage ? ` (${c.errorMessage})` : ''}`),
+    ]),
+  );
 }
 
 const PASSED = {
@@ -137,7 +161,11 @@ describe('the MCP conformance suite, authorization server scenarios', () => {
     const res = await fetch(`${s.url}/oauth/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ client_name: 'Conformance suite (self-registered)', redirect_uris: [`http://127.0.0.1:${port}/callback`], token_endpoint_auth_method: 'none' }),
+      body: JSON.stringify({
+        client_name: 'Conformance suite (self-registered)',
+        redirect_uris: [`http://127.0.0.1:${port}/callback`],
+        token_endpoint_auth_method: 'none',
+      }),
     });
     const registered = (await res.json()) as { client_id?: string };
     assert.equal(res.status, 201, JSON.stringify(registered));

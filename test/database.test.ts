@@ -3,7 +3,18 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
-import { mkdtempSync, rmSync, unlinkSync, writeFileSync, chmodSync, mkdirSync, readFileSync, openSync, writeSync, closeSync } from 'node:fs';
+import {
+  mkdtempSync,
+  rmSync,
+  unlinkSync,
+  writeFileSync,
+  chmodSync,
+  mkdirSync,
+  readFileSync,
+  openSync,
+  writeSync,
+  closeSync,
+} from 'node:fs';
 import { execFileSync, spawn } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +29,9 @@ import { MAIN, TSX, freePort } from './helpers/workspace.ts';
 import { waitFor } from './helpers/wait.ts';
 import { startTestServer } from './helpers/server.ts';
 
-const Sqlite = createRequire(import.meta.url)('better-sqlite3') as new (path: string) => {
+const Sqlite = createRequire(import.meta.url)('better-sqlite3') as new (
+  path: string,
+) => {
   exec(sql: string): void;
   prepare(sql: string): { run(...p: unknown[]): unknown; get(...p: unknown[]): unknown };
   close(): void;
@@ -106,7 +119,10 @@ describe('Database.write', () => {
   const users = () => sqlite3(path, 'SELECT group_concat(uid) FROM (SELECT uid FROM users ORDER BY uid);');
 
   test('reads cannot change anything: the read connection is query-only', async () => {
-    await assert.rejects(async () => database.db.run(sql`DELETE FROM users`), (e) => sqliteCode(e) === 'SQLITE_READONLY');
+    await assert.rejects(
+      async () => database.db.run(sql`DELETE FROM users`),
+      (e) => sqliteCode(e) === 'SQLITE_READONLY',
+    );
   });
 
   test('a statement left in progress (INSERT … RETURNING through run) fails the commit: nothing is kept, the next write works', async () => {
@@ -138,7 +154,9 @@ describe('Database.write', () => {
     let results: PromiseSettledResult<unknown>[];
     try {
       results = await Promise.allSettled(
-        Array.from({ length: 8 }, (_, i) => database.write((tx) => createUser(tx, { uid: `queued${i}`, email: `q${i}@example.com` }), { waitMs: 400 })),
+        Array.from({ length: 8 }, (_, i) =>
+          database.write((tx) => createUser(tx, { uid: `queued${i}`, email: `q${i}@example.com` }), { waitMs: 400 }),
+        ),
       );
     } finally {
       await lock.release();
@@ -151,13 +169,19 @@ describe('Database.write', () => {
     // retries; the writes queued behind it find their shared deadline (all but) passed and give up after a try or
     // two. Each waiting 400 ms of its own would take about eight times as many.
     const queuedRetries = retries - retriesBefore;
-    assert.ok(queuedRetries <= 12 + 7 * 2, `eight queued writes retried ${queuedRetries} times: they waited one after another, not together`);
+    assert.ok(
+      queuedRetries <= 12 + 7 * 2,
+      `eight queued writes retried ${queuedRetries} times: they waited one after another, not together`,
+    );
     assert.doesNotMatch(await users(), /queued/);
     // waitMs 0: one try, for writes that may be dropped (last-used stamps).
     const again = await holdWriteLock(path);
     try {
       const before = retries;
-      await assert.rejects(database.write(async () => undefined, { waitMs: 0 }), DatabaseBusy);
+      await assert.rejects(
+        database.write(async () => undefined, { waitMs: 0 }),
+        DatabaseBusy,
+      );
       assert.equal(retries - before, 0, 'one try, not the 5 s wait');
     } finally {
       await again.release();
@@ -218,7 +242,14 @@ describe('what startup, svc check and /readyz see', () => {
     const command = [process.execPath, '--import', TSX, MAIN, ...args];
     const [file, ...argv] = user === undefined ? command : ['setpriv', `--reuid=${user}`, `--regid=${user}`, '--clear-groups', ...command];
     try {
-      return { code: 0, out: execFileSync(file!, argv, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH, HOME: tmpdir() } }) };
+      return {
+        code: 0,
+        out: execFileSync(file!, argv, {
+          encoding: 'utf8',
+          stdio: ['ignore', 'pipe', 'pipe'],
+          env: { PATH: process.env.PATH, HOME: tmpdir() },
+        }),
+      };
     } catch (e) {
       const err = e as { status: number; stderr: string; stdout: string };
       return { code: err.status, out: err.stdout + err.stderr };
@@ -240,7 +271,10 @@ describe('what startup, svc check and /readyz see', () => {
     assert.equal(cli(['migrate', '--config', config]).code, 0); // as root, like `sudo svc migrate`
     const asNobody = cli(['check', '--config', config], 65534);
     assert.equal(asNobody.code, 1, asNobody.out);
-    assert.match(asNobody.out, new RegExp(`svc: check: server\\.database: .*${join(folder, 'svc.db').replace(/[./]/g, '\\$&')}.*(not writable|read-only)`));
+    assert.match(
+      asNobody.out,
+      new RegExp(`svc: check: server\\.database: .*${join(folder, 'svc.db').replace(/[./]/g, '\\$&')}.*(not writable|read-only)`),
+    );
     assert.equal(asNobody.out.trim().split('\n').length, 1, 'one line');
     const asRoot = cli(['check', '--config', config]);
     assert.equal(asRoot.code, 0, asRoot.out);
@@ -257,7 +291,11 @@ describe('what startup, svc check and /readyz see', () => {
   test('/readyz: 200 when the database reads and writes; 503 naming the problem when it is locked or its file is gone', async () => {
     const metricsPort = await freePort();
     const logged: string[] = [];
-    const log = { info() {}, warn: (event: string, fields?: Record<string, unknown>) => void logged.push(`${event} ${JSON.stringify(fields)}`), error() {} };
+    const log = {
+      info() {},
+      warn: (event: string, fields?: Record<string, unknown>) => void logged.push(`${event} ${JSON.stringify(fields)}`),
+      error() {},
+    };
     const s = await startTestServer({ serverExtra: `metrics_listen = 127.0.0.1:${metricsPort}\n`, log });
     const detail = `http://127.0.0.1:${metricsPort}/readyz`;
     const path = s.ws.dbUrl.slice('file:'.length);
@@ -272,7 +310,10 @@ describe('what startup, svc check and /readyz see', () => {
         assert.deepEqual(JSON.parse(text), { status: 'unavailable', problems: ['database_locked'] });
         assert.ok(!text.includes(path) && !/another process/.test(text), 'no path, no lock detail for anonymous callers');
         assert.match((await problemsOf(detail))[0]!, /locked by another process/);
-        assert.ok(logged.some((l) => l.startsWith('not_ready ') && l.includes(path) && l.includes('locked by another process')), 'the log has the detail');
+        assert.ok(
+          logged.some((l) => l.startsWith('not_ready ') && l.includes(path) && l.includes('locked by another process')),
+          'the log has the detail',
+        );
         assert.equal((await fetch(`${s.url}/healthz`)).status, 200, 'still alive');
       } finally {
         await lock.release();
@@ -329,7 +370,9 @@ describe('what startup, svc check and /readyz see', () => {
     const config = configIn(folder);
     const put = (id: string) =>
       new Promise<number | null>((resolve) => {
-        const child = spawn(process.execPath, ['--import', TSX, MAIN, 'item', 'put', id, '--title', id, '--config', config], { stdio: ['pipe', 'ignore', 'pipe'] });
+        const child = spawn(process.execPath, ['--import', TSX, MAIN, 'item', 'put', id, '--title', id, '--config', config], {
+          stdio: ['pipe', 'ignore', 'pipe'],
+        });
         let err = '';
         child.stderr.on('data', (d) => (err += d));
         child.on('close', (code) => {
@@ -338,11 +381,15 @@ describe('what startup, svc check and /readyz see', () => {
         });
         child.stdin.end('text');
       });
-    const codes = (await Promise.all([0, 1, 2, 3].map(async (loop) => {
-      const out = [];
-      for (let i = 0; i < 5; i++) out.push(await put(`loop${loop}/item${i}`));
-      return out;
-    }))).flat();
+    const codes = (
+      await Promise.all(
+        [0, 1, 2, 3].map(async (loop) => {
+          const out = [];
+          for (let i = 0; i < 5; i++) out.push(await put(`loop${loop}/item${i}`));
+          return out;
+        }),
+      )
+    ).flat();
     assert.deepEqual(codes, Array(20).fill(0));
     assert.equal(await sqlite3(join(folder, 'svc.db'), 'SELECT count(*) FROM items;'), '20');
   });
@@ -354,7 +401,10 @@ describe('what startup, svc check and /readyz see', () => {
     try {
       const full = cli(['migrate', '--config', configIn(tiny)]);
       assert.equal(full.code, 1);
-      assert.match(full.out, /^svc migrate: the disk holding the database .*svc\.db is full; nothing was changed; free some space and try again\n$/);
+      assert.match(
+        full.out,
+        /^svc migrate: the disk holding the database .*svc\.db is full; nothing was changed; free some space and try again\n$/,
+      );
     } finally {
       execFileSync('umount', [tiny]);
     }

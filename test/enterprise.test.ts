@@ -21,7 +21,11 @@ import { startServer } from '../src/server.ts';
 import { silentLogger } from '../src/log.ts';
 
 const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
-const AGENT = { client_id: 'agent', client_secret: 'agent-secret-at-the-idp-0123456789', redirect_uris: ['http://127.0.0.1:9/agent-callback'] };
+const AGENT = {
+  client_id: 'agent',
+  client_secret: 'agent-secret-at-the-idp-0123456789',
+  redirect_uris: ['http://127.0.0.1:9/agent-callback'],
+};
 const AT_SVC = 'agent-at-svc';
 
 function enterpriseAuth(issuer: string, baseUrl: string, jit: boolean): string {
@@ -53,19 +57,44 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
   before(async () => {
     const idpPort = await freePort();
     const issuer = `http://127.0.0.1:${idpPort}`;
-    s = await startTestServer({ env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET }, auth: ({ baseUrl }) => enterpriseAuth(issuer, baseUrl, false) });
-    idp = await startProvider({ port: idpPort, redirectUris: [`${s.url}/oidc/callback`], extraClients: [AGENT], idJag: { clientIds: { [AGENT.client_id]: AT_SVC } } });
+    s = await startTestServer({
+      env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET },
+      auth: ({ baseUrl }) => enterpriseAuth(issuer, baseUrl, false),
+    });
+    idp = await startProvider({
+      port: idpPort,
+      redirectUris: [`${s.url}/oidc/callback`],
+      extraClients: [AGENT],
+      idJag: { clientIds: { [AGENT.client_id]: AT_SVC } },
+    });
     idp.accounts.set('carol-sub', { email: 'carol@corp.test', preferred_username: 'carol', name: 'Carol' });
     idp.accounts.set('stranger-sub', { email: 'stranger@corp.test', preferred_username: 'stranger' });
     await s.addUser({ uid: 'carol', email: 'carol@corp.test', labels: 'eng' });
     await s.addUser({ uid: 'boss', email: 'boss@corp.test', labels: 'finance', admin: true });
-    for (const [id, labels] of [['open', ''], ['eng/plan', 'eng'], ['fin/q1', 'finance']] as const) {
+    for (const [id, labels] of [
+      ['open', ''],
+      ['eng/plan', 'eng'],
+      ['fin/q1', 'finance'],
+    ] as const) {
       await s.database.write((tx) => putItem(tx, id, { title: `${id} plan`, text: `the ${id} plan`, labels }));
     }
-    const added = await s.ws.svc(['oauth', 'client', 'add', 'Agent', '--redirect-uri', 'http://127.0.0.1:9/cb', '--id', AT_SVC, '--secret']);
+    const added = await s.ws.svc([
+      'oauth',
+      'client',
+      'add',
+      'Agent',
+      '--redirect-uri',
+      'http://127.0.0.1:9/cb',
+      '--id',
+      AT_SVC,
+      '--secret',
+    ]);
     assert.equal(added.code, 0, added.stderr);
     secret = /^client_secret: (\S+)/m.exec(added.stdout)![1]!;
-    assert.equal((await s.ws.svc(['oauth', 'client', 'add', 'Other', '--redirect-uri', 'http://127.0.0.1:9/cb', '--id', 'other-at-svc'])).code, 0);
+    assert.equal(
+      (await s.ws.svc(['oauth', 'client', 'add', 'Other', '--redirect-uri', 'http://127.0.0.1:9/cb', '--id', 'other-at-svc'])).code,
+      0,
+    );
   });
   after(async () => {
     await s?.stop();
@@ -80,13 +109,28 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
 
   /** The agent's side at the provider: sign in, then exchange the ID token for an ID-JAG addressed to svc. */
   async function idJagFor(login: string, extra: Record<string, string> = {}): Promise<string> {
-    const idToken = await idp.obtainIdToken({ clientId: AGENT.client_id, clientSecret: AGENT.client_secret, redirectUri: AGENT.redirect_uris[0]!, nonce: 'n', login });
+    const idToken = await idp.obtainIdToken({
+      clientId: AGENT.client_id,
+      clientSecret: AGENT.client_secret,
+      redirectUri: AGENT.redirect_uris[0]!,
+      nonce: 'n',
+      login,
+    });
     const res = await fetch(`${idp.issuer}/token`, {
       method: 'POST',
-      headers: { authorization: `Basic ${Buffer.from(`${AGENT.client_id}:${AGENT.client_secret}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
+      headers: {
+        authorization: `Basic ${Buffer.from(`${AGENT.client_id}:${AGENT.client_secret}`).toString('base64')}`,
+        'content-type': 'application/x-www-form-urlencoded',
+      },
       body: new URLSearchParams({
-        grant_type: TOKEN_EXCHANGE, requested_token_type: ID_JAG_TOKEN_TYPE, subject_token: idToken, subject_token_type: ID_TOKEN_TYPE,
-        audience: s.url, resource: `${s.url}/oauth/mcp`, scope: 'mcp', ...extra,
+        grant_type: TOKEN_EXCHANGE,
+        requested_token_type: ID_JAG_TOKEN_TYPE,
+        subject_token: idToken,
+        subject_token_type: ID_TOKEN_TYPE,
+        audience: s.url,
+        resource: `${s.url}/oauth/mcp`,
+        scope: 'mcp',
+        ...extra,
       }),
     });
     const body = (await res.json()) as { access_token?: string; issued_token_type?: string };
@@ -96,8 +140,14 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
   }
 
   /** The agent's side at svc: the jwt-bearer grant, authenticated as a confidential client (or as `clientId`). */
-  async function exchange(url: string, assertion: string, client: { id: string; secret?: string } = { id: AT_SVC, secret }): Promise<{ status: number; body: Record<string, unknown> }> {
-    const auth: Record<string, string> = client.secret ? { authorization: `Basic ${Buffer.from(`${client.id}:${client.secret}`).toString('base64')}` } : {};
+  async function exchange(
+    url: string,
+    assertion: string,
+    client: { id: string; secret?: string } = { id: AT_SVC, secret },
+  ): Promise<{ status: number; body: Record<string, unknown> }> {
+    const auth: Record<string, string> = client.secret
+      ? { authorization: `Basic ${Buffer.from(`${client.id}:${client.secret}`).toString('base64')}` }
+      : {};
     const res = await fetch(`${url}/oauth/token`, {
       method: 'POST',
       headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' },
@@ -129,11 +179,24 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
   /** Claims as the provider would issue them for carol, changed by `over`. */
   const claims = (over: JWTPayload = {}): JWTPayload => {
     const now = Math.floor(Date.now() / 1000);
-    return { iss: idp.issuer, sub: 'carol-sub', aud: s.url, client_id: AT_SVC, jti: `jti-${Math.random()}`, iat: now, exp: now + 120, resource: `${s.url}/oauth/mcp`, ...over };
+    return {
+      iss: idp.issuer,
+      sub: 'carol-sub',
+      aud: s.url,
+      client_id: AT_SVC,
+      jti: `jti-${Math.random()}`,
+      iat: now,
+      exp: now + 120,
+      resource: `${s.url}/oauth/mcp`,
+      ...over,
+    };
   };
 
   test('metadata advertises the grant and the ID-JAG profile', async () => {
-    const meta = (await (await fetch(`${s.url}/.well-known/oauth-authorization-server`)).json()) as { grant_types_supported: string[]; authorization_grant_profiles_supported: string[] };
+    const meta = (await (await fetch(`${s.url}/.well-known/oauth-authorization-server`)).json()) as {
+      grant_types_supported: string[];
+      authorization_grant_profiles_supported: string[];
+    };
     assert.ok(meta.grant_types_supported.includes(JWT_BEARER));
     assert.deepEqual(meta.authorization_grant_profiles_supported, ['urn:ietf:params:oauth:grant-profile:id-jag']);
   });
@@ -145,26 +208,51 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
     assert.deepEqual(Object.keys(r.body).sort(), ['access_token', 'expires_in', 'scope', 'token_type']);
     assert.deepEqual([r.body.token_type, r.body.scope, r.body.expires_in], ['Bearer', 'mcp', 3600]);
     await withMcp(String(r.body.access_token), async (client) => {
-      const found = (await client.callTool({ name: 'search', arguments: { query: 'plan', limit: 50 } })).structuredContent as { results: { id: string }[] };
+      const found = (await client.callTool({ name: 'search', arguments: { query: 'plan', limit: 50 } })).structuredContent as {
+        results: { id: string }[];
+      };
       assert.deepEqual(found.results.map((x) => x.id).sort(), ['eng/plan', 'open']);
-      const who = (await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { uid: string; scopes: string[]; via: string };
+      const who = (await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as {
+        uid: string;
+        scopes: string[];
+        via: string;
+      };
       assert.deepEqual([who.uid, who.via, who.scopes], ['carol', 'token', ['mcp']]);
     });
     // Only mcp: the token reaches nothing else.
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(String(r.body.access_token)) })).status, 403);
     const audit = await s.ws.svc(['audit', 'list', '--user', 'carol', '--json']);
-    assert.ok((JSON.parse(audit.stdout) as { action: string; target: string }[]).some((e) => e.action === 'oauth.assertion' && e.target === AT_SVC), audit.stdout);
+    assert.ok(
+      (JSON.parse(audit.stdout) as { action: string; target: string }[]).some((e) => e.action === 'oauth.assertion' && e.target === AT_SVC),
+      audit.stdout,
+    );
   });
 
   test('refused, each as invalid_grant, creating nothing', async () => {
     await refused(await idp.idJag!.sign(claims({ iss: 'http://127.0.0.1:1/elsewhere' })), /iss/, 'another issuer');
     const stranger = await generateKeyPair('RS256', { extractable: true });
-    await refused(await new SignJWT(claims()).setProtectedHeader({ alg: 'RS256', kid: 'enterprise-idp-1', typ: 'oauth-id-jag+jwt' }).sign(stranger.privateKey), /signature/, 'a key the provider does not publish, same kid');
-    await refused(await new SignJWT(claims()).setProtectedHeader({ alg: 'RS256', kid: 'another-kid', typ: 'oauth-id-jag+jwt' }).sign(stranger.privateKey), /does not publish/, 'an unknown kid');
+    await refused(
+      await new SignJWT(claims())
+        .setProtectedHeader({ alg: 'RS256', kid: 'enterprise-idp-1', typ: 'oauth-id-jag+jwt' })
+        .sign(stranger.privateKey),
+      /signature/,
+      'a key the provider does not publish, same kid',
+    );
+    await refused(
+      await new SignJWT(claims())
+        .setProtectedHeader({ alg: 'RS256', kid: 'another-kid', typ: 'oauth-id-jag+jwt' })
+        .sign(stranger.privateKey),
+      /does not publish/,
+      'an unknown kid',
+    );
     const unsecured = `${[{ alg: 'none', typ: 'oauth-id-jag+jwt' }, claims()].map((part) => Buffer.from(JSON.stringify(part)).toString('base64url')).join('.')}.`;
     await refused(unsecured, /asymmetric|well-formed/, 'alg none');
-    const publicPem = await exportSPKI((await import('node:crypto')).createPublicKey({ key: idp.idJag!.privateJwk as never, format: 'jwk' }) as never);
-    const hs = await new SignJWT(claims()).setProtectedHeader({ alg: 'HS256', kid: 'enterprise-idp-1', typ: 'oauth-id-jag+jwt' }).sign(new TextEncoder().encode(publicPem));
+    const publicPem = await exportSPKI(
+      (await import('node:crypto')).createPublicKey({ key: idp.idJag!.privateJwk as never, format: 'jwk' }) as never,
+    );
+    const hs = await new SignJWT(claims())
+      .setProtectedHeader({ alg: 'HS256', kid: 'enterprise-idp-1', typ: 'oauth-id-jag+jwt' })
+      .sign(new TextEncoder().encode(publicPem));
     await refused(hs, /asymmetric/, 'HS256 keyed with the public key');
     await refused(await idp.idJag!.sign(claims(), { typ: 'JWT' }), /typ/, 'wrong typ');
     await refused(await idp.idJag!.sign(claims({ aud: 'https://other.example' })), /aud/, 'wrong aud');
@@ -174,7 +262,13 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
     const past = Math.floor(Date.now() / 1000) - 600;
     await refused(await idp.idJag!.sign(claims({ iat: past, exp: past + 120 })), /expired/, 'expired');
     await refused(await idp.idJag!.sign(claims({ exp: Math.floor(Date.now() / 1000) + 3600 })), /longer than 300/, 'too long-lived');
-    await refused(await idp.idJag!.sign(claims({ sub: 'stranger-sub', preferred_username: 'stranger', email: 'stranger@corp.test', email_verified: true })), /not set up/, 'an unknown user with jit off');
+    await refused(
+      await idp.idJag!.sign(
+        claims({ sub: 'stranger-sub', preferred_username: 'stranger', email: 'stranger@corp.test', email_verified: true }),
+      ),
+      /not set up/,
+      'an unknown user with jit off',
+    );
     await refused(await idp.idJag!.sign(claims({ aud: [s.url, 'https://other.example'] })), /only audience/, 'svc among several audiences');
     const soon = Math.floor(Date.now() / 1000) + 30;
     await refused(await idp.idJag!.sign(claims({ iat: soon, exp: soon - 10 })), /expires before/, 'exp before iat');
@@ -184,11 +278,15 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
     await refused(await idp.idJag!.sign(noClient), /client_id/, 'no client_id');
   });
 
-  test('the uid claim that vouches for a pre-provisioned user is oidc\'s, not a name the person may choose', async () => {
+  test("the uid claim that vouches for a pre-provisioned user is oidc's, not a name the person may choose", async () => {
     // [auth] oidc names employee_id for this provider; preferred_username (editable by its users at some
     // providers) must not link anyone to the unclaimed admin account "boss".
     const mallory = { sub: 'mallory-sub', email: 'mallory@corp.test', email_verified: true };
-    await refused(await idp.idJag!.sign(claims({ ...mallory, preferred_username: 'boss' })), /not set up/, 'preferred_username naming another account');
+    await refused(
+      await idp.idJag!.sign(claims({ ...mallory, preferred_username: 'boss' })),
+      /not set up/,
+      'preferred_username naming another account',
+    );
     const boss = await s.database.db.select({ n: count() }).from(users).where(eq(users.uid, 'boss')).get();
     assert.equal(boss!.n, 1);
     const linked = await exchange(s.url, await idp.idJag!.sign(claims({ sub: 'boss-sub', employee_id: 'boss', email: 'boss@corp.test' })));
@@ -232,12 +330,32 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
     assert.equal(grant.client_name, 'Agent');
     const page = await (await browser.send(`${s.url}/`, { method: 'GET', headers: { accept: 'text/html' } })).text();
     assert.match(page, /data-grant-id="[^"]+"/);
-    const revoke = await browser.send(`${s.url}/auth/grants/${grant.id}/revoke`, { method: 'POST', headers: { origin: s.url, accept: 'application/json' } });
+    const revoke = await browser.send(`${s.url}/auth/grants/${grant.id}/revoke`, {
+      method: 'POST',
+      headers: { origin: s.url, accept: 'application/json' },
+    });
     assert.equal(revoke.status, 200);
-    assert.equal((await fetch(`${s.url}/oauth/mcp`, { method: 'POST', headers: { ...bearer(String(first.body.access_token)), 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' })).status, 401);
+    assert.equal(
+      (
+        await fetch(`${s.url}/oauth/mcp`, {
+          method: 'POST',
+          headers: {
+            ...bearer(String(first.body.access_token)),
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+          },
+          body: '{}',
+        })
+      ).status,
+      401,
+    );
     await refused(await idJagFor('carol-sub'), /revoked/, 'after the grant was revoked');
     // A refused assertion changes nothing, not even the profile it brings.
-    await refused(await idp.idJag!.sign(claims({ name: 'Mallory', email: 'mallory@corp.test' })), /revoked/, 'with another name, after the revoke');
+    await refused(
+      await idp.idJag!.sign(claims({ name: 'Mallory', email: 'mallory@corp.test' })),
+      /revoked/,
+      'with another name, after the revoke',
+    );
     const carol = await s.database.db.select({ name: users.name, email: users.email }).from(users).where(eq(users.uid, 'carol')).get();
     assert.deepEqual(carol, { name: 'Carol', email: 'carol@corp.test' });
   });
@@ -253,25 +371,66 @@ describe('enterprise-managed authorization with jit', () => {
   test('an unknown user is provisioned as single sign-on would: default_acl and the group map', async () => {
     const idpPort = await freePort();
     const issuer = `http://127.0.0.1:${idpPort}`;
-    const s = await startTestServer({ env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET }, auth: ({ baseUrl }) => enterpriseAuth(issuer, baseUrl, true) });
-    const idp = await startProvider({ port: idpPort, redirectUris: [`${s.url}/oidc/callback`], extraClients: [AGENT], idJag: { clientIds: { [AGENT.client_id]: AT_SVC } } });
+    const s = await startTestServer({
+      env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET },
+      auth: ({ baseUrl }) => enterpriseAuth(issuer, baseUrl, true),
+    });
+    const idp = await startProvider({
+      port: idpPort,
+      redirectUris: [`${s.url}/oidc/callback`],
+      extraClients: [AGENT],
+      idJag: { clientIds: { [AGENT.client_id]: AT_SVC } },
+    });
     try {
-      assert.equal((await s.ws.svc(['oauth', 'client', 'add', 'Agent', '--redirect-uri', 'http://127.0.0.1:9/cb', '--id', AT_SVC])).code, 0);
+      assert.equal(
+        (await s.ws.svc(['oauth', 'client', 'add', 'Agent', '--redirect-uri', 'http://127.0.0.1:9/cb', '--id', AT_SVC])).code,
+        0,
+      );
       const now = Math.floor(Date.now() / 1000);
       const jag = await idp.idJag!.sign({
-        iss: issuer, sub: 'dave-sub', aud: s.url, client_id: AT_SVC, jti: 'dave-1', iat: now, exp: now + 60,
-        email: 'dave@corp.test', email_verified: true, preferred_username: 'dave', groups: ['idp-eng', 'idp-unknown'],
+        iss: issuer,
+        sub: 'dave-sub',
+        aud: s.url,
+        client_id: AT_SVC,
+        jti: 'dave-1',
+        iat: now,
+        exp: now + 60,
+        email: 'dave@corp.test',
+        email_verified: true,
+        preferred_username: 'dave',
+        groups: ['idp-eng', 'idp-unknown'],
       });
-      const res = await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: JWT_BEARER, assertion: jag, client_id: AT_SVC }) });
+      const res = await fetch(`${s.url}/oauth/token`, {
+        method: 'POST',
+        body: new URLSearchParams({ grant_type: JWT_BEARER, assertion: jag, client_id: AT_SVC }),
+      });
       assert.equal(res.status, 200, await res.clone().text());
-      const listed = JSON.parse((await s.ws.svc(['user', 'list', '--json'])).stdout) as { uid: string; labels: string[]; has_password: boolean }[];
-      assert.deepEqual(listed.find((u) => u.uid === 'dave'), { ...listed.find((u) => u.uid === 'dave')!, labels: ['eng', 'staff'], has_password: false });
+      const listed = JSON.parse((await s.ws.svc(['user', 'list', '--json'])).stdout) as {
+        uid: string;
+        labels: string[];
+        has_password: boolean;
+      }[];
+      assert.deepEqual(
+        listed.find((u) => u.uid === 'dave'),
+        { ...listed.find((u) => u.uid === 'dave')!, labels: ['eng', 'staff'], has_password: false },
+      );
       // The same jti for another person: refused as a replay, and that person is not provisioned on the way.
       const replay = await idp.idJag!.sign({
-        iss: issuer, sub: 'erin-sub', aud: s.url, client_id: AT_SVC, jti: 'dave-1', iat: now, exp: now + 60,
-        email: 'erin@corp.test', email_verified: true, preferred_username: 'erin',
+        iss: issuer,
+        sub: 'erin-sub',
+        aud: s.url,
+        client_id: AT_SVC,
+        jti: 'dave-1',
+        iat: now,
+        exp: now + 60,
+        email: 'erin@corp.test',
+        email_verified: true,
+        preferred_username: 'erin',
       });
-      const again = await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: JWT_BEARER, assertion: replay, client_id: AT_SVC }) });
+      const again = await fetch(`${s.url}/oauth/token`, {
+        method: 'POST',
+        body: new URLSearchParams({ grant_type: JWT_BEARER, assertion: replay, client_id: AT_SVC }),
+      });
       assert.equal(again.status, 400);
       assert.match(await again.text(), /used already/);
       const after = JSON.parse((await s.ws.svc(['user', 'list', '--json'])).stdout) as { uid: string }[];

@@ -4,7 +4,11 @@ import assert from 'node:assert/strict';
 import { parseMarkdown, FrontMatterError } from '../src/domain/front-matter.ts';
 
 const refused = (text: string, line: number, message: RegExp) => {
-  assert.throws(() => parseMarkdown(text), (e) => e instanceof FrontMatterError && e.line === line && message.test(e.message), JSON.stringify(text));
+  assert.throws(
+    () => parseMarkdown(text),
+    (e) => e instanceof FrontMatterError && e.line === line && message.test(e.message),
+    JSON.stringify(text),
+  );
 };
 
 describe('front matter', () => {
@@ -17,7 +21,11 @@ describe('front matter', () => {
       '---\ntitle: "Plan"\nlabels: [board, "finance"]\n---\nbody',
     ]) {
       const doc = parseMarkdown(text);
-      assert.deepEqual({ title: doc.title, labels: doc.labels, body: doc.body }, { title: 'Plan', labels: 'board,finance', body: 'body' }, JSON.stringify(text));
+      assert.deepEqual(
+        { title: doc.title, labels: doc.labels, body: doc.body },
+        { title: 'Plan', labels: 'board,finance', body: 'body' },
+        JSON.stringify(text),
+      );
     }
   });
 

@@ -29,7 +29,11 @@ describe('uids are unique and reserved regardless of letter case', () => {
     await s.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1' });
   });
   after(() => s.stop());
-  const create = (uid: string) => fetch(`${s.url}/admin/api/users`, { ...json({ uid, email: `${uid}@example.com` }), headers: { ...bearer(admin), 'content-type': 'application/json' } });
+  const create = (uid: string) =>
+    fetch(`${s.url}/admin/api/users`, {
+      ...json({ uid, email: `${uid}@example.com` }),
+      headers: { ...bearer(admin), 'content-type': 'application/json' },
+    });
 
   test('Alice cannot join alice, and a removed tp7 cannot come back as TP7', async () => {
     assert.equal((await create('Alice')).status, 409);
@@ -41,13 +45,18 @@ describe('uids are unique and reserved regardless of letter case', () => {
     const cli = await s.ws.svc(['user', 'add', 'aLiCe', '--email', 'x@example.com']);
     assert.equal(cli.code, 1);
     assert.match(cli.stderr, /taken or was used before/);
-    const uids = ((await (await fetch(`${s.url}/admin/api/users`, { headers: bearer(admin) })).json()) as { uid: string }[]).map((u) => u.uid);
+    const uids = ((await (await fetch(`${s.url}/admin/api/users`, { headers: bearer(admin) })).json()) as { uid: string }[]).map(
+      (u) => u.uid,
+    );
     assert.deepEqual(uids.sort(), ['alice', 'root']);
   });
 
   test('the spelling is kept, and a user is found in any case (sign-in, API)', async () => {
     assert.equal((await create('MixedCase')).status, 201);
-    assert.equal(((await (await fetch(`${s.url}/admin/api/users/mixedcase`, { headers: bearer(admin) })).json()) as { uid: string }).uid, 'MixedCase');
+    assert.equal(
+      ((await (await fetch(`${s.url}/admin/api/users/mixedcase`, { headers: bearer(admin) })).json()) as { uid: string }).uid,
+      'MixedCase',
+    );
     assert.equal((await new Browser(s.url).login('ALICE', 'alice password 1')).status, 303);
   });
 
@@ -59,13 +68,19 @@ describe('uids are unique and reserved regardless of letter case', () => {
       const { default: Sqlite } = await import('better-sqlite3');
       const old = new Sqlite(path);
       old.exec('CREATE TABLE __drizzle_migrations (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)');
-      const journal = JSON.parse(readFileSync(join(ROOT, 'drizzle/meta/_journal.json'), 'utf8')) as { entries: { tag: string; when: number }[] };
+      const journal = JSON.parse(readFileSync(join(ROOT, 'drizzle/meta/_journal.json'), 'utf8')) as {
+        entries: { tag: string; when: number }[];
+      };
       for (const { tag, when } of journal.entries.filter((e) => e.tag < '0004')) {
         const text = readFileSync(join(ROOT, 'drizzle', `${tag}.sql`), 'utf8');
         for (const statement of text.split('--> statement-breakpoint')) old.exec(statement);
-        old.prepare('INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)').run(createHash('sha256').update(text).digest('hex'), when);
+        old
+          .prepare('INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)')
+          .run(createHash('sha256').update(text).digest('hex'), when);
       }
-      old.exec("INSERT INTO users (uid, email, created_at, updated_at) VALUES ('Bob', 'b1@example.com', 1, 1), ('bob', 'b2@example.com', 1, 1)");
+      old.exec(
+        "INSERT INTO users (uid, email, created_at, updated_at) VALUES ('Bob', 'b1@example.com', 1, 1), ('bob', 'b2@example.com', 1, 1)",
+      );
       old.close();
       const database = await openDatabase(`file:${path}`, null);
       try {
@@ -73,7 +88,10 @@ describe('uids are unique and reserved regardless of letter case', () => {
         assert.equal((await findUser(database.db, 'Bob'))?.email, 'b1@example.com');
         assert.equal((await findUser(database.db, 'bob'))?.email, 'b2@example.com');
         assert.equal(await findUser(database.db, 'BOB'), null, 'ambiguous in other spellings');
-        await assert.rejects(database.write((tx) => createUser(tx, { uid: 'BOB', email: 'b3@example.com' })), /taken or was used before/);
+        await assert.rejects(
+          database.write((tx) => createUser(tx, { uid: 'BOB', email: 'b3@example.com' })),
+          /taken or was used before/,
+        );
       } finally {
         database.close();
       }
@@ -83,14 +101,14 @@ describe('uids are unique and reserved regardless of letter case', () => {
   });
 });
 
-describe('a password change or removal ends the user\'s other sessions (tokens stay)', () => {
+describe("a password change or removal ends the user's other sessions (tokens stay)", () => {
   let s: TestServer;
   before(async () => {
     s = await startTestServer();
   });
   after(() => s.stop());
 
-  test('changed by an admin: all the user\'s sessions end; changed by the user on their own page: theirs stays', async () => {
+  test("changed by an admin: all the user's sessions end; changed by the user on their own page: theirs stays", async () => {
     await s.addUser({ uid: 'boss', email: 'boss@example.com', password: 'boss password 1', admin: true });
     const carol = await s.addUser({ uid: 'carol', email: 'carol@example.com', password: 'carol password 1', admin: true });
     const carolToken = await s.tokenFor(carol, undefined, 'api');
@@ -106,7 +124,9 @@ describe('a password change or removal ends the user\'s other sessions (tokens s
 
     for (const b of [c1, c2]) assert.equal((await b.login('carol', 'carol password 2')).status, 303);
     // carol changes her own password from her page: that browser stays signed in, the other one does not.
-    const own = await c1.request('/admin/users/carol', { form: { email: 'carol@example.com', name: '', labels: '', admin: 'on', password: 'carol password 3' } });
+    const own = await c1.request('/admin/users/carol', {
+      form: { email: 'carol@example.com', name: '', labels: '', admin: 'on', password: 'carol password 3' },
+    });
     assert.equal(own.status, 303);
     assert.equal((await c1.request('/')).status, 200);
     assert.equal((await c2.request('/')).status, 303);
@@ -158,12 +178,16 @@ describe('login throttling under a burst', () => {
 });
 
 describe('the client address behind trusted proxies', () => {
-  test('the right-most X-Forwarded-For entry that is not a trusted proxy; other peers\' headers are ignored', () => {
+  test("the right-most X-Forwarded-For entry that is not a trusted proxy; other peers' headers are ignored", () => {
     const trusted = addressMatcher(['10.0.0.0/8', '127.0.0.1']);
     assert.equal(clientAddress('127.0.0.1', '203.0.113.9', trusted), '203.0.113.9');
-    assert.equal(clientAddress('127.0.0.1', '6.6.6.6, 203.0.113.9, 10.1.2.3', trusted), '203.0.113.9', 'the client cannot choose its address');
+    assert.equal(
+      clientAddress('127.0.0.1', '6.6.6.6, 203.0.113.9, 10.1.2.3', trusted),
+      '203.0.113.9',
+      'the client cannot choose its address',
+    );
     assert.equal(clientAddress('::ffff:10.0.0.7', '203.0.113.9', trusted), '203.0.113.9');
-    assert.equal(clientAddress('198.51.100.4', '203.0.113.9', trusted), '198.51.100.4', 'an untrusted peer\'s header is ignored');
+    assert.equal(clientAddress('198.51.100.4', '203.0.113.9', trusted), '198.51.100.4', "an untrusted peer's header is ignored");
     assert.equal(clientAddress('127.0.0.1', null, trusted), '127.0.0.1');
     assert.equal(clientAddress('127.0.0.1', 'unknown, 10.0.0.1', trusted), '10.0.0.1', 'garbage stops at the proxy that added it');
     assert.equal(clientAddress('127.0.0.1', '10.0.0.1, 10.0.0.2', trusted), '10.0.0.1');
@@ -184,7 +208,9 @@ describe('refused proxy requests cannot flood the audit trail', () => {
     });
     try {
       const statuses = await Promise.all(
-        Array.from({ length: 300 }, () => rawRequest(`${s.url}/`, ['GET / HTTP/1.1', 'X-User: admin', 'X-Email: admin@example.com'], { localAddress: '127.0.0.2' })),
+        Array.from({ length: 300 }, () =>
+          rawRequest(`${s.url}/`, ['GET / HTTP/1.1', 'X-User: admin', 'X-Email: admin@example.com'], { localAddress: '127.0.0.2' }),
+        ),
       );
       assert.ok(statuses.every((r) => r.status === 403));
       assert.equal(lines.filter((l) => l === 'header_rejected').length, 300);
@@ -203,14 +229,19 @@ describe('refused proxy requests cannot flood the audit trail', () => {
 });
 
 describe('/mcp checks Origin (DNS rebinding)', () => {
-  test('another origin is 403; base_url\'s origin, allowed_origins and no Origin at all are served', async () => {
+  test("another origin is 403; base_url's origin, allowed_origins and no Origin at all are served", async () => {
     const s = await startTestServer({ serverExtra: 'allowed_origins = https://agent.example.com\n' });
     try {
       const token = await s.tokenFor(await s.addUser({ uid: 'u', email: 'u@example.com' }));
       const call = (origin?: string) =>
         fetch(`${s.url}/mcp`, {
           method: 'POST',
-          headers: { ...bearer(token), 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(origin ? { origin } : {}) },
+          headers: {
+            ...bearer(token),
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+            ...(origin ? { origin } : {}),
+          },
           body: '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"whoami","arguments":{}}}',
         });
       for (const evil of ['http://evil.example', 'http://127.0.0.1.evil.example', 'null', `${s.url}.evil.example`]) {
@@ -244,7 +275,11 @@ describe('cookies over https', () => {
       assert.doesNotMatch(cookie, /Domain=/i);
       const value = cookie.split(';')[0]!.split('=').slice(1).join('=');
       assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: { cookie: `__Host-svc_session=${value}` } })).status, 200);
-      assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: { cookie: `svc_session=${value}` } })).status, 401, 'the unprefixed name is not read');
+      assert.equal(
+        (await fetch(`${s.url}/auth/tokens`, { headers: { cookie: `svc_session=${value}` } })).status,
+        401,
+        'the unprefixed name is not read',
+      );
     } finally {
       await s.stop();
     }
@@ -272,13 +307,20 @@ describe('connection limits', () => {
       });
       // The drip takes over 20 s; Node's default header timeout (60 s) would let it finish and be answered.
       let served = 0;
-      await untilTrue(async () => {
-        if ((await fetch(`${s.url}/healthz`)).status === 200) served++;
-        return isCut;
-      }, 'the slow client to be cut off', 60_000);
+      await untilTrue(
+        async () => {
+          if ((await fetch(`${s.url}/healthz`)).status === 200) served++;
+          return isCut;
+        },
+        'the slow client to be cut off',
+        60_000,
+      );
       await cut;
       assert.ok(served > 5, `others were served meanwhile (${served})`);
-      assert.ok(i > 1 && i < header.length, `cut after ${i} of ${header.length} header bytes: by the header timeout, not at once and not after the header was complete`);
+      assert.ok(
+        i > 1 && i < header.length,
+        `cut after ${i} of ${header.length} header bytes: by the header timeout, not at once and not after the header was complete`,
+      );
     } finally {
       await s.stop();
     }
@@ -286,17 +328,23 @@ describe('connection limits', () => {
 });
 
 /** A raw socket from a given loopback address; `closed` settles when the server (or anyone) ends it. */
-function slowClient(port: number, localAddress: string, send: string): { closed: Promise<void>; written: Promise<void>; isOpen(): boolean; socket: Socket } {
+function slowClient(
+  port: number,
+  localAddress: string,
+  send: string,
+): { closed: Promise<void>; written: Promise<void>; isOpen(): boolean; socket: Socket } {
   let wrote: () => void = () => undefined;
   const written = new Promise<void>((resolve) => (wrote = resolve));
   const socket = connect({ port, host: '127.0.0.1', localAddress }, () => socket.write(send, () => wrote()));
   socket.on('error', () => undefined);
   socket.on('data', () => undefined);
   let open = true;
-  const closed = new Promise<void>((resolve) => socket.on('close', () => {
-    open = false;
-    resolve();
-  }));
+  const closed = new Promise<void>((resolve) =>
+    socket.on('close', () => {
+      open = false;
+      resolve();
+    }),
+  );
   return { closed, written, isOpen: () => open, socket };
 }
 
@@ -322,16 +370,23 @@ describe('one client address cannot take every connection', () => {
       await s.addUser({ uid: 'pat', email: 'pat@example.com', password: 'pat password 1' });
       for (let i = 0; i < 300; i++) attack.push(slowClient(s.ws.port, '127.0.0.2', stalledLogin(s.ws.port)));
       // Past its share, the address's connections are closed as they are accepted.
-      await untilTrue(() => attack.filter((a) => a.isOpen()).length <= 25, 'at most 25 of 127.0.0.2\'s connections stay');
+      await untilTrue(() => attack.filter((a) => a.isOpen()).length <= 25, "at most 25 of 127.0.0.2's connections stay");
       const held = attack.filter((a) => a.isOpen()).length;
       assert.ok(held > 0, 'the address keeps its share while it stalls');
 
       const health = await rawRequest(s.url, ['GET /healthz HTTP/1.1'], { localAddress: '127.0.0.3' });
       assert.equal(health.status, 200);
       const body = new URLSearchParams({ username: 'pat', password: 'pat password 1' }).toString();
-      const login = await rawRequest(s.url, ['POST /login HTTP/1.1', `Origin: ${s.url}`, 'Content-Type: application/x-www-form-urlencoded'], { localAddress: '127.0.0.4', body });
+      const login = await rawRequest(
+        s.url,
+        ['POST /login HTTP/1.1', `Origin: ${s.url}`, 'Content-Type: application/x-www-form-urlencoded'],
+        { localAddress: '127.0.0.4', body },
+      );
       assert.equal(login.status, 303, 'another client signs in meanwhile');
-      assert.ok(attack.some((a) => a.isOpen()), 'and that was while the stalled connections were held');
+      assert.ok(
+        attack.some((a) => a.isOpen()),
+        'and that was while the stalled connections were held',
+      );
 
       // Node alone would wait 60 s (its request timeout) for each stalled body; the body deadline cuts them.
       await untilTrue(() => attack.every((a) => !a.isOpen()), 'every stalled connection is cut, long before 60 s', 30_000);
@@ -354,7 +409,7 @@ describe('one client address cannot take every connection', () => {
     }
   });
 
-  test('behind a trusted proxy the share is the forwarded client\'s, never the proxy\'s own', async () => {
+  test("behind a trusted proxy the share is the forwarded client's, never the proxy's own", async () => {
     const s = await startTestServer({
       serverExtra: 'trusted_proxies = 127.0.0.9\nmax_connections_per_address = 3\nbody_idle_timeout = 5s\n',
       serverOptions: { limits: { checkEveryMs: 200 } },
@@ -362,21 +417,38 @@ describe('one client address cannot take every connection', () => {
     const held: ReturnType<typeof slowClient>[] = [];
     try {
       // Three stalled requests forwarded for 203.0.113.7 hold its share (the proxy itself opens more than three).
-      for (let i = 0; i < 3; i++) held.push(slowClient(s.ws.port, '127.0.0.9', stalledLogin(s.ws.port, 'X-Forwarded-For: 203.0.113.7\r\n')));
+      for (let i = 0; i < 3; i++)
+        held.push(slowClient(s.ws.port, '127.0.0.9', stalledLogin(s.ws.port, 'X-Forwarded-For: 203.0.113.7\r\n')));
       await Promise.all(held.map((h) => h.written));
       // A request of the proxy's own, answered after the stalled ones were sent, so they are in before the probes.
       assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1'], { localAddress: '127.0.0.9' })).status, 200);
-      await untilTrue(async () => (await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.9' })).status === 429, 'its fourth request is refused');
+      await untilTrue(
+        async () =>
+          (await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.9' })).status ===
+          429,
+        'its fourth request is refused',
+      );
       const refused = await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.9' });
       assert.equal(refused.status, 429);
       assert.equal(JSON.parse(refused.body).error, 'too_many_requests');
       // Other clients of the same proxy, and the proxy's own requests, are served.
-      assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.8'], { localAddress: '127.0.0.9' })).status, 200);
+      assert.equal(
+        (await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.8'], { localAddress: '127.0.0.9' })).status,
+        200,
+      );
       assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1'], { localAddress: '127.0.0.9' })).status, 200);
       // A forged X-Forwarded-For from an untrusted peer counts against that peer, not the address it names.
-      assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.6' })).status, 200);
+      assert.equal(
+        (await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.6' })).status,
+        200,
+      );
       await untilTrue(() => held.every((h) => !h.isOpen()), 'the stalled forwarded requests are cut', 30_000);
-      await untilTrue(async () => (await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.9' })).status === 200, 'its share is free again');
+      await untilTrue(
+        async () =>
+          (await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 203.0.113.7'], { localAddress: '127.0.0.9' })).status ===
+          200,
+        'its share is free again',
+      );
     } finally {
       for (const h of held) h.socket.destroy();
       await s.stop();
@@ -385,7 +457,7 @@ describe('one client address cannot take every connection', () => {
 });
 
 describe('database errors never carry the values they were given', () => {
-  test('on the @libsql/client driver, a failed statement\'s message holds its parameters; what svc prints does not', async () => {
+  test("on the @libsql/client driver, a failed statement's message holds its parameters; what svc prints does not", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-params-'));
     const database = await openDatabase(`file:${join(dir, 'p.db')}`, null, { forceClient: true });
     try {
@@ -396,13 +468,18 @@ describe('database errors never carry the values they were given', () => {
       try {
         // A second user with the same uid and the hash as a parameter: the insert fails.
         await database.write(async (tx) => {
-          await tx.run(sql`INSERT INTO users (id, uid, email, password_hash, created_at, updated_at) VALUES (${user.id}, 'p', 'q@example.com', ${hash}, 1, 1)`);
+          await tx.run(
+            sql`INSERT INTO users (id, uid, email, password_hash, created_at, updated_at) VALUES (${user.id}, 'p', 'q@example.com', ${hash}, 1, 1)`,
+          );
         });
       } catch (e) {
         failure = e;
       }
-      const everything = JSON.stringify(failure, Object.getOwnPropertyNames(failure)) + String((failure as Error).message) + String((failure as { cause?: Error }).cause?.message);
-      assert.ok(everything.includes(hash.slice(-20)), 'the driver\'s own error does carry the hash (so this test can fail)');
+      const everything =
+        JSON.stringify(failure, Object.getOwnPropertyNames(failure)) +
+        String((failure as Error).message) +
+        String((failure as { cause?: Error }).cause?.message);
+      assert.ok(everything.includes(hash.slice(-20)), "the driver's own error does carry the hash (so this test can fail)");
       const shown = safeDatabaseMessage(failure);
       assert.ok(!shown.includes('argon2') && !shown.includes(hash.slice(-20)), shown);
       assert.match(shown, /SQLITE_CONSTRAINT/);
@@ -425,8 +502,15 @@ describe('svc audit list cannot be forged through what anonymous callers write',
       const lines = listed.stdout.split('\n').filter((l) => l !== '');
       assert.equal(lines.length, 1, listed.stdout);
       assert.equal(lines[0]!.split('\t').length, 6, 'six fields, none added by the name');
-      assert.doesNotMatch(listed.stdout.slice(0, -1), /[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u2028]/, 'no control character but the field tabs and the line end');
-      assert.ok(lines[0]!.includes('\tx\\r\\x1b[2K\\x1b[31m\\x9b\\u2028\\n2026-11-20T10:00:00Z\\troot (cli)\\tuser.remove\\tbob\\t-\t'), lines[0]);
+      assert.doesNotMatch(
+        listed.stdout.slice(0, -1),
+        /[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u2028]/,
+        'no control character but the field tabs and the line end',
+      );
+      assert.ok(
+        lines[0]!.includes('\tx\\r\\x1b[2K\\x1b[31m\\x9b\\u2028\\n2026-11-20T10:00:00Z\\troot (cli)\\tuser.remove\\tbob\\t-\t'),
+        lines[0],
+      );
       const json = JSON.parse((await s.ws.svc(['audit', 'list', '--json'])).stdout) as { target: string }[];
       assert.equal(json[0]!.target, forged, 'the JSON export keeps the value exactly');
     } finally {

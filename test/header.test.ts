@@ -103,7 +103,9 @@ describe('header channel behind nginx', () => {
 
   test('concurrent first requests of a new user create exactly one user', async () => {
     const before = await userCount();
-    const answers = await Promise.all(Array.from({ length: 8 }, () => fetch(`${proxyUrl}/auth/tokens`, { headers: basic('frank', 'frank-pw') })));
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, () => fetch(`${proxyUrl}/auth/tokens`, { headers: basic('frank', 'frank-pw') })),
+    );
     assert.ok(answers.every((r) => r.status === 200));
     assert.equal(await userCount(), before + 1);
     assert.equal(await findUser(s.database.db, 'frank-2'), null);
@@ -111,8 +113,12 @@ describe('header channel behind nginx', () => {
 
   test('/mcp through nginx with no token works as the proxied user', async () => {
     const client = new Client({ name: 'proxy-test', version: '1' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${proxyUrl}/mcp`), { requestInit: { headers: basic('carol', 'carol-pw') } }));
-    const who = (await client.callTool({ name: 'whoami', arguments: {} })) as unknown as { structuredContent: { uid: string; via: string; labels: string[] } };
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${proxyUrl}/mcp`), { requestInit: { headers: basic('carol', 'carol-pw') } }),
+    );
+    const who = (await client.callTool({ name: 'whoami', arguments: {} })) as unknown as {
+      structuredContent: { uid: string; via: string; labels: string[] };
+    };
     assert.equal(who.structuredContent.uid, 'carol');
     assert.equal(who.structuredContent.via, 'header');
     assert.deepEqual(who.structuredContent.labels, ['eng', 'staff']);
@@ -121,10 +127,20 @@ describe('header channel behind nginx', () => {
 
   test('forged identity and secret headers sent through nginx are overwritten; without proxy login nothing reaches svc', async () => {
     const before = await userCount();
-    const forged = { 'X-Authenticated-User': 'carol', 'X-Auth-Secret': 'guess', 'X-Authenticated-Groups': 'idp-finance', 'X_Authenticated_User': 'root' };
+    const forged = {
+      'X-Authenticated-User': 'carol',
+      'X-Auth-Secret': 'guess',
+      'X-Authenticated-Groups': 'idp-finance',
+      X_Authenticated_User: 'root',
+    };
     const asDave = await fetch(`${proxyUrl}/mcp`, {
       method: 'POST',
-      headers: { ...basic('dave', 'dave-pw'), ...forged, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      headers: {
+        ...basic('dave', 'dave-pw'),
+        ...forged,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } }),
     });
     assert.equal(asDave.status, 200);
@@ -148,7 +164,11 @@ describe('header channel behind nginx', () => {
       ['secret twice', [who, email, `X-Auth-Secret: ${SECRET}`, `X-Auth-Secret: ${SECRET}`]],
       ['identity twice', [who, 'X-Authenticated-User: carol', email, `X-Auth-Secret: ${SECRET}`]],
       ['untrusted peer with the right secret', [who, email, `X-Auth-Secret: ${SECRET}`], '127.0.0.2'],
-      ['X-Forwarded-For from an untrusted peer', [who, email, `X-Auth-Secret: ${SECRET}`, 'X-Forwarded-For: 127.0.0.1', 'X-Real-IP: 127.0.0.1', 'Forwarded: for=127.0.0.1'], '127.0.0.2'],
+      [
+        'X-Forwarded-For from an untrusted peer',
+        [who, email, `X-Auth-Secret: ${SECRET}`, 'X-Forwarded-For: 127.0.0.1', 'X-Real-IP: 127.0.0.1', 'Forwarded: for=127.0.0.1'],
+        '127.0.0.2',
+      ],
       ['known user, untrusted peer', ['X-Authenticated-User: carol', email, `X-Auth-Secret: ${SECRET}`], '127.0.0.2'],
     ];
     for (const [what, head, from] of cases) {
@@ -174,7 +194,11 @@ describe('header channel behind nginx', () => {
     const tokenCount = async () => (await s.database.db.select({ n: count() }).from(tokens).where(eq(tokens.userId, carol.id)).get())!.n;
     const before = await tokenCount();
     const form = { ...basic('carol', 'carol-pw'), 'content-type': 'application/x-www-form-urlencoded' };
-    const evil = await fetch(`${proxyUrl}/auth/tokens`, { method: 'POST', headers: { ...form, origin: 'https://evil.example' }, body: 'name=csrf' });
+    const evil = await fetch(`${proxyUrl}/auth/tokens`, {
+      method: 'POST',
+      headers: { ...form, origin: 'https://evil.example' },
+      body: 'name=csrf',
+    });
     assert.equal(evil.status, 403);
     const noOrigin = await fetch(`${proxyUrl}/auth/tokens`, { method: 'POST', headers: form, body: 'name=csrf' });
     assert.equal(noOrigin.status, 403);
@@ -186,7 +210,10 @@ describe('header channel behind nginx', () => {
 
   test('users from single sign-on never get a password', async () => {
     const { updateUser, passwordHashOf } = await import('../src/store/users.ts');
-    await assert.rejects(s.database.write((tx) => updateUser(tx, 'carol', { passwordHash: '$argon2id$v=19$m=19456,t=2,p=1$x$y' })), /signs in with single sign-on/);
+    await assert.rejects(
+      s.database.write((tx) => updateUser(tx, 'carol', { passwordHash: '$argon2id$v=19$m=19456,t=2,p=1$x$y' })),
+      /signs in with single sign-on/,
+    );
     const cli = await s.ws.svc(['user', 'set', 'carol', '--password-stdin'], { stdin: 'a long password\n' });
     assert.equal(cli.code, 1);
     assert.match(cli.stderr, /password: this user signs in with single sign-on/);
@@ -204,7 +231,13 @@ describe('header channel behind nginx', () => {
 
   test('email and name are refreshed from the headers; groups and labels are not changed after provisioning', async () => {
     const before = await userCount();
-    const r = await direct(['X-Authenticated-User: carol', 'X-Authenticated-Email: carol.new@example.com', 'X-Authenticated-Name: Carol New', 'X-Authenticated-Groups: idp-finance', `X-Auth-Secret: ${SECRET}`]);
+    const r = await direct([
+      'X-Authenticated-User: carol',
+      'X-Authenticated-Email: carol.new@example.com',
+      'X-Authenticated-Name: Carol New',
+      'X-Authenticated-Groups: idp-finance',
+      `X-Auth-Secret: ${SECRET}`,
+    ]);
     assert.equal(r.status, 200);
     const carol = await getUser(s.database.db, 'carol');
     assert.equal(carol.email, 'carol.new@example.com');
@@ -214,7 +247,10 @@ describe('header channel behind nginx', () => {
   });
 
   test('jit false: unknown users are refused (403), pre-provisioned users are linked', async () => {
-    writeFileSync(s.ws.configPath, `[server]\nlisten = 127.0.0.1:${s.ws.port}\nbase_url = ${proxyUrl}\ndatabase = ${s.ws.dbUrl}\n[auth]\n${authConfig(false)}`);
+    writeFileSync(
+      s.ws.configPath,
+      `[server]\nlisten = 127.0.0.1:${s.ws.port}\nbase_url = ${proxyUrl}\ndatabase = ${s.ws.dbUrl}\n[auth]\n${authConfig(false)}`,
+    );
     await s.restart();
     const before = await userCount();
     const unknown = await fetch(`${proxyUrl}/auth/tokens`, { headers: basic('erin', 'erin-pw') });
@@ -248,17 +284,34 @@ describe('client addresses behind nginx ([server] trusted_proxies)', () => {
 
   const login = (via: string, from: string, username: string, extra: string[] = []) => {
     const body = new URLSearchParams({ username, password: 'a wrong password' }).toString();
-    return rawRequest(`${via}/login`, ['POST /login HTTP/1.1', `Origin: ${proxyUrl}`, 'Content-Type: application/x-www-form-urlencoded', ...extra], { localAddress: from, body });
+    return rawRequest(
+      `${via}/login`,
+      ['POST /login HTTP/1.1', `Origin: ${proxyUrl}`, 'Content-Type: application/x-www-form-urlencoded', ...extra],
+      { localAddress: from, body },
+    );
   };
 
   test('50 failures from one client lock only that client out, whatever X-Forwarded-For it sends', async () => {
     for (let i = 0; i < 50; i++) assert.equal((await login(proxyUrl, '127.0.0.2', `nobody${i}`)).status, 401);
     assert.equal((await login(proxyUrl, '127.0.0.2', 'someone-else')).status, 429);
-    assert.equal((await login(proxyUrl, '127.0.0.2', 'someone-else', ['X-Forwarded-For: 127.0.0.9'])).status, 429, 'a claimed address does not help');
-    assert.equal((await login(proxyUrl, '127.0.0.3', 'someone-else')).status, 401, 'another client behind the same proxy is not locked out');
+    assert.equal(
+      (await login(proxyUrl, '127.0.0.2', 'someone-else', ['X-Forwarded-For: 127.0.0.9'])).status,
+      429,
+      'a claimed address does not help',
+    );
+    assert.equal(
+      (await login(proxyUrl, '127.0.0.3', 'someone-else')).status,
+      401,
+      'another client behind the same proxy is not locked out',
+    );
     // Straight to svc, not through the proxy: X-Forwarded-For from an untrusted peer is ignored.
     assert.equal((await login(s.url, '127.0.0.4', 'someone-else', ['X-Forwarded-For: 127.0.0.2'])).status, 401);
-    const from = await s.database.db.select({ peer: audit.peer, n: count() }).from(audit).where(eq(audit.action, 'login.failure')).groupBy(audit.peer).all();
+    const from = await s.database.db
+      .select({ peer: audit.peer, n: count() })
+      .from(audit)
+      .where(eq(audit.action, 'login.failure'))
+      .groupBy(audit.peer)
+      .all();
     assert.deepEqual(
       Object.fromEntries(from.map((r) => [r.peer, r.n])),
       { '127.0.0.2': 50, '127.0.0.3': 1, '127.0.0.4': 1 },

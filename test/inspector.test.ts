@@ -38,8 +38,13 @@ test('MCP Inspector CLI: tools/list, whoami, search under the ACL', async () => 
   const who = (await inspect(['--method', 'tools/call', '--tool-name', 'whoami'])) as { structuredContent: { uid: string; via: string } };
   assert.equal(who.structuredContent.uid, 'inspector-user');
   assert.equal(who.structuredContent.via, 'token');
-  const found = (await inspect(['--method', 'tools/call', '--tool-name', 'search', '--tool-arg', 'query=handbook'])) as { structuredContent: { results: { id: string }[] } };
-  assert.deepEqual(found.structuredContent.results.map((r) => r.id), ['open-doc']);
+  const found = (await inspect(['--method', 'tools/call', '--tool-name', 'search', '--tool-arg', 'query=handbook'])) as {
+    structuredContent: { results: { id: string }[] };
+  };
+  assert.deepEqual(
+    found.structuredContent.results.map((r) => r.id),
+    ['open-doc'],
+  );
 });
 
 test('MCP Inspector CLI with a bad token fails to connect', async () => {

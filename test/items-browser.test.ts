@@ -31,7 +31,9 @@ after(async () => {
 async function search(token: string, query: string): Promise<string[]> {
   const client = new Client({ name: 'e2e', version: '1' });
   await client.connect(new StreamableHTTPClientTransport(new URL(`${s.url}/mcp`), { requestInit: { headers: bearer(token) } }));
-  const r = (await client.callTool({ name: 'search', arguments: { query } })) as unknown as { structuredContent: { results: { id: string }[] } };
+  const r = (await client.callTool({ name: 'search', arguments: { query } })) as unknown as {
+    structuredContent: { results: { id: string }[] };
+  };
   await client.close();
   return r.structuredContent.results.map((x) => x.id);
 }
@@ -90,7 +92,11 @@ test('replacing a document asks first and says its labels are kept; confirming k
   await page.getByRole('button', { name: 'Save document' }).click();
   await page.getByRole('heading', { name: 'Replace board-minutes?' }).waitFor();
   assert.match((await page.locator('.labels-outcome').textContent())!, /keeps its labels: board/);
-  assert.equal((await s.database.db.query.items.findFirst({ where: (i, { eq }) => eq(i.id, 'board-minutes') }))?.title, 'Board minutes, November', 'nothing replaced yet');
+  assert.equal(
+    (await s.database.db.query.items.findFirst({ where: (i, { eq }) => eq(i.id, 'board-minutes') }))?.title,
+    'Board minutes, November',
+    'nothing replaced yet',
+  );
   await page.getByRole('button', { name: 'Replace board-minutes' }).click();
   await page.getByRole('heading', { name: 'Board minutes, November (corrected)' }).waitFor();
   const row = await s.database.db.query.items.findFirst({ where: (i, { eq }) => eq(i.id, 'board-minutes') });

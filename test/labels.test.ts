@@ -19,7 +19,11 @@ describe('ACL label strings', () => {
   });
   test('rejects anything else with a message naming the label', () => {
     for (const bad of ['Eng', '-eng', '_x', 'a/b', 'é', 'x'.repeat(65), 'a;b']) {
-      assert.throws(() => parseLabels(bad), (e: unknown) => e instanceof LabelError && /invalid label/.test((e as Error).message), bad);
+      assert.throws(
+        () => parseLabels(bad),
+        (e: unknown) => e instanceof LabelError && /invalid label/.test((e as Error).message),
+        bad,
+      );
     }
     assert.throws(() => parseLabels([1 as unknown as string]), LabelError);
     assert.deepEqual(parseLabels('x'.repeat(64)), ['x'.repeat(64)]);
@@ -43,7 +47,14 @@ describe('uids', () => {
 
 const USERS = [[], ['eng'], ['finance'], ['eng', 'finance'], ['eng', 'finance', 'leadership', 'oncall']];
 /** Per user: no restriction, a subset of their labels, a label they lack (alone and beside theirs), an empty intersection. */
-const RESTRICTIONS = (user: string[]): (string[] | null)[] => [null, user.slice(0, 1), ['leadership'], [...user.slice(0, 1), 'leadership'], ['nobody-has-this'], []];
+const RESTRICTIONS = (user: string[]): (string[] | null)[] => [
+  null,
+  user.slice(0, 1),
+  ['leadership'],
+  [...user.slice(0, 1), 'leadership'],
+  ['nobody-has-this'],
+  [],
+];
 const ITEMS: Record<string, string[]> = {
   open: [],
   eng: ['eng'],
@@ -86,7 +97,9 @@ describe('visibility', () => {
           for (const restriction of RESTRICTIONS(user)) {
             const access = { labels: user, restriction };
             const who = `[${user}] restricted to ${restriction === null ? 'nothing' : `[${restriction}]`}`;
-            const expected = Object.keys(ITEMS).filter((id) => visible(ITEMS[id]!, user, restriction)).sort();
+            const expected = Object.keys(ITEMS)
+              .filter((id) => visible(ITEMS[id]!, user, restriction))
+              .sort();
             const fetched = [];
             for (const id of Object.keys(ITEMS)) if (await fetchVisible(database.db, id, access)) fetched.push(id);
             const searched = (await searchVisible(database.db, 'shared word', access, 50)).map((h) => h.id).sort();
@@ -118,7 +131,8 @@ describe('search past the rank window', () => {
       await database.write(async (tx) => {
         for (const id of ids) await putItem(tx, id, { title: id, text: `needle ${id}`, labels: id.startsWith('a') ? 'a' : 'b' });
       });
-      const search = (labels: string[], limit: number, window: number) => searchVisible(database.db, 'needle', { labels, restriction: null }, limit, window);
+      const search = (labels: string[], limit: number, window: number) =>
+        searchVisible(database.db, 'needle', { labels, restriction: null }, limit, window);
       const newest = ids.slice(-5);
       const both = (await search(['a', 'b'], 3, 5)).map((h) => h.id);
       assert.equal(both.length, 3);

@@ -55,7 +55,11 @@ describe('password login and sessions', () => {
 
   test('failure: 401, the form again, one generic message for unknown user, wrong password and no password', async () => {
     const bodies = [];
-    for (const [user, password] of [['alice', 'wrong password'], ['nobody', 'whatever pw'], ['sso-only', 'anything at all']]) {
+    for (const [user, password] of [
+      ['alice', 'wrong password'],
+      ['nobody', 'whatever pw'],
+      ['sso-only', 'anything at all'],
+    ]) {
       const res = await new Browser(s.url).login(user!, password!);
       assert.equal(res.status, 401);
       assert.equal(res.headers.get('set-cookie'), null);
@@ -68,7 +72,15 @@ describe('password login and sessions', () => {
   });
 
   test('redirect targets stay on this site', async () => {
-    const hostile = ['//evil.example', '/\\evil.example', '/%09/evil.example', 'https://evil.example', 'javascript:alert(1)', '/.//evil.example', '/\t/evil.example'];
+    const hostile = [
+      '//evil.example',
+      '/\\evil.example',
+      '/%09/evil.example',
+      'https://evil.example',
+      'javascript:alert(1)',
+      '/.//evil.example',
+      '/\t/evil.example',
+    ];
     for (const next of hostile) {
       const b = new Browser(s.url);
       const res = await b.login('alice', 'alice password 1', next);
@@ -108,9 +120,16 @@ describe('password login and sessions', () => {
   test('POST /login from another origin, or with no Origin or Referer: 403, no session', async () => {
     const before = await sessionCount();
     const b = new Browser(s.url);
-    assert.equal((await b.request('/login', { form: { username: 'alice', password: 'alice password 1' }, origin: 'https://evil.example' })).status, 403);
+    assert.equal(
+      (await b.request('/login', { form: { username: 'alice', password: 'alice password 1' }, origin: 'https://evil.example' })).status,
+      403,
+    );
     assert.equal((await b.request('/login', { form: { username: 'alice', password: 'alice password 1' }, origin: null })).status, 403);
-    const viaReferer = await b.request('/login', { form: { username: 'alice', password: 'alice password 1' }, origin: null, headers: { referer: `${s.url}/login` } });
+    const viaReferer = await b.request('/login', {
+      form: { username: 'alice', password: 'alice password 1' },
+      origin: null,
+      headers: { referer: `${s.url}/login` },
+    });
     assert.equal(viaReferer.status, 303);
     assert.equal(await sessionCount(), before + 1);
   });

@@ -125,7 +125,13 @@ describe('mcp-remote by URL alone: sign-in, stored tokens, refresh, revocation, 
 
   /** Starts mcp-remote with only svc's MCP URL, connects to it over stdio, and calls `search`; returns the ids found. */
   async function searchThroughMcpRemote(): Promise<{ ids: string[]; stderr: string }> {
-    const transport = new StdioClientTransport({ command: process.execPath, args: [MCP_REMOTE, `${s.url}/oauth/mcp`, '--debug'], env, stderr: 'pipe', cwd: s.ws.dir });
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [MCP_REMOTE, `${s.url}/oauth/mcp`, '--debug'],
+      env,
+      stderr: 'pipe',
+      cwd: s.ws.dir,
+    });
     let stderr = '';
     transport.stderr?.on('data', (d: Buffer) => (stderr += d));
     const client = new Client({ name: 'stdio host', version: '1' });
@@ -138,7 +144,11 @@ describe('mcp-remote by URL alone: sign-in, stored tokens, refresh, revocation, 
         limit,
         (async () => {
           await client.connect(transport);
-          const found = (await client.callTool({ name: 'search', arguments: { query: 'mcp-remote should find' } })) as { structuredContent?: { results: { id: string }[] }; isError?: boolean; content?: unknown };
+          const found = (await client.callTool({ name: 'search', arguments: { query: 'mcp-remote should find' } })) as {
+            structuredContent?: { results: { id: string }[] };
+            isError?: boolean;
+            content?: unknown;
+          };
           assert.ok(found.structuredContent, `search gave no results object: ${JSON.stringify(found)}`);
           return { ids: found.structuredContent.results.map((r) => r.id), stderr };
         })(),
@@ -147,7 +157,9 @@ describe('mcp-remote by URL alone: sign-in, stored tokens, refresh, revocation, 
       // A browser step that went wrong is the likelier story than what mcp-remote saw of it.
       const steps = await Promise.allSettled(opened.map((o) => o.visit));
       const failed = steps.flatMap((r) => (r.status === 'rejected' ? [`the browser step failed: ${(r.reason as Error).message}`] : []));
-      throw new Error([(e as Error).message, ...failed, `the end of mcp-remote's log:\n${stderr.slice(-LOG_TAIL)}`].join('\n'), { cause: e });
+      throw new Error([(e as Error).message, ...failed, `the end of mcp-remote's log:\n${stderr.slice(-LOG_TAIL)}`].join('\n'), {
+        cause: e,
+      });
     } finally {
       clearTimeout(timer);
       await client.close().catch(() => {});
@@ -166,19 +178,38 @@ describe('mcp-remote by URL alone: sign-in, stored tokens, refresh, revocation, 
     assert.equal(url.origin + url.pathname, `${s.url}/oauth/authorize`);
     assert.equal(url.searchParams.get('resource'), `${s.url}/oauth/mcp`);
     assert.equal(url.searchParams.get('code_challenge_method'), 'S256');
-    assert.ok(requests.some((r) => r.method === 'POST' && r.path === '/oauth/register' && r.status === 201), 'it registered itself');
+    assert.ok(
+      requests.some((r) => r.method === 'POST' && r.path === '/oauth/register' && r.status === 201),
+      'it registered itself',
+    );
     const files = readdirSync(join(env.MCP_REMOTE_CONFIG_DIR!, 'mcp-remote-v1'));
-    assert.ok(files.some((f) => f.endsWith('_tokens.json')), `tokens kept in its config folder: ${files.join(', ')}`);
+    assert.ok(
+      files.some((f) => f.endsWith('_tokens.json')),
+      `tokens kept in its config folder: ${files.join(', ')}`,
+    );
   });
 
   test('second run: it lives on its stored tokens, refreshing them, and opens no browser', async () => {
     const since = requests.length;
     const { ids, stderr } = await searchThroughMcpRemote();
     assert.deepEqual(ids, ['notes/remote']);
-    assert.equal(opened.length, 1, `no browser the second time, but it opened ${opened.slice(1).map((o) => o.url.href).join(', ')}\n${stderr.slice(-LOG_TAIL)}`);
+    assert.equal(
+      opened.length,
+      1,
+      `no browser the second time, but it opened ${opened
+        .slice(1)
+        .map((o) => o.url.href)
+        .join(', ')}\n${stderr.slice(-LOG_TAIL)}`,
+    );
     const later = requests.slice(since);
-    assert.ok(!later.some((r) => r.path === '/oauth/register' || r.path === '/oauth/authorize'), `no new registration or authorization: ${JSON.stringify(later)}`);
-    assert.ok(later.some((r) => r.method === 'POST' && r.path === '/oauth/token' && r.status === 200), `its 30-second access token was refreshed: ${JSON.stringify(later)}`);
+    assert.ok(
+      !later.some((r) => r.path === '/oauth/register' || r.path === '/oauth/authorize'),
+      `no new registration or authorization: ${JSON.stringify(later)}`,
+    );
+    assert.ok(
+      later.some((r) => r.method === 'POST' && r.path === '/oauth/token' && r.status === 200),
+      `its 30-second access token was refreshed: ${JSON.stringify(later)}`,
+    );
   });
 
   test('after the person revokes its grant: invalid_grant on refresh, and back to the consent page', async () => {
@@ -204,6 +235,9 @@ describe('mcp-remote by URL alone: sign-in, stored tokens, refresh, revocation, 
     const authorizedAt = later.findIndex((r) => r.path === '/oauth/authorize');
     assert.ok(authorizedAt > refused, `the browser step came after the refusal: ${JSON.stringify(later)}`);
     const after = (await (await person.request('/auth/grants')).json()) as { id: string; client_name: string }[];
-    assert.ok(after.some((g) => g.client_name === clientName && g.id !== grant.id), `a new grant replaced the revoked one: ${JSON.stringify(after)}`);
+    assert.ok(
+      after.some((g) => g.client_name === clientName && g.id !== grant.id),
+      `a new grant replaced the revoked one: ${JSON.stringify(after)}`,
+    );
   });
 });

@@ -10,7 +10,10 @@ import { putItem } from '../src/store/items.ts';
 import { updateUser, type User } from '../src/store/users.ts';
 import { visible } from '../src/domain/visibility.ts';
 
-async function connectAs(url: string, headers: Record<string, string>): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+async function connectAs(
+  url: string,
+  headers: Record<string, string>,
+): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers } });
   const client = new Client({ name: 'svc-test', version: '1.0.0' });
   await client.connect(transport);
@@ -53,7 +56,13 @@ describe('/mcp', () => {
   before(async () => {
     s = await startTestServer();
     for (const [id, labels] of Object.entries(ITEMS)) {
-      await s.database.write((tx) => putItem(tx, id, { title: `Quarterly report ${id}`, text: `The quarterly report for ${id}. Revenue grew; see ${id} appendix.`, labels }));
+      await s.database.write((tx) =>
+        putItem(tx, id, {
+          title: `Quarterly report ${id}`,
+          text: `The quarterly report for ${id}. Revenue grew; see ${id} appendix.`,
+          labels,
+        }),
+      );
     }
     for (const [uid, labels] of Object.entries(USERS)) {
       users[uid] = await s.addUser({ uid, email: `${uid}@example.com`, name: `User ${uid}`, labels, password: `password for ${uid}` });
@@ -75,7 +84,11 @@ describe('/mcp', () => {
   });
 
   test('no OAuth protected-resource metadata is advertised', async () => {
-    for (const path of ['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-authorization-server']) {
+    for (const path of [
+      '/.well-known/oauth-protected-resource',
+      '/.well-known/oauth-protected-resource/mcp',
+      '/.well-known/oauth-authorization-server',
+    ]) {
       assert.equal((await fetch(s.url + path)).status, 404, path);
     }
     const anon = await post(s.url, {}, '{}');
@@ -96,7 +109,16 @@ describe('/mcp', () => {
       assert.ok(t.outputSchema, `${t.name} has an output schema`);
     }
     const who = await call(client, 'whoami');
-    assert.deepEqual(who.structuredContent, { uid: 'bothuser', name: 'User bothuser', email: 'bothuser@example.com', labels: ['eng', 'finance'], admin: false, via: 'token', restriction: null, scopes: ['mcp'] });
+    assert.deepEqual(who.structuredContent, {
+      uid: 'bothuser',
+      name: 'User bothuser',
+      email: 'bothuser@example.com',
+      labels: ['eng', 'finance'],
+      admin: false,
+      via: 'token',
+      restriction: null,
+      scopes: ['mcp'],
+    });
     assert.deepEqual(JSON.parse(who.content[0]!.text), who.structuredContent);
     await client.close();
   });
@@ -104,7 +126,9 @@ describe('/mcp', () => {
   test('every user/item pair, both ways: search, fetch and resources agree with the rule', async () => {
     for (const [uid, labels] of Object.entries(USERS)) {
       const { client } = await connectAs(s.url, bearer(tokens[uid]!));
-      const expected = Object.keys(ITEMS).filter((id) => visible(ITEMS[id]!, labels)).sort();
+      const expected = Object.keys(ITEMS)
+        .filter((id) => visible(ITEMS[id]!, labels))
+        .sort();
       const search = await call(client, 'search', { query: 'quarterly report', limit: 50 });
       const results = (search.structuredContent as { results: { id: string; title: string; snippet: string }[] }).results;
       assert.deepEqual(results.map((r) => r.id).sort(), expected, `search as ${uid}`);
@@ -114,7 +138,12 @@ describe('/mcp', () => {
         const fetched = await call(client, 'fetch', { id });
         if (expected.includes(id)) {
           assert.equal(fetched.isError, undefined, `${uid} fetches ${id}`);
-          assert.deepEqual(fetched.structuredContent, { id, title: `Quarterly report ${id}`, text: `The quarterly report for ${id}. Revenue grew; see ${id} appendix.`, labels: ITEMS[id] });
+          assert.deepEqual(fetched.structuredContent, {
+            id,
+            title: `Quarterly report ${id}`,
+            text: `The quarterly report for ${id}. Revenue grew; see ${id} appendix.`,
+            labels: ITEMS[id],
+          });
         } else {
           assert.equal(fetched.isError, true, `${uid} must not fetch ${id}`);
           assert.equal(fetched.content[0]!.text, `not found: no document "${id}"`);
@@ -124,7 +153,11 @@ describe('/mcp', () => {
       const missing = await call(client, 'fetch', { id: 'does-not-exist' });
       assert.equal(missing.content[0]!.text, 'not found: no document "does-not-exist"', 'missing reads like invisible');
       const listed = await client.listResources();
-      assert.deepEqual(listed.resources.map((r) => r.uri).sort(), expected.map((id) => `svc://items/${id}`), `resources as ${uid}`);
+      assert.deepEqual(
+        listed.resources.map((r) => r.uri).sort(),
+        expected.map((id) => `svc://items/${id}`),
+        `resources as ${uid}`,
+      );
       for (const id of Object.keys(ITEMS)) {
         const read = client.readResource({ uri: `svc://items/${id}` });
         if (expected.includes(id)) assert.match(((await read).contents[0] as { text: string }).text, new RegExp(`report for ${id}`));
@@ -155,17 +188,29 @@ describe('/mcp', () => {
     await assert.rejects(call(client, 'whoami'), /401|Unauthorized|invalid_token/i);
   });
 
-  test('an MCP session id is bound to its user: another user\'s credentials with it are refused', async () => {
+  test("an MCP session id is bound to its user: another user's credentials with it are refused", async () => {
     const { client, transport } = await connectAs(s.url, bearer(tokens.enguser!));
     const sessionId = transport.sessionId;
     assert.match(sessionId ?? '', /^[a-z2-7]{24}\.[a-z2-7]{24}$/);
-    const mine = await post(s.url, { ...bearer(tokens.enguser!), 'mcp-session-id': sessionId! }, '{"jsonrpc":"2.0","id":2,"method":"tools/list"}');
+    const mine = await post(
+      s.url,
+      { ...bearer(tokens.enguser!), 'mcp-session-id': sessionId! },
+      '{"jsonrpc":"2.0","id":2,"method":"tools/list"}',
+    );
     assert.equal(mine.status, 200);
-    const theirs = await post(s.url, { ...bearer(tokens.finuser!), 'mcp-session-id': sessionId! }, '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fetch","arguments":{"id":"eng"}}}');
+    const theirs = await post(
+      s.url,
+      { ...bearer(tokens.finuser!), 'mcp-session-id': sessionId! },
+      '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fetch","arguments":{"id":"eng"}}}',
+    );
     assert.equal(theirs.status, 403);
     const text = await theirs.text();
     assert.doesNotMatch(text, /quarterly report/i);
-    const malformed = await post(s.url, { ...bearer(tokens.finuser!), 'mcp-session-id': 'not-a-session' }, '{"jsonrpc":"2.0","id":2,"method":"tools/list"}');
+    const malformed = await post(
+      s.url,
+      { ...bearer(tokens.finuser!), 'mcp-session-id': 'not-a-session' },
+      '{"jsonrpc":"2.0","id":2,"method":"tools/list"}',
+    );
     assert.equal(malformed.status, 404);
     // Anyone can compute an unkeyed hash of a nonce and a user id; such an id is refused.
     const nonce = sessionId!.split('.')[0]!;
@@ -175,7 +220,11 @@ describe('/mcp', () => {
       createHmac('sha256', '').update(`${nonce}:${users.finuser!.id}`).digest(),
     ]) {
       const forged = `${nonce}.${encodeBase32LowerCaseNoPadding(made.subarray(0, 15))}`;
-      assert.equal((await post(s.url, { ...bearer(tokens.finuser!), 'mcp-session-id': forged }, '{"jsonrpc":"2.0","id":2,"method":"tools/list"}')).status, 403);
+      assert.equal(
+        (await post(s.url, { ...bearer(tokens.finuser!), 'mcp-session-id': forged }, '{"jsonrpc":"2.0","id":2,"method":"tools/list"}'))
+          .status,
+        403,
+      );
     }
     await client.close();
   });
@@ -206,9 +255,17 @@ describe('/mcp', () => {
     const parse = await rpc('{not json');
     assert.equal(parse.status, 400);
     assert.equal((await parse.json()).error.code, -32700);
-    const wrongType = await fetch(`${s.url}/mcp`, { method: 'POST', headers: { ...h, 'content-type': 'text/plain', accept: 'application/json, text/event-stream' }, body: '{}' });
+    const wrongType = await fetch(`${s.url}/mcp`, {
+      method: 'POST',
+      headers: { ...h, 'content-type': 'text/plain', accept: 'application/json, text/event-stream' },
+      body: '{}',
+    });
     assert.equal(wrongType.status, 415);
-    const noAccept = await fetch(`${s.url}/mcp`, { method: 'POST', headers: { ...h, 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+    const noAccept = await fetch(`${s.url}/mcp`, {
+      method: 'POST',
+      headers: { ...h, 'content-type': 'application/json' },
+      body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+    });
     assert.equal(noAccept.status, 406);
     const huge = await rpc(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { pad: 'x'.repeat(5 * 1024 * 1024) } }));
     assert.equal(huge.status, 413);
@@ -217,10 +274,18 @@ describe('/mcp', () => {
       fetch(`${s.url}/mcp`, {
         method: 'POST',
         headers: { ...h, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-        body: new ReadableStream({ start(c) { for (let i = 0; i < text.length; i += 65536) c.enqueue(new TextEncoder().encode(text.slice(i, i + 65536))); c.close(); } }),
+        body: new ReadableStream({
+          start(c) {
+            for (let i = 0; i < text.length; i += 65536) c.enqueue(new TextEncoder().encode(text.slice(i, i + 65536)));
+            c.close();
+          },
+        }),
         duplex: 'half',
       } as RequestInit);
-    assert.equal((await chunked(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { pad: 'x'.repeat(5 * 1024 * 1024) } }))).status, 413);
+    assert.equal(
+      (await chunked(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { pad: 'x'.repeat(5 * 1024 * 1024) } }))).status,
+      413,
+    );
     const small = await chunked('{"jsonrpc":"2.0","id":1,"method":"tools/list"}');
     assert.equal(small.status, 200);
     assert.ok(((await small.json()) as { result: { tools: unknown[] } }).result.tools.length === 3);
@@ -243,7 +308,9 @@ describe('/mcp', () => {
       {},
     ];
     for (const args of badArgs) {
-      const r = await client.callTool({ name: 'search', arguments: args }).catch((e: Error) => ({ isError: true, content: [{ type: 'text', text: e.message }] }));
+      const r = await client
+        .callTool({ name: 'search', arguments: args })
+        .catch((e: Error) => ({ isError: true, content: [{ type: 'text', text: e.message }] }));
       assert.equal((r as ToolResult).isError, true, JSON.stringify(args).slice(0, 60));
       assert.doesNotMatch(JSON.stringify(r), /at .*\.ts:\d+/, 'no stack trace');
     }
@@ -254,12 +321,18 @@ describe('/mcp', () => {
     }
     assert.ok(((await call(client, 'search', { query: 'report"' })).structuredContent as { results: unknown[] }).results.length > 0);
     assert.equal(Array.isArray((await call(client, 'search', { query: 'report', limit: 2 })).structuredContent!.results), true);
-    assert.equal(((await call(client, 'search', { query: 'report', limit: 2 })).structuredContent as { results: unknown[] }).results.length, 2);
+    assert.equal(
+      ((await call(client, 'search', { query: 'report', limit: 2 })).structuredContent as { results: unknown[] }).results.length,
+      2,
+    );
     await client.close();
   });
 
   test('resources/list pages with a cursor', async () => {
-    for (let i = 0; i < 230; i++) await s.database.write((tx) => putItem(tx, `bulk/${String(i).padStart(3, '0')}`, { title: `bulk ${i}`, text: 'bulk', labels: i % 2 ? 'eng' : '' }));
+    for (let i = 0; i < 230; i++)
+      await s.database.write((tx) =>
+        putItem(tx, `bulk/${String(i).padStart(3, '0')}`, { title: `bulk ${i}`, text: 'bulk', labels: i % 2 ? 'eng' : '' }),
+      );
     const { client } = await connectAs(s.url, bearer(tokens.finuser!));
     const seen: string[] = [];
     let cursor: string | undefined;
@@ -281,7 +354,8 @@ describe('/mcp', () => {
   test('JSON-RPC batches: only under protocol 2025-03-26, at most 10 messages, each checked as if sent alone', async () => {
     const message = (id: number, method: string, params: Record<string, unknown> = {}) => ({ jsonrpc: '2.0', id, method, params });
     const search = (id: number, limit = 5) => message(id, 'tools/call', { name: 'search', arguments: { query: 'quarterly', limit } });
-    const send = (body: unknown, version?: string) => post(s.url, { ...bearer(tokens.enguser!), ...(version ? { 'mcp-protocol-version': version } : {}) }, JSON.stringify(body));
+    const send = (body: unknown, version?: string) =>
+      post(s.url, { ...bearer(tokens.enguser!), ...(version ? { 'mcp-protocol-version': version } : {}) }, JSON.stringify(body));
     const refused = async (res: Response, pattern: RegExp) => {
       assert.equal(res.status, 400);
       const body = (await res.json()) as { error: { code: number; message: string } };
@@ -291,11 +365,20 @@ describe('/mcp', () => {
 
     // The batch of a hundred calls the transport would run at once.
     await refused(await send(Array.from({ length: 100 }, (_, i) => search(i))), /at most 10 messages/);
-    await refused(await send(Array.from({ length: 11 }, (_, i) => search(i)), '2025-03-26'), /at most 10 messages/);
+    await refused(
+      await send(
+        Array.from({ length: 11 }, (_, i) => search(i)),
+        '2025-03-26',
+      ),
+      /at most 10 messages/,
+    );
     for (const version of ['2025-06-18', '2025-11-25', '2024-11-05']) {
       await refused(await send([search(1), search(2)], version), new RegExp(`not part of MCP protocol version ${version}`));
     }
-    await refused(await send([message(1, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } })]), /2025-06-18/);
+    await refused(
+      await send([message(1, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } })]),
+      /2025-06-18/,
+    );
     await refused(await send([]), /empty batch/);
 
     // Ten messages, each with the caller's own visibility and a single call's limits.

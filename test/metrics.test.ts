@@ -32,7 +32,9 @@ describe('metrics', () => {
       const { token: revoked, id: revokedId } = await mint('revoked');
       const { token: expired, id: expiredId } = await mint('expired');
       assert.equal((await fetch(`${s.url}/auth/tokens/${revokedId}/revoke`, { method: 'POST', headers: bearer(revoked) })).status, 200);
-      await s.database.write(async (tx) => void (await tx.run(sql`UPDATE tokens SET expires_at = ${Date.now() - 1000} WHERE id = ${expiredId}`)));
+      await s.database.write(
+        async (tx) => void (await tx.run(sql`UPDATE tokens SET expires_at = ${Date.now() - 1000} WHERE id = ${expiredId}`)),
+      );
 
       const before = await scrape(metricsUrl);
       assert.equal(before.families.get('svc_users')?.type, 'GAUGE');
@@ -41,7 +43,11 @@ describe('metrics', () => {
       assert.equal(before.value('svc_sessions_active'), 0);
       assert.ok(before.families.has('process_cpu_user_seconds_total'), 'the default process metrics');
       assert.ok(before.families.has('nodejs_heap_size_used_bytes'));
-      assert.equal(before.value('svc_login_attempts_total', { method: 'password', outcome: 'throttled' }), 0, 'present before the first refusal');
+      assert.equal(
+        before.value('svc_login_attempts_total', { method: 'password', outcome: 'throttled' }),
+        0,
+        'present before the first refusal',
+      );
 
       for (let i = 0; i < 3; i++) assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(good) })).status, 200);
       assert.equal((await fetch(`${s.url}/auth/tokens`)).status, 401);
@@ -53,8 +59,15 @@ describe('metrics', () => {
       const browser = new Browser(s.url);
       assert.equal((await browser.login('alice', 'wrong password')).status, 401);
       assert.equal((await browser.login('alice', 'alice password 1')).status, 303);
-      assert.equal((await mcp(s.url, good, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } })).status, 200);
-      assert.equal((await mcp(s.url, good, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'search', arguments: { query: 'x' } } })).status, 200);
+      assert.equal(
+        (await mcp(s.url, good, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } })).status,
+        200,
+      );
+      assert.equal(
+        (await mcp(s.url, good, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'search', arguments: { query: 'x' } } }))
+          .status,
+        200,
+      );
       assert.equal((await mcp(s.url, good, { jsonrpc: '2.0', id: 3, method: 'tools/list' })).status, 200);
       // Made-up names a caller sends must not become series of their own.
       await mcp(s.url, good, { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'alice-secret-tool', arguments: {} } });
@@ -64,9 +77,21 @@ describe('metrics', () => {
       const moved = (name: string, labels: Record<string, string>) => after.value(name, labels) - before.value(name, labels);
       assert.equal(moved('svc_http_requests_total', { route: '/auth/tokens', method: 'GET', status: '200' }), 3);
       assert.equal(moved('svc_http_requests_total', { route: '/auth/tokens', method: 'GET', status: '401' }), 5);
-      assert.equal(moved('svc_http_requests_total', { route: '/auth/tokens/:id/revoke', method: 'POST', status: '404' }), 1, 'the route template, not the path');
-      assert.equal(after.count('svc_http_request_duration_seconds', { route: '/auth/tokens', method: 'GET' }) - before.count('svc_http_request_duration_seconds', { route: '/auth/tokens', method: 'GET' }), 8);
-      assert.equal(moved('svc_auth_outcomes_total', { channel: 'token', outcome: 'ok' }), 3 + 1 + 5, 'lists, the 404 revoke, five MCP calls');
+      assert.equal(
+        moved('svc_http_requests_total', { route: '/auth/tokens/:id/revoke', method: 'POST', status: '404' }),
+        1,
+        'the route template, not the path',
+      );
+      assert.equal(
+        after.count('svc_http_request_duration_seconds', { route: '/auth/tokens', method: 'GET' }) -
+          before.count('svc_http_request_duration_seconds', { route: '/auth/tokens', method: 'GET' }),
+        8,
+      );
+      assert.equal(
+        moved('svc_auth_outcomes_total', { channel: 'token', outcome: 'ok' }),
+        3 + 1 + 5,
+        'lists, the 404 revoke, five MCP calls',
+      );
       assert.equal(moved('svc_auth_outcomes_total', { channel: 'none', outcome: 'missing' }) >= 1, true);
       assert.equal(moved('svc_auth_outcomes_total', { channel: 'token', outcome: 'revoked' }), 1);
       assert.equal(moved('svc_auth_outcomes_total', { channel: 'token', outcome: 'expired' }), 1);
@@ -83,7 +108,8 @@ describe('metrics', () => {
       assert.equal(after.value('svc_sessions_active'), 1);
 
       // Nothing that names a user, a token or an id-bearing path is in any label.
-      for (const secret of ['alice', revokedId, 'tok_nosuchid', good.slice(0, 12)]) assert.equal(after.text.includes(secret), false, secret);
+      for (const secret of ['alice', revokedId, 'tok_nosuchid', good.slice(0, 12)])
+        assert.equal(after.text.includes(secret), false, secret);
 
       // The public listener has no /metrics; the metrics address serves nothing else.
       assert.equal((await fetch(`${s.url}/metrics`, { headers: bearer(good) })).status, 404);
@@ -107,7 +133,10 @@ describe('metrics', () => {
       // Held briefly: the write waits, retries and succeeds.
       holder.exec('BEGIN IMMEDIATE');
       const waiting = fetch(`${s.url}/auth/tokens/${other.id}/revoke`, { method: 'POST', headers: bearer(token) });
-      await waitFor('the write to retry on the held lock', async () => (await scrape(metricsUrl)).value('svc_database_busy_retries_total') > before.value('svc_database_busy_retries_total'));
+      await waitFor(
+        'the write to retry on the held lock',
+        async () => (await scrape(metricsUrl)).value('svc_database_busy_retries_total') > before.value('svc_database_busy_retries_total'),
+      );
       holder.exec('COMMIT');
       assert.equal((await waiting).status, 200);
       const middle = await scrape(metricsUrl);
@@ -128,10 +157,17 @@ describe('metrics', () => {
   });
 
   test('metrics_listen is checked: host:port, never the public port; off by default', () => {
-    const load = (server: string) => loadConfig(`[server]\nlisten = 127.0.0.1:8080\n${server}\n[auth]\ntoken\n    enabled true\n`, {}, { mode: 'serve' });
+    const load = (server: string) =>
+      loadConfig(`[server]\nlisten = 127.0.0.1:8080\n${server}\n[auth]\ntoken\n    enabled true\n`, {}, { mode: 'serve' });
     assert.equal(load('').server.metrics, null);
     assert.deepEqual(load('metrics_listen = 127.0.0.1:9464').server.metrics, { host: '127.0.0.1', port: 9464 });
-    assert.throws(() => load('metrics_listen = 9464'), (e: ConfigError) => /server\.metrics_listen: "9464" is not host:port/.test(e.message));
-    assert.throws(() => load('metrics_listen = 0.0.0.0:8080'), (e: ConfigError) => /must not share listen's port 8080/.test(e.message));
+    assert.throws(
+      () => load('metrics_listen = 9464'),
+      (e: ConfigError) => /server\.metrics_listen: "9464" is not host:port/.test(e.message),
+    );
+    assert.throws(
+      () => load('metrics_listen = 0.0.0.0:8080'),
+      (e: ConfigError) => /must not share listen's port 8080/.test(e.message),
+    );
   });
 });

@@ -36,7 +36,10 @@ test('notices: one mail per event across two processes, SMTP down then up across
   // At log_level debug each finished round of the notice job is logged, so the test can wait for rounds.
   const configs = [0, 1].map((i) => {
     const path = join(inst.dir, `svc-${i}.ini`);
-    writeFileSync(path, `[server]\nlisten = 127.0.0.1:0\nbase_url = ${inst.url}\ndatabase = file:svc.db\nlog_level = debug\n[notify]\nsmtp_url_env = SVC_SMTP_URL\nfrom = svc@example.com\nexpiry_warning = 7d\n[auth]\n${DEFAULT_AUTH}`);
+    writeFileSync(
+      path,
+      `[server]\nlisten = 127.0.0.1:0\nbase_url = ${inst.url}\ndatabase = file:svc.db\nlog_level = debug\n[notify]\nsmtp_url_env = SVC_SMTP_URL\nfrom = svc@example.com\nexpiry_warning = 7d\n[auth]\n${DEFAULT_AUTH}`,
+    );
     return path;
   });
   const logs = ['', ''];
@@ -61,7 +64,11 @@ test('notices: one mail per event across two processes, SMTP down then up across
   let peer: SmtpPeer | null = null;
   const running: ChildProcess[] = [];
   try {
-    for (const [uid, email] of [['ann', 'ann@example.com'], ['nomail', 'nomail@example.com'], ['carl', 'carl@example.com']]) {
+    for (const [uid, email] of [
+      ['ann', 'ann@example.com'],
+      ['nomail', 'nomail@example.com'],
+      ['carl', 'carl@example.com'],
+    ]) {
       assert.equal((await inst.cli(['user', 'add', uid!, '--email', email!, '--name', uid === 'ann' ? 'Ann Example' : ''])).code, 0);
     }
     await sqlite3(inst.dbPath, "UPDATE users SET email = '' WHERE uid = 'nomail';");
@@ -72,13 +79,20 @@ test('notices: one mail per event across two processes, SMTP down then up across
     // Tokens whose expiry came within the window (as time would bring them): ann's, nomail's; carl's was made
     // for two days and is not warned about; a revoked one neither.
     const now = Date.now();
-    for (const [uid, name] of [['nomail', 'old-nomail'], ['carl', 'short'], ['carl', 'revoked']]) {
+    for (const [uid, name] of [
+      ['nomail', 'old-nomail'],
+      ['carl', 'short'],
+      ['carl', 'revoked'],
+    ]) {
       assert.equal((await inst.cli(['token', 'create', uid!, '--name', name!, '--ttl', '30d'])).code, 0);
     }
-    await sqlite3(inst.dbPath, `
+    await sqlite3(
+      inst.dbPath,
+      `
       UPDATE tokens SET created_at = ${now - 28 * DAY}, expires_at = ${now + 2 * DAY} WHERE name IN ('deploy-bot', 'old-nomail', 'revoked');
       UPDATE tokens SET created_at = ${now}, expires_at = ${now + 2 * DAY} WHERE name = 'short';
-      UPDATE tokens SET revoked_at = ${now} WHERE name = 'revoked';`);
+      UPDATE tokens SET revoked_at = ${now} WHERE name = 'revoked';`,
+    );
 
     // The SMTP server is down: svc tries, records the failure, and stops; nothing is sent or lost.
     const first = await serve(0);
@@ -104,15 +118,22 @@ test('notices: one mail per event across two processes, SMTP down then up across
     await moreRounds([1], 1); // the restarted process's first round, begun after it started
 
     const subjects = peer.received.map((m) => `${m.to} ${m.subject}`).sort();
-    assert.deepEqual(subjects, [
-      'ann@example.com A token was created for your svc account: "deploy-bot"',
-      'ann@example.com A token was created for your svc account: "second-bot"',
-      'ann@example.com Your svc password was changed',
-      `ann@example.com Your svc token "deploy-bot" expires on ${new Date(now + 2 * DAY).toISOString().slice(0, 16).replace('T', ' ')} UTC`,
-      'carl@example.com A token was created for your svc account: "revoked"',
-      'carl@example.com A token was created for your svc account: "short"',
-    ].sort());
-    assert.deepEqual(peer.logins.filter((l) => l !== 'mailer'), [], 'svc signs in with the configured user');
+    assert.deepEqual(
+      subjects,
+      [
+        'ann@example.com A token was created for your svc account: "deploy-bot"',
+        'ann@example.com A token was created for your svc account: "second-bot"',
+        'ann@example.com Your svc password was changed',
+        `ann@example.com Your svc token "deploy-bot" expires on ${new Date(now + 2 * DAY).toISOString().slice(0, 16).replace('T', ' ')} UTC`,
+        'carl@example.com A token was created for your svc account: "revoked"',
+        'carl@example.com A token was created for your svc account: "short"',
+      ].sort(),
+    );
+    assert.deepEqual(
+      peer.logins.filter((l) => l !== 'mailer'),
+      [],
+      'svc signs in with the configured user',
+    );
     const outcomes = await sqlite3(inst.dbPath, "SELECT kind || ' ' || outcome FROM notices ORDER BY id;");
     assert.match(outcomes, /token_expiring no_email/, 'nomail has no address: skipped, not retried');
     assert.doesNotMatch(outcomes, /pending|gave_up/);
@@ -138,7 +159,11 @@ test('[notify] is checked: the SMTP URL comes from the environment, and is never
     loadConfig(`[server]\nlisten = 127.0.0.1:8080\n[notify]\n${notify}\n[auth]\ntoken\n    enabled true\n`, env, { mode });
   const ok = load('smtp_url_env = SMTP\nfrom = svc@example.com', { SMTP: 'smtps://u:p@mail.example.com:465' });
   assert.deepEqual(ok.notify, { smtpUrl: 'smtps://u:p@mail.example.com:465', from: 'svc@example.com', expiryWarningSeconds: 7 * 86400 });
-  assert.equal(load('smtp_url_env = SMTP\nfrom = svc@example.com', {}, 'data').notify?.smtpUrl, null, 'the data commands do not need the secret');
+  assert.equal(
+    load('smtp_url_env = SMTP\nfrom = svc@example.com', {}, 'data').notify?.smtpUrl,
+    null,
+    'the data commands do not need the secret',
+  );
   const problems = (notify: string, env: Record<string, string> = {}) => {
     try {
       load(notify, env);
@@ -153,9 +178,16 @@ test('[notify] is checked: the SMTP URL comes from the environment, and is never
   assert.match(bad, /must hold an smtp:\/\/ or smtps:\/\/ URL/);
   assert.doesNotMatch(bad, /hunter2-secret/);
   assert.match(problems('smtp_url_env = SMTP\nfrom = nobody', { SMTP: 'smtp://m' }), /notify\.from: "nobody" is not a mail address/);
-  assert.match(problems('smtp_url_env = SMTP\nfrom = a@b\nexpiry_warning = soon', { SMTP: 'smtp://m' }), /notify\.expiry_warning: "soon" is not a duration/);
+  assert.match(
+    problems('smtp_url_env = SMTP\nfrom = a@b\nexpiry_warning = soon', { SMTP: 'smtp://m' }),
+    /notify\.expiry_warning: "soon" is not a duration/,
+  );
   assert.match(problems('smtp_url_env = SMTP\nfrom = a@b\nsmtp_host = x', { SMTP: 'smtp://m' }), /notify\.smtp_host: unknown key/);
-  assert.equal(loadConfig('[server]\nlisten = 127.0.0.1:8080\n[auth]\ntoken\n    enabled true\n', {}, { mode: 'serve' }).notify, null, 'off when absent');
+  assert.equal(
+    loadConfig('[server]\nlisten = 127.0.0.1:8080\n[auth]\ntoken\n    enabled true\n', {}, { mode: 'serve' }).notify,
+    null,
+    'off when absent',
+  );
 });
 
 test('settled notices are removed after their keep time; pending ones never', async () => {
@@ -167,12 +199,36 @@ test('settled notices are removed after their keep time; pending ones never', as
     const now = Date.now();
     await database.write(async (tx) => {
       for (let i = 0; i < 1500; i++) {
-        await tx.insert(notices).values({ key: `old:${i}`, userId: user.id, kind: 'password_changed', detail: '{}', createdAt: now - 90 * DAY, nextAttemptAt: now - 90 * DAY, doneAt: now - 60 * DAY, outcome: 'sent' });
+        await tx.insert(notices).values({
+          key: `old:${i}`,
+          userId: user.id,
+          kind: 'password_changed',
+          detail: '{}',
+          createdAt: now - 90 * DAY,
+          nextAttemptAt: now - 90 * DAY,
+          doneAt: now - 60 * DAY,
+          outcome: 'sent',
+        });
       }
-      await tx.insert(notices).values({ key: 'recent', userId: user.id, kind: 'password_changed', detail: '{}', createdAt: now, nextAttemptAt: now, doneAt: now, outcome: 'sent' });
-      await tx.insert(notices).values({ key: 'pending', userId: user.id, kind: 'password_changed', detail: '{}', createdAt: now - 90 * DAY, nextAttemptAt: now });
+      await tx.insert(notices).values({
+        key: 'recent',
+        userId: user.id,
+        kind: 'password_changed',
+        detail: '{}',
+        createdAt: now,
+        nextAttemptAt: now,
+        doneAt: now,
+        outcome: 'sent',
+      });
+      await tx
+        .insert(notices)
+        .values({ key: 'pending', userId: user.id, kind: 'password_changed', detail: '{}', createdAt: now - 90 * DAY, nextAttemptAt: now });
     });
-    const batches = [await database.write((tx) => pruneNotices(tx, now - 37 * DAY)), await database.write((tx) => pruneNotices(tx, now - 37 * DAY)), await database.write((tx) => pruneNotices(tx, now - 37 * DAY))];
+    const batches = [
+      await database.write((tx) => pruneNotices(tx, now - 37 * DAY)),
+      await database.write((tx) => pruneNotices(tx, now - 37 * DAY)),
+      await database.write((tx) => pruneNotices(tx, now - 37 * DAY)),
+    ];
     assert.deepEqual(batches, [1000, 500, 0], 'in batches of 1,000');
     assert.deepEqual((await database.db.select({ key: notices.key }).from(notices).all()).map((r) => r.key).sort(), ['pending', 'recent']);
   } finally {

@@ -65,11 +65,14 @@ describe('connect by URL, the browser step in Chromium', () => {
     const issuer = `http://127.0.0.1:${idpPort}`;
     s = await startTestServer({
       env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET },
-      auth: ({ baseUrl }) => `${DEFAULT_AUTH}oidc\n    enabled true\n    issuer ${issuer}\n    client_id ${CLIENT_ID}\n    client_secret_env SVC_OIDC_CLIENT_SECRET\n    redirect_url ${baseUrl}/oidc/callback\n    jit true\noauth\n    enabled true\n`,
+      auth: ({ baseUrl }) =>
+        `${DEFAULT_AUTH}oidc\n    enabled true\n    issuer ${issuer}\n    client_id ${CLIENT_ID}\n    client_secret_env SVC_OIDC_CLIENT_SECRET\n    redirect_url ${baseUrl}/oidc/callback\n    jit true\noauth\n    enabled true\n`,
     });
     idp = await startProvider({ port: idpPort, redirectUris: [`${s.url}/oidc/callback`] });
     await s.addUser({ uid: 'petra', email: 'petra@example.com', password: 'petra password 1' });
-    await waitFor('svc to finish OIDC discovery', async () => (await fetch(`${s.url}/oidc/login`, { redirect: 'manual' })).status === 302, { everyMs: 100 });
+    await waitFor('svc to finish OIDC discovery', async () => (await fetch(`${s.url}/oidc/login`, { redirect: 'manual' })).status === 302, {
+      everyMs: 100,
+    });
     chromium = await launchChromium();
   });
   after(async () => {
@@ -87,7 +90,9 @@ describe('connect by URL, the browser step in Chromium', () => {
     });
     const client = await connectByUrl(s.url, provider);
     assert.deepEqual(
-      (({ uid, via }) => ({ uid, via }))((await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { uid: string; via: string }),
+      (({ uid, via }) => ({ uid, via }))(
+        (await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { uid: string; via: string },
+      ),
       { uid: 'petra', via: 'token' },
     );
     await client.close();

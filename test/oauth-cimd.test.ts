@@ -30,10 +30,55 @@ describe('Client ID Metadata Documents', () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'svc-cimd-'));
     const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
-    ssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=svc test CA');
-    ssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'srv.key', '-out', 'srv.csr', '-subj', '/CN=localhost');
+    ssl(
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      'ca.key',
+      '-out',
+      'ca.pem',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=svc test CA',
+    );
+    ssl(
+      'req',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      'srv.key',
+      '-out',
+      'srv.csr',
+      '-subj',
+      '/CN=localhost',
+    );
     writeFileSync(join(dir, 'ext.cnf'), 'subjectAltName=DNS:localhost\n');
-    ssl('x509', '-req', '-in', 'srv.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'srv.pem', '-days', '1', '-extfile', 'ext.cnf');
+    ssl(
+      'x509',
+      '-req',
+      '-in',
+      'srv.csr',
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      'srv.pem',
+      '-days',
+      '1',
+      '-extfile',
+      'ext.cnf',
+    );
     const port = await freePort();
     docs = `https://localhost:${port}`;
     https = createServer({ key: readFileSync(join(dir, 'srv.key')), cert: readFileSync(join(dir, 'srv.pem')) }, (req, res) => {
@@ -43,8 +88,13 @@ describe('Client ID Metadata Documents', () => {
         res.end(JSON.stringify(body));
       };
       const me = `${docs}${req.url}`;
-      if (req.url === '/good.json') doc({ client_id: me, client_name: 'Metadata app', redirect_uris: [REDIRECT] }, { 'cache-control': 'max-age=600' });
-      else if (req.url === '/flaky.json' && flakyUp) doc({ client_id: me, client_name: 'Flaky app', redirect_uris: [REDIRECT], application_type: 'native' }, { 'cache-control': 'no-cache' });
+      if (req.url === '/good.json')
+        doc({ client_id: me, client_name: 'Metadata app', redirect_uris: [REDIRECT] }, { 'cache-control': 'max-age=600' });
+      else if (req.url === '/flaky.json' && flakyUp)
+        doc(
+          { client_id: me, client_name: 'Flaky app', redirect_uris: [REDIRECT], application_type: 'native' },
+          { 'cache-control': 'no-cache' },
+        );
       else if (req.url === '/flaky.json') {
         res.writeHead(503);
         res.end();
@@ -77,21 +127,34 @@ describe('Client ID Metadata Documents', () => {
 
   /** The server's JSON log lines, once one of them matches (svc writes its log a moment after answering). */
   const logged = async (match: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>[]> => {
-    const lines = () => server.log().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = () =>
+      server
+        .log()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
     await waitFor('the expected line in the server log', () => lines().some(match), { everyMs: 20 });
     return lines().filter((l) => l.event === 'oauth_client_metadata_unreachable');
   };
 
   const authorize = (browser: Browser, clientId: string) => {
     const challenge = createHash('sha256').update(randomBytes(32).toString('base64url')).digest('base64url');
-    const q = new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256' });
+    const q = new URLSearchParams({
+      client_id: clientId,
+      redirect_uri: REDIRECT,
+      response_type: 'code',
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
+    });
     return browser.request(`/oauth/authorize?${q}`, { headers: { accept: 'text/html' } });
   };
 
   test('the SDK client connects with its metadata URL as client_id; consent names the publishing host', async () => {
     const alice = new Browser(inst.url);
     assert.equal((await alice.login('alice', 'alice password 1')).status, 303);
-    const meta = (await (await fetch(`${inst.url}/.well-known/oauth-authorization-server`)).json()) as { client_id_metadata_document_supported: boolean };
+    const meta = (await (await fetch(`${inst.url}/.well-known/oauth-authorization-server`)).json()) as {
+      client_id_metadata_document_supported: boolean;
+    };
     assert.equal(meta.client_id_metadata_document_supported, true);
     const page = await (await authorize(alice, `${docs}/good.json`)).text();
     assert.match(page, /Allow “Metadata app” to use svc as alice\?/);
@@ -113,8 +176,18 @@ describe('Client ID Metadata Documents', () => {
       [`${docs}/big.json`, /larger than 5 KB/],
       [`${docs}/redirect.json`, /does not follow redirects/],
       [`${docs}/bad-redirect.json`, /redirect_uris are missing or not acceptable/],
-      [`${docs}/missing.json`, new RegExp(`could not fetch the metadata document of this app from localhost:${new URL(docs).port}\\. Ask the administrator of svc to let it fetch https://localhost:${new URL(docs).port}, or to set client_metadata_documents false`)],
-      [`https://localhost:${closed}/client.json`, new RegExp(`could not fetch the metadata document of this app from localhost:${closed}\\. Ask the administrator of svc to let it fetch https://localhost:${closed}, or to set client_metadata_documents false`)],
+      [
+        `${docs}/missing.json`,
+        new RegExp(
+          `could not fetch the metadata document of this app from localhost:${new URL(docs).port}\\. Ask the administrator of svc to let it fetch https://localhost:${new URL(docs).port}, or to set client_metadata_documents false`,
+        ),
+      ],
+      [
+        `https://localhost:${closed}/client.json`,
+        new RegExp(
+          `could not fetch the metadata document of this app from localhost:${closed}\\. Ask the administrator of svc to let it fetch https://localhost:${closed}, or to set client_metadata_documents false`,
+        ),
+      ],
     ] as const) {
       const res = await authorize(alice, url);
       assert.equal(res.status, 400, url);
@@ -125,8 +198,15 @@ describe('Client ID Metadata Documents', () => {
       assert.doesNotMatch(text, /ECONN|EHOST|ENET|ETIMEDOUT|refused|reset|timed? ?out|answered|404|within/i, url);
     }
     // The administrator's log says why, at warn, with the client id.
-    const warned = await logged((l) => l.event === 'oauth_client_metadata_unreachable' && l.client_id === `https://localhost:${closed}/client.json`);
-    assert.ok(warned.some((l) => l.level === 'warn' && l.client_id === `https://localhost:${closed}/client.json` && /ECONNREFUSED/.test(String(l.reason))), JSON.stringify(warned));
+    const warned = await logged(
+      (l) => l.event === 'oauth_client_metadata_unreachable' && l.client_id === `https://localhost:${closed}/client.json`,
+    );
+    assert.ok(
+      warned.some(
+        (l) => l.level === 'warn' && l.client_id === `https://localhost:${closed}/client.json` && /ECONNREFUSED/.test(String(l.reason)),
+      ),
+      JSON.stringify(warned),
+    );
     assert.ok(warned.some((l) => l.client_id === `${docs}/missing.json` && /404/.test(String(l.reason))));
     assert.ok(!fetched.includes('/good.json?again'), 'nothing but the documents was fetched');
   });
@@ -148,7 +228,7 @@ describe('Client ID Metadata Documents', () => {
     flakyUp = true;
   });
 
-  test('names in documents are shown plainly: bidi and invisible characters dropped, and never svc\'s own', async () => {
+  test("names in documents are shown plainly: bidi and invisible characters dropped, and never svc's own", async () => {
     const alice = new Browser(inst.url);
     await alice.login('alice', 'alice password 1');
     const bidi = await (await authorize(alice, `${docs}/bidi.json`)).text();
@@ -158,12 +238,15 @@ describe('Client ID Metadata Documents', () => {
     assert.match(impostor, new RegExp(`Allow “localhost:${new URL(docs).port}” to use svc as alice\\?`));
   });
 
-  test('svc check warns (without failing) when documents are on and the well-known clients\' hosts cannot be reached', async () => {
+  test("svc check warns (without failing) when documents are on and the well-known clients' hosts cannot be reached", async () => {
     // No network beyond loopback here, so the check can only fail to reach them.
     const check = await inst.cli(['check']);
     assert.equal(check.code, 0, check.stderr);
     assert.match(check.stdout, /is valid/);
-    assert.match(check.stderr, /warning: auth\.oauth\.client_metadata_documents: svc cannot reach claude\.ai, chatgpt\.com, vscode\.dev;.*set client_metadata_documents false/);
+    assert.match(
+      check.stderr,
+      /warning: auth\.oauth\.client_metadata_documents: svc cannot reach claude\.ai, chatgpt\.com, vscode\.dev;.*set client_metadata_documents false/,
+    );
   });
 
   test('the documents one address can make svc fetch are limited', async () => {
@@ -192,9 +275,16 @@ describe('Client ID Metadata Documents', () => {
       await bob.login('bob', 'bob password 1');
       const before = fetched.length;
       for (const url of [
-        `${docs}/good.json`, `https://127.0.0.1:${new URL(docs).port}/good.json`, 'https://[::1]/client.json', 'https://10.1.2.3/client.json', 'https://169.254.169.254/latest.json',
+        `${docs}/good.json`,
+        `https://127.0.0.1:${new URL(docs).port}/good.json`,
+        'https://[::1]/client.json',
+        'https://10.1.2.3/client.json',
+        'https://169.254.169.254/latest.json',
         // IPv6 forms that embed an IPv4 address: compatible, translated, local-use NAT64, 6to4.
-        `https://[::127.0.0.1]:${new URL(docs).port}/good.json`, `https://[::ffff:0:7f00:1]:${new URL(docs).port}/good.json`, 'https://[64:ff9b:1::a00:1]/client.json', 'https://[2002:7f00:1::]/client.json',
+        `https://[::127.0.0.1]:${new URL(docs).port}/good.json`,
+        `https://[::ffff:0:7f00:1]:${new URL(docs).port}/good.json`,
+        'https://[64:ff9b:1::a00:1]/client.json',
+        'https://[2002:7f00:1::]/client.json',
       ]) {
         const res = await authorize(bob, url);
         assert.equal(res.status, 400, url);

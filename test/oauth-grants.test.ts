@@ -28,7 +28,11 @@ describe('the grant is the authority', () => {
   before(async () => {
     const metricsPort = await freePort();
     metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
-    s = await startTestServer({ auth: OAUTH, serverExtra: `metrics_listen = 127.0.0.1:${metricsPort}\n`, log: createLogger((line) => logLines.push(line)) });
+    s = await startTestServer({
+      auth: OAUTH,
+      serverExtra: `metrics_listen = 127.0.0.1:${metricsPort}\n`,
+      log: createLogger((line) => logLines.push(line)),
+    });
     await s.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1', labels: 'eng, finance' });
     await s.addUser({ uid: 'ops', email: 'ops@example.com', password: 'ops password 1', admin: true });
     alice = new Browser(s.url);
@@ -41,32 +45,58 @@ describe('the grant is the authority', () => {
   after(() => s.stop());
 
   async function registered(body: Record<string, unknown> = {}): Promise<{ client: oauth.Client; secret?: string }> {
-    const res = await fetch(as.registration_endpoint!, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_name: 'app', redirect_uris: [REDIRECT], ...body }) });
+    const res = await fetch(as.registration_endpoint!, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ client_name: 'app', redirect_uris: [REDIRECT], ...body }),
+    });
     const reg = await oauth.processDynamicClientRegistrationResponse(res);
-    return { client: { client_id: reg.client_id, token_endpoint_auth_method: reg.token_endpoint_auth_method as string }, ...(reg.client_secret ? { secret: String(reg.client_secret) } : {}) };
+    return {
+      client: { client_id: reg.client_id, token_endpoint_auth_method: reg.token_endpoint_auth_method as string },
+      ...(reg.client_secret ? { secret: String(reg.client_secret) } : {}),
+    };
   }
   async function codeFor(client: oauth.Client, who = alice, redirect = REDIRECT) {
     const verifier = oauth.generateRandomCodeVerifier();
     const state = oauth.generateRandomState();
     const url = new URL(as.authorization_endpoint!);
-    url.search = new URLSearchParams({ client_id: client.client_id, redirect_uri: redirect, response_type: 'code', state, code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' }).toString();
+    url.search = new URLSearchParams({
+      client_id: client.client_id,
+      redirect_uri: redirect,
+      response_type: 'code',
+      state,
+      code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: 'S256',
+    }).toString();
     const back = await consentAs(who, url);
     return { verifier, params: oauth.validateAuthResponse(as, client, back, state) };
   }
-  const exchange = async (client: oauth.Client, c: { verifier: string; params: URLSearchParams }, auth = oauth.None(), redirect = REDIRECT) =>
-    oauth.processAuthorizationCodeResponse(as, client, await oauth.authorizationCodeGrantRequest(as, client, auth, c.params, redirect, c.verifier, insecure));
+  const exchange = async (
+    client: oauth.Client,
+    c: { verifier: string; params: URLSearchParams },
+    auth = oauth.None(),
+    redirect = REDIRECT,
+  ) =>
+    oauth.processAuthorizationCodeResponse(
+      as,
+      client,
+      await oauth.authorizationCodeGrantRequest(as, client, auth, c.params, redirect, c.verifier, insecure),
+    );
   const refresh = async (client: oauth.Client, token: string) =>
     oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, oauth.None(), token, insecure));
   /** Whether an access token still reads through /oauth/mcp (an OAuth token's only scope); a dead one is 401. */
   const works = async (accessToken: string) => {
     const r = await fetch(`${s.url}/oauth/mcp`, {
-      method: 'POST', headers: { ...bearer(accessToken), 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+      method: 'POST',
+      headers: { ...bearer(accessToken), 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
     });
     await r.body?.cancel();
     if (r.status !== 200 && r.status !== 401) assert.fail(`/oauth/mcp answered ${r.status}`);
     return r.status === 200;
   };
-  const grantOf = async (clientId: string) => (await s.database.db.select().from(oauthGrants).where(eq(oauthGrants.clientId, clientId)).get())!;
+  const grantOf = async (clientId: string) =>
+    (await s.database.db.select().from(oauthGrants).where(eq(oauthGrants.clientId, clientId)).get())!;
 
   test('a code issued before its grant was revoked and redeemed after: invalid_grant, and no token appears', async () => {
     const { client } = await registered();
@@ -81,7 +111,7 @@ describe('the grant is the authority', () => {
     assert.notEqual((await grantOf(client.client_id)).revokedAt, null, 'the grant stays revoked');
   });
 
-  test('an admin revoking all of a user\'s tokens ends their grants: refresh tokens stop too', async () => {
+  test("an admin revoking all of a user's tokens ends their grants: refresh tokens stop too", async () => {
     const { client } = await registered();
     const issued = await exchange(client, await codeFor(client));
     const held = await codeFor(client);
@@ -96,12 +126,39 @@ describe('the grant is the authority', () => {
     const { client } = await registered();
     const c = await codeFor(client);
     const raw = (fields: Record<string, string>) =>
-      fetch(as.token_endpoint!, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', client_id: client.client_id, code: c.params.get('code')!, ...fields }) }).then((r) => r.json() as Promise<{ error?: string }>);
+      fetch(as.token_endpoint!, {
+        method: 'POST',
+        body: new URLSearchParams({
+          grant_type: 'authorization_code',
+          client_id: client.client_id,
+          code: c.params.get('code')!,
+          ...fields,
+        }),
+      }).then((r) => r.json() as Promise<{ error?: string }>);
     assert.equal((await raw({ code_verifier: oauth.generateRandomCodeVerifier(), redirect_uri: REDIRECT })).error, 'invalid_grant');
     assert.equal((await raw({ code_verifier: c.verifier, redirect_uri: 'http://127.0.0.1:9/other' })).error, 'invalid_grant');
-    assert.equal((await raw({ code_verifier: c.verifier, redirect_uri: REDIRECT, resource: 'https://elsewhere.example/mcp' })).error, 'invalid_target');
+    assert.equal(
+      (await raw({ code_verifier: c.verifier, redirect_uri: REDIRECT, resource: 'https://elsewhere.example/mcp' })).error,
+      'invalid_target',
+    );
     const other = await registered();
-    assert.equal(((await (await fetch(as.token_endpoint!, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', client_id: other.client.client_id, code: c.params.get('code')!, code_verifier: c.verifier, redirect_uri: REDIRECT }) })).json()) as { error: string }).error, 'invalid_grant');
+    assert.equal(
+      (
+        (await (
+          await fetch(as.token_endpoint!, {
+            method: 'POST',
+            body: new URLSearchParams({
+              grant_type: 'authorization_code',
+              client_id: other.client.client_id,
+              code: c.params.get('code')!,
+              code_verifier: c.verifier,
+              redirect_uri: REDIRECT,
+            }),
+          })
+        ).json()) as { error: string }
+      ).error,
+      'invalid_grant',
+    );
     const tokens = await exchange(client, c);
     assert.ok(await works(tokens.access_token));
   });
@@ -120,13 +177,28 @@ describe('the grant is the authority', () => {
     await assert.rejects(() => refresh(client, d.refresh_token!), invalidGrant);
   });
 
-  test('asked again through another redirect, consent shows and keeps the grant\'s restriction', async () => {
+  test("asked again through another redirect, consent shows and keeps the grant's restriction", async () => {
     const { client } = await registered({ redirect_uris: [REDIRECT, 'https://app.example/cb'] });
     const verifier = oauth.generateRandomCodeVerifier();
-    const q = new URLSearchParams({ client_id: client.client_id, redirect_uri: REDIRECT, response_type: 'code', code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' });
+    const q = new URLSearchParams({
+      client_id: client.client_id,
+      redirect_uri: REDIRECT,
+      response_type: 'code',
+      code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: 'S256',
+    });
     const first = await (await alice.request(`/oauth/authorize?${q}`, { headers: { accept: 'text/html' } })).text();
     const request = /name="request" value="([^"]+)"/.exec(first)![1]!;
-    const answer = await alice.request('/oauth/authorize', { method: 'POST', body: new URLSearchParams([['request', request], ['decision', 'approve'], ['access', 'labels'], ['labels', 'eng']]).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' } });
+    const answer = await alice.request('/oauth/authorize', {
+      method: 'POST',
+      body: new URLSearchParams([
+        ['request', request],
+        ['decision', 'approve'],
+        ['access', 'labels'],
+        ['labels', 'eng'],
+      ]).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' },
+    });
     assert.equal(answer.status, 302);
     q.set('redirect_uri', 'https://app.example/cb');
     const again = await (await alice.request(`/oauth/authorize?${q}`, { headers: { accept: 'text/html' } })).text();
@@ -140,35 +212,70 @@ describe('the grant is the authority', () => {
     assert.equal((await grantOf(client.client_id)).labels, 'eng');
   });
 
-  test('a confidential client\'s Basic credentials on /oauth/token and /oauth/revoke never reach the bearer channel', async () => {
+  test("a confidential client's Basic credentials on /oauth/token and /oauth/revoke never reach the bearer channel", async () => {
     const { client, secret } = await registered({ token_endpoint_auth_method: 'client_secret_basic' });
     const before = await scrape(metricsUrl);
     logLines.length = 0;
     const tokens = await exchange(client, await codeFor(client), oauth.ClientSecretBasic(secret!));
-    const refreshed = await oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, oauth.ClientSecretBasic(secret!), tokens.refresh_token!, insecure));
-    await oauth.processRevocationResponse(await oauth.revocationRequest(as, client, oauth.ClientSecretBasic(secret!), refreshed.refresh_token!, insecure));
-    const wrong = await fetch(as.token_endpoint!, { method: 'POST', headers: { authorization: `Basic ${Buffer.from(`${client.client_id}:wrong`).toString('base64')}` }, body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: 'svcr_x' }) });
+    const refreshed = await oauth.processRefreshTokenResponse(
+      as,
+      client,
+      await oauth.refreshTokenGrantRequest(as, client, oauth.ClientSecretBasic(secret!), tokens.refresh_token!, insecure),
+    );
+    await oauth.processRevocationResponse(
+      await oauth.revocationRequest(as, client, oauth.ClientSecretBasic(secret!), refreshed.refresh_token!, insecure),
+    );
+    const wrong = await fetch(as.token_endpoint!, {
+      method: 'POST',
+      headers: { authorization: `Basic ${Buffer.from(`${client.client_id}:wrong`).toString('base64')}` },
+      body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: 'svcr_x' }),
+    });
     assert.equal(wrong.status, 401);
     const after = await scrape(metricsUrl);
     for (const outcome of ['malformed', 'invalid', 'ok']) {
-      assert.equal(after.value('svc_auth_outcomes_total', { channel: 'token', outcome }), before.value('svc_auth_outcomes_total', { channel: 'token', outcome }), outcome);
+      assert.equal(
+        after.value('svc_auth_outcomes_total', { channel: 'token', outcome }),
+        before.value('svc_auth_outcomes_total', { channel: 'token', outcome }),
+        outcome,
+      );
     }
-    const lines = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.event === 'request' && String(l.path).startsWith('/oauth/'));
+    const lines = logLines
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.event === 'request' && String(l.path).startsWith('/oauth/'));
     assert.ok(lines.some((l) => l.path === '/oauth/token') && lines.some((l) => l.path === '/oauth/revoke'), 'the requests were logged');
     for (const l of lines.filter((l) => l.path !== '/oauth/authorize')) assert.equal(l.rejected, undefined, JSON.stringify(l));
     assert.doesNotMatch(logLines.join('\n'), new RegExp(secret!), 'the secret is never logged');
   });
 
   test('registration: a generous rate per address, and a cap on never-used clients with the oldest forgotten first', async () => {
-    const reg = (i: number, localAddress?: string) => rawRequest(`${s.url}/oauth/register`, ['POST /oauth/register HTTP/1.1', 'Content-Type: application/json'], { body: JSON.stringify({ client_name: `office ${i}`, redirect_uris: ['https://claude.ai/api/mcp/auth_callback'] }), ...(localAddress ? { localAddress } : {}) });
+    const reg = (i: number, localAddress?: string) =>
+      rawRequest(`${s.url}/oauth/register`, ['POST /oauth/register HTTP/1.1', 'Content-Type: application/json'], {
+        body: JSON.stringify({ client_name: `office ${i}`, redirect_uris: ['https://claude.ai/api/mcp/auth_callback'] }),
+        ...(localAddress ? { localAddress } : {}),
+      });
     // A whole office onboarding behind one address (claude.ai registers from its own servers).
     for (let i = 0; i < 60; i++) assert.equal((await reg(i, '127.0.0.2')).status, 201, `registration ${i}`);
     // The cap: fill it with old never-used clients, one used client among them.
     const now = Date.now();
     await s.database.write(async (tx) => {
-      const rows = Array.from({ length: MAX_UNUSED_CLIENTS }, (_, i) => ({ id: `oc_old${String(i).padStart(4, '0')}`, kind: 'dynamic', name: `old ${i}`, redirectUris: JSON.stringify([REDIRECT]), authMethod: 'none', createdAt: now - 3_600_000 + i }));
+      const rows = Array.from({ length: MAX_UNUSED_CLIENTS }, (_, i) => ({
+        id: `oc_old${String(i).padStart(4, '0')}`,
+        kind: 'dynamic',
+        name: `old ${i}`,
+        redirectUris: JSON.stringify([REDIRECT]),
+        authMethod: 'none',
+        createdAt: now - 3_600_000 + i,
+      }));
       for (let i = 0; i < rows.length; i += 200) await tx.insert(oauthClients).values(rows.slice(i, i + 200));
-      await tx.insert(oauthClients).values({ id: 'oc_used', kind: 'dynamic', name: 'used', redirectUris: JSON.stringify([REDIRECT]), authMethod: 'none', createdAt: now - 7_200_000, lastUsedAt: now - 7_000_000 });
+      await tx.insert(oauthClients).values({
+        id: 'oc_used',
+        kind: 'dynamic',
+        name: 'used',
+        redirectUris: JSON.stringify([REDIRECT]),
+        authMethod: 'none',
+        createdAt: now - 7_200_000,
+        lastUsedAt: now - 7_000_000,
+      });
     });
     assert.equal((await reg(1000, '127.0.0.3')).status, 201);
     const unused = (await s.database.db.select({ n: count() }).from(oauthClients).where(isNull(oauthClients.lastUsedAt)).get())!.n;

@@ -20,11 +20,16 @@ const OAUTH = `${DEFAULT_AUTH}oauth\n    enabled true\n    refresh_grace 2s\n`;
 
 /** How /oauth/mcp answers a token: the scope every OAuth access token carries. */
 const mcpStatus = async (url: string, token: string) => {
-  const r = await fetch(`${url}/oauth/mcp`, { method: 'POST', headers: { ...bearer(token), 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+  const r = await fetch(`${url}/oauth/mcp`, {
+    method: 'POST',
+    headers: { ...bearer(token), 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+  });
   await r.body?.cancel();
   return r.status;
 };
-const whoami = async (client: Client) => (await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { uid: string; via: string };
+const whoami = async (client: Client) =>
+  (await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { uid: string; via: string };
 
 describe('OAuth for MCP clients', () => {
   let s: TestServer;
@@ -50,18 +55,40 @@ describe('OAuth for MCP clients', () => {
     assert.deepEqual(as.grant_types_supported, ['authorization_code', 'refresh_token']);
     assert.equal(as.authorization_grant_profiles_supported, undefined);
     const prm = (await (await fetch(`${s.url}/.well-known/oauth-protected-resource/oauth/mcp`)).json()) as Record<string, unknown>;
-    assert.deepEqual(prm, { resource: `${s.url}/oauth/mcp`, authorization_servers: [s.url], scopes_supported: ['mcp'], bearer_methods_supported: ['header'], resource_name: 'svc' });
-    for (const path of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource', '/.well-known/openid-configuration', '/.well-known/anything']) {
+    assert.deepEqual(prm, {
+      resource: `${s.url}/oauth/mcp`,
+      authorization_servers: [s.url],
+      scopes_supported: ['mcp'],
+      bearer_methods_supported: ['header'],
+      resource_name: 'svc',
+    });
+    for (const path of [
+      '/.well-known/oauth-protected-resource/mcp',
+      '/.well-known/oauth-protected-resource',
+      '/.well-known/openid-configuration',
+      '/.well-known/anything',
+    ]) {
       const r = await fetch(`${s.url}${path}`);
       assert.equal(r.status, 404, path);
       assert.match(r.headers.get('content-type') ?? '', /^application\/json/, path);
     }
-    const plain = await fetch(`${s.url}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
+    const plain = await fetch(`${s.url}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: '{}',
+    });
     assert.equal(plain.status, 401);
     assert.equal(plain.headers.get('www-authenticate'), 'Bearer realm="svc"');
-    const announced = await fetch(`${s.url}/oauth/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
+    const announced = await fetch(`${s.url}/oauth/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: '{}',
+    });
     assert.equal(announced.status, 401);
-    assert.equal(announced.headers.get('www-authenticate'), `Bearer realm="svc", resource_metadata="${s.url}/.well-known/oauth-protected-resource/oauth/mcp", scope="mcp"`);
+    assert.equal(
+      announced.headers.get('www-authenticate'),
+      `Bearer realm="svc", resource_metadata="${s.url}/.well-known/oauth-protected-resource/oauth/mcp", scope="mcp"`,
+    );
   });
 
   test('the MCP SDK client connects by URL alone: 401, metadata, registration, consent, code, tools/call; refresh; revoke', async () => {
@@ -69,7 +96,10 @@ describe('OAuth for MCP clients', () => {
     const client = await connect(s.url, provider);
     assert.deepEqual(await whoami(client), { ...(await whoami(client)), uid: 'alice', via: 'token' });
     const found = await client.callTool({ name: 'search', arguments: { query: 'finance plan' } });
-    assert.deepEqual((found.structuredContent as { results: { id: string }[] }).results.map((r) => r.id), ['fin']);
+    assert.deepEqual(
+      (found.structuredContent as { results: { id: string }[] }).results.map((r) => r.id),
+      ['fin'],
+    );
     assert.equal(provider.redirects.length, 1);
     assert.ok(provider.saved?.refresh_token && provider.saved.expires_in === 3600 && provider.saved.token_type.toLowerCase() === 'bearer');
     await client.close();
@@ -77,12 +107,23 @@ describe('OAuth for MCP clients', () => {
     // Listed with its app, not among the personal tokens.
     assert.deepEqual(await (await alice.request('/auth/tokens')).json(), []);
     // The access token works on /mcp as well, like a personal token.
-    const mcp = await fetch(`${s.url}/mcp`, { method: 'POST', headers: { ...bearer(provider.saved!.access_token), 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+    const mcp = await fetch(`${s.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        ...bearer(provider.saved!.access_token),
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+    });
     assert.equal(mcp.status, 200);
 
     // The access token revoked: the SDK client refreshes by itself, with no new consent.
     const before = provider.saved!;
-    const revoked = await fetch(`${s.url}/oauth/revoke`, { method: 'POST', body: new URLSearchParams({ token: before.access_token, client_id: provider.info!.client_id }) });
+    const revoked = await fetch(`${s.url}/oauth/revoke`, {
+      method: 'POST',
+      body: new URLSearchParams({ token: before.access_token, client_id: provider.info!.client_id }),
+    });
     assert.equal(revoked.status, 200);
     assert.equal(await mcpStatus(s.url, before.access_token), 401);
     const refreshed = await connect(s.url, provider);
@@ -94,7 +135,10 @@ describe('OAuth for MCP clients', () => {
     // The grant revoked on the token page ("Connected apps", a plain form): its tokens stop at once, and the
     // refresh token with them.
     const grants = (await (await alice.request('/auth/grants')).json()) as { id: string; client_name: string }[];
-    assert.deepEqual(grants.map((g) => g.client_name), ['SDK test client']);
+    assert.deepEqual(
+      grants.map((g) => g.client_name),
+      ['SDK test client'],
+    );
     const page = await (await alice.request('/', { headers: { accept: 'text/html' } })).text();
     assert.match(page, new RegExp(`<tr data-grant-id="${grants[0]!.id}"><td>SDK test client<div class="muted">self-registered</div></td>`));
     assert.match(page, new RegExp(`<form method="post" action="/auth/grants/${grants[0]!.id}/revoke" class="inline">`));
@@ -102,7 +146,14 @@ describe('OAuth for MCP clients', () => {
     assert.equal(revokedByForm.status, 303);
     assert.deepEqual(await (await alice.request('/auth/grants')).json(), []);
     assert.equal(await mcpStatus(s.url, provider.saved!.access_token), 401);
-    const refresh = await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: provider.saved!.refresh_token!, client_id: provider.info!.client_id }) });
+    const refresh = await fetch(`${s.url}/oauth/token`, {
+      method: 'POST',
+      body: new URLSearchParams({
+        grant_type: 'refresh_token',
+        refresh_token: provider.saved!.refresh_token!,
+        client_id: provider.info!.client_id,
+      }),
+    });
     assert.equal(refresh.status, 400);
     assert.equal(((await refresh.json()) as { error: string }).error, 'invalid_grant');
   });
@@ -141,14 +192,21 @@ describe('OAuth judged by oauth4webapi', () => {
     alice = new Browser(s.url);
     await alice.login('alice', 'alice password 1');
     const issuer = new URL(s.url);
-    as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', [oauth.allowInsecureRequests]: true }));
+    as = await oauth.processDiscoveryResponse(
+      issuer,
+      await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', [oauth.allowInsecureRequests]: true }),
+    );
   });
   after(() => s.stop());
   const insecure = { [oauth.allowInsecureRequests]: true } as const;
   const invalidGrant = (e: unknown) => e instanceof oauth.ResponseBodyError && e.error === 'invalid_grant';
 
   async function register(body: Record<string, unknown>): Promise<Response> {
-    return fetch(as.registration_endpoint!, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return fetch(as.registration_endpoint!, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
   }
 
   async function authorize(client: oauth.Client, options: { verifier?: string; resource?: string } = {}) {
@@ -156,45 +214,88 @@ describe('OAuth judged by oauth4webapi', () => {
     const state = oauth.generateRandomState();
     const url = new URL(as.authorization_endpoint!);
     url.search = new URLSearchParams({
-      client_id: client.client_id, redirect_uri: REDIRECT, response_type: 'code', scope: 'mcp unknown-scope', state,
-      code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256', ...(options.resource ? { resource: options.resource } : {}),
+      client_id: client.client_id,
+      redirect_uri: REDIRECT,
+      response_type: 'code',
+      scope: 'mcp unknown-scope',
+      state,
+      code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: 'S256',
+      ...(options.resource ? { resource: options.resource } : {}),
     }).toString();
     const back = await consentAs(alice, url);
     return { verifier, state, back };
   }
 
   test('public client: registration, authorization with iss, PKCE code exchange, refresh rotation with grace, reuse revokes the family', async () => {
-    const reg = await oauth.processDynamicClientRegistrationResponse(await register({ client_name: 'strict', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' }));
+    const reg = await oauth.processDynamicClientRegistrationResponse(
+      await register({ client_name: 'strict', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' }),
+    );
     const client: oauth.Client = { client_id: reg.client_id, token_endpoint_auth_method: 'none' };
     const auth = oauth.None();
     const { verifier, state, back } = await authorize(client);
     const params = oauth.validateAuthResponse(as, client, back, state);
-    const tokens = await oauth.processAuthorizationCodeResponse(as, client, await oauth.authorizationCodeGrantRequest(as, client, auth, params, REDIRECT, verifier, insecure));
+    const tokens = await oauth.processAuthorizationCodeResponse(
+      as,
+      client,
+      await oauth.authorizationCodeGrantRequest(as, client, auth, params, REDIRECT, verifier, insecure),
+    );
     assert.equal(tokens.scope, 'mcp', 'unknown scopes dropped');
     assert.equal(tokens.expires_in, 3600);
     const first = tokens.refresh_token!;
-    const second = (await oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, auth, first, insecure))).refresh_token!;
+    const second = (
+      await oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, auth, first, insecure))
+    ).refresh_token!;
     // A racing process uses the old one within the grace period: once.
-    const raced = await oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, auth, first, insecure));
+    const raced = await oauth.processRefreshTokenResponse(
+      as,
+      client,
+      await oauth.refreshTokenGrantRequest(as, client, auth, first, insecure),
+    );
     assert.ok(raced.access_token);
     // Again, or after the grace period: the whole family is revoked.
-    await assert.rejects(async () => oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, auth, first, insecure)), invalidGrant);
-    assert.equal(await mcpStatus(s.url, raced.access_token), 401, 'the family\'s access tokens end too');
-    await assert.rejects(async () => oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, auth, second, insecure)), invalidGrant);
+    await assert.rejects(
+      async () => oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, auth, first, insecure)),
+      invalidGrant,
+    );
+    assert.equal(await mcpStatus(s.url, raced.access_token), 401, "the family's access tokens end too");
+    await assert.rejects(
+      async () => oauth.processRefreshTokenResponse(as, client, await oauth.refreshTokenGrantRequest(as, client, auth, second, insecure)),
+      invalidGrant,
+    );
   });
 
   test('confidential client: the secret is shown once and required, by Basic or in the body', async () => {
-    const reg = await oauth.processDynamicClientRegistrationResponse(await register({ client_name: 'confidential', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'client_secret_basic' }));
+    const reg = await oauth.processDynamicClientRegistrationResponse(
+      await register({ client_name: 'confidential', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'client_secret_basic' }),
+    );
     assert.match(String(reg.client_secret), /^svcs_/);
     const client: oauth.Client = { client_id: reg.client_id };
     const { verifier, state, back } = await authorize(client);
     const params = oauth.validateAuthResponse(as, client, back, state);
     await assert.rejects(
-      async () => oauth.processAuthorizationCodeResponse(as, client, await oauth.authorizationCodeGrantRequest(as, client, oauth.ClientSecretBasic('wrong'), params, REDIRECT, verifier, insecure)),
+      async () =>
+        oauth.processAuthorizationCodeResponse(
+          as,
+          client,
+          await oauth.authorizationCodeGrantRequest(as, client, oauth.ClientSecretBasic('wrong'), params, REDIRECT, verifier, insecure),
+        ),
       (e) => e instanceof oauth.WWWAuthenticateChallengeError && e.status === 401,
     );
     const again = await authorize(client);
-    const ok = await oauth.processAuthorizationCodeResponse(as, client, await oauth.authorizationCodeGrantRequest(as, client, oauth.ClientSecretBasic(String(reg.client_secret)), oauth.validateAuthResponse(as, client, again.back, again.state), REDIRECT, again.verifier, insecure));
+    const ok = await oauth.processAuthorizationCodeResponse(
+      as,
+      client,
+      await oauth.authorizationCodeGrantRequest(
+        as,
+        client,
+        oauth.ClientSecretBasic(String(reg.client_secret)),
+        oauth.validateAuthResponse(as, client, again.back, again.state),
+        REDIRECT,
+        again.verifier,
+        insecure,
+      ),
+    );
     assert.ok(ok.access_token);
   });
 
@@ -205,10 +306,29 @@ describe('OAuth judged by oauth4webapi', () => {
     const secret = /^client_secret: (svcs_\S+)/m.exec(added.stdout)![1]!;
     const client: oauth.Client = { client_id: 'team-bot' };
     const a = await authorize(client);
-    const issued = await oauth.processAuthorizationCodeResponse(as, client, await oauth.authorizationCodeGrantRequest(as, client, oauth.ClientSecretPost(secret), oauth.validateAuthResponse(as, client, a.back, a.state), REDIRECT, a.verifier, insecure));
+    const issued = await oauth.processAuthorizationCodeResponse(
+      as,
+      client,
+      await oauth.authorizationCodeGrantRequest(
+        as,
+        client,
+        oauth.ClientSecretPost(secret),
+        oauth.validateAuthResponse(as, client, a.back, a.state),
+        REDIRECT,
+        a.verifier,
+        insecure,
+      ),
+    );
     assert.equal(await mcpStatus(s.url, issued.access_token), 200);
-    const listed = JSON.parse((await s.ws.svc(['oauth', 'client', 'list', '--json'])).stdout) as { client_id: string; kind: string; confidential: boolean }[];
-    assert.deepEqual(listed.find((c) => c.client_id === 'team-bot'), { ...listed.find((c) => c.client_id === 'team-bot')!, kind: 'static', confidential: true });
+    const listed = JSON.parse((await s.ws.svc(['oauth', 'client', 'list', '--json'])).stdout) as {
+      client_id: string;
+      kind: string;
+      confidential: boolean;
+    }[];
+    assert.deepEqual(
+      listed.find((c) => c.client_id === 'team-bot'),
+      { ...listed.find((c) => c.client_id === 'team-bot')!, kind: 'static', confidential: true },
+    );
     assert.doesNotMatch(JSON.stringify(listed), /svcs_/, 'no secret is listed');
     assert.equal((await s.ws.svc(['oauth', 'client', 'remove', 'team-bot'])).code, 0);
     assert.equal(await mcpStatus(s.url, issued.access_token), 401);
@@ -222,26 +342,69 @@ describe('OAuth judged by oauth4webapi', () => {
   test('bad input at the token endpoint: a code used twice (revoking what it issued), a wrong verifier, redirect_uri or resource', async () => {
     const reg = await oauth.processDynamicClientRegistrationResponse(await register({ client_name: 'bad', redirect_uris: [REDIRECT] }));
     const client: oauth.Client = { client_id: reg.client_id, token_endpoint_auth_method: 'none' };
-    const exchange = (fields: Record<string, string>) => fetch(as.token_endpoint!, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', client_id: client.client_id, ...fields }) });
+    const exchange = (fields: Record<string, string>) =>
+      fetch(as.token_endpoint!, {
+        method: 'POST',
+        body: new URLSearchParams({ grant_type: 'authorization_code', client_id: client.client_id, ...fields }),
+      });
     const code = async () => {
       const a = await authorize(client);
       return { verifier: a.verifier, code: a.back.searchParams.get('code')! };
     };
     let c = await code();
-    const good = (await (await exchange({ code: c.code, code_verifier: c.verifier, redirect_uri: REDIRECT })).json()) as { access_token: string };
+    const good = (await (await exchange({ code: c.code, code_verifier: c.verifier, redirect_uri: REDIRECT })).json()) as {
+      access_token: string;
+    };
     const replay = await exchange({ code: c.code, code_verifier: c.verifier, redirect_uri: REDIRECT });
     assert.equal(((await replay.json()) as { error: string }).error, 'invalid_grant');
     assert.equal(await mcpStatus(s.url, good.access_token), 401, 'what the first use issued is revoked');
     c = await code();
-    assert.equal(((await (await exchange({ code: c.code, code_verifier: oauth.generateRandomCodeVerifier(), redirect_uri: REDIRECT })).json()) as { error: string }).error, 'invalid_grant');
+    assert.equal(
+      (
+        (await (await exchange({ code: c.code, code_verifier: oauth.generateRandomCodeVerifier(), redirect_uri: REDIRECT })).json()) as {
+          error: string;
+        }
+      ).error,
+      'invalid_grant',
+    );
     c = await code();
-    assert.equal(((await (await exchange({ code: c.code, redirect_uri: REDIRECT })).json()) as { error: string }).error, 'invalid_grant', 'no verifier');
+    assert.equal(
+      ((await (await exchange({ code: c.code, redirect_uri: REDIRECT })).json()) as { error: string }).error,
+      'invalid_grant',
+      'no verifier',
+    );
     c = await code();
-    assert.equal(((await (await exchange({ code: c.code, code_verifier: c.verifier, redirect_uri: 'http://127.0.0.1:9/other' })).json()) as { error: string }).error, 'invalid_grant');
+    assert.equal(
+      (
+        (await (await exchange({ code: c.code, code_verifier: c.verifier, redirect_uri: 'http://127.0.0.1:9/other' })).json()) as {
+          error: string;
+        }
+      ).error,
+      'invalid_grant',
+    );
     c = await code();
-    assert.equal(((await (await exchange({ code: c.code, code_verifier: c.verifier, redirect_uri: REDIRECT, resource: 'https://elsewhere.example/mcp' })).json()) as { error: string }).error, 'invalid_target');
-    assert.equal(((await (await exchange({ code: 'not-a-code', code_verifier: c.verifier, redirect_uri: REDIRECT })).json()) as { error: string }).error, 'invalid_grant');
-    assert.equal((await fetch(as.token_endpoint!, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', client_id: 'oc_unknown', code: 'x' }) })).status, 401);
+    assert.equal(
+      (
+        (await (
+          await exchange({ code: c.code, code_verifier: c.verifier, redirect_uri: REDIRECT, resource: 'https://elsewhere.example/mcp' })
+        ).json()) as { error: string }
+      ).error,
+      'invalid_target',
+    );
+    assert.equal(
+      ((await (await exchange({ code: 'not-a-code', code_verifier: c.verifier, redirect_uri: REDIRECT })).json()) as { error: string })
+        .error,
+      'invalid_grant',
+    );
+    assert.equal(
+      (
+        await fetch(as.token_endpoint!, {
+          method: 'POST',
+          body: new URLSearchParams({ grant_type: 'authorization_code', client_id: 'oc_unknown', code: 'x' }),
+        })
+      ).status,
+      401,
+    );
   });
 });
 
@@ -254,16 +417,28 @@ describe('OAuth authorization requests that must not get a code', () => {
     await s.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1' });
     alice = new Browser(s.url);
     await alice.login('alice', 'alice password 1');
-    const reg = await fetch(`${s.url}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_name: 'app', redirect_uris: [REDIRECT, 'https://app.example/cb'] }) });
+    const reg = await fetch(`${s.url}/oauth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ client_name: 'app', redirect_uris: [REDIRECT, 'https://app.example/cb'] }),
+    });
     clientId = ((await reg.json()) as { client_id: string }).client_id;
   });
   after(() => s.stop());
   const challenge = createHash('sha256').update(randomBytes(32).toString('base64url')).digest('base64url');
   const authorize = (params: Record<string, string>, who = alice) =>
-    who.request(`/oauth/authorize?${new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256', state: 'st', ...params })}`, { headers: { accept: 'text/html' } });
+    who.request(
+      `/oauth/authorize?${new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256', state: 'st', ...params })}`,
+      { headers: { accept: 'text/html' } },
+    );
 
   test('an unknown client or an unregistered redirect: an error page, never a redirect', async () => {
-    for (const params of [{ client_id: 'oc_nope' }, { redirect_uri: 'https://evil.example/cb' }, { redirect_uri: 'http://127.0.0.1:33418/other' }, { redirect_uri: 'http://evil.example:33418/callback' }] as Record<string, string>[]) {
+    for (const params of [
+      { client_id: 'oc_nope' },
+      { redirect_uri: 'https://evil.example/cb' },
+      { redirect_uri: 'http://127.0.0.1:33418/other' },
+      { redirect_uri: 'http://evil.example:33418/callback' },
+    ] as Record<string, string>[]) {
       const r = await authorize(params);
       assert.equal(r.status, 400, JSON.stringify(params));
       assert.equal(r.headers.get('location'), null);
@@ -278,7 +453,12 @@ describe('OAuth authorization requests that must not get a code', () => {
 
   test('plain or missing PKCE, another resource, another response type of a self-registered client: a 400 page, never a redirect', async () => {
     for (const redirect of [REDIRECT, 'https://app.example/cb']) {
-      for (const params of [{ code_challenge_method: 'plain' }, { code_challenge: '' }, { resource: 'https://elsewhere.example/mcp' }, { response_type: 'token' }] as Record<string, string>[]) {
+      for (const params of [
+        { code_challenge_method: 'plain' },
+        { code_challenge: '' },
+        { resource: 'https://elsewhere.example/mcp' },
+        { response_type: 'token' },
+      ] as Record<string, string>[]) {
         // Signed in or not: the browser is never sent to an address only the app itself vouched for.
         for (const who of [alice, new Browser(s.url)]) {
           const r = await authorize({ ...params, redirect_uri: redirect }, who);
@@ -314,13 +494,21 @@ describe('OAuth authorization requests that must not get a code', () => {
     assert.equal(anonymous.status, 303);
     assert.match(anonymous.headers.get('location')!, /^\/login\?next=%2Foauth%2Fauthorize%3F/);
     // The sign-in page lets its form lead back to the app's registered redirect, and to nothing else.
-    const csp = async (next: string) => (await fetch(`${s.url}/login?next=${encodeURIComponent(next)}`)).headers.get('content-security-policy')!;
-    assert.match(await csp(`/oauth/authorize?client_id=${clientId}&redirect_uri=${encodeURIComponent(REDIRECT)}`), /form-action 'self' http:\/\/127\.0\.0\.1:33418;/);
+    const csp = async (next: string) =>
+      (await fetch(`${s.url}/login?next=${encodeURIComponent(next)}`)).headers.get('content-security-policy')!;
+    assert.match(
+      await csp(`/oauth/authorize?client_id=${clientId}&redirect_uri=${encodeURIComponent(REDIRECT)}`),
+      /form-action 'self' http:\/\/127\.0\.0\.1:33418;/,
+    );
     assert.match(await csp(`/oauth/authorize?client_id=${clientId}&redirect_uri=https%3A%2F%2Fevil.example%2Fcb`), /form-action 'self';/);
     assert.match(await csp('/oauth/authorize?client_id=oc_unknown&redirect_uri=https%3A%2F%2Fevil.example%2Fcb'), /form-action 'self';/);
     const page = await (await authorize({})).text();
     const request = /name="request" value="([^"]+)"/.exec(page)![1]!;
-    const cross = await alice.request('/oauth/authorize', { form: { request, decision: 'approve' }, origin: 'https://evil.example', headers: { accept: 'text/html' } });
+    const cross = await alice.request('/oauth/authorize', {
+      form: { request, decision: 'approve' },
+      origin: 'https://evil.example',
+      headers: { accept: 'text/html' },
+    });
     assert.equal(cross.status, 403);
     const denied = await alice.request('/oauth/authorize', { form: { request, decision: 'deny' }, headers: { accept: 'text/html' } });
     assert.equal(new URL(denied.headers.get('location')!).searchParams.get('error'), 'access_denied');
@@ -331,11 +519,38 @@ describe('OAuth authorization requests that must not get a code', () => {
   });
 
   test('registration refuses what it cannot trust', async () => {
-    const reg = (body: unknown) => fetch(`${s.url}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const reg = (body: unknown) =>
+      fetch(`${s.url}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     const before = (await s.database.db.select({ n: count() }).from(oauthClients).get())!.n;
-    const schemes = ['ms-msdt:/id?PCWDiagnostic', 'search-ms:query=x', 'vnd.ms-excel:ofe|u|https://x.example/a.xls', 'jar:https://x.example/a.jar!/', 'view-source:https://x.example/',
-      'mailto:a@x.example', 'tel:+1555', 'sms:+1555', 'chrome://settings', 'filesystem:https://x.example/temporary/a', 'ms-settings:', 'ftp://x.example/cb', 'wss://x.example/cb', 'myapp://cb', 'x-web-search.x:/q'];
-    for (const uri of ['javascript:alert(1)', 'data:text/html,x', 'file:///etc/passwd', 'http://evil.example/cb', 'http://127.0.0.2/cb', 'http://localhost.evil.example/cb', 'https://user:pw@app.example/cb', 'https://app.example/cb#frag', 'not a uri', ...schemes]) {
+    const schemes = [
+      'ms-msdt:/id?PCWDiagnostic',
+      'search-ms:query=x',
+      'vnd.ms-excel:ofe|u|https://x.example/a.xls',
+      'jar:https://x.example/a.jar!/',
+      'view-source:https://x.example/',
+      'mailto:a@x.example',
+      'tel:+1555',
+      'sms:+1555',
+      'chrome://settings',
+      'filesystem:https://x.example/temporary/a',
+      'ms-settings:',
+      'ftp://x.example/cb',
+      'wss://x.example/cb',
+      'myapp://cb',
+      'x-web-search.x:/q',
+    ];
+    for (const uri of [
+      'javascript:alert(1)',
+      'data:text/html,x',
+      'file:///etc/passwd',
+      'http://evil.example/cb',
+      'http://127.0.0.2/cb',
+      'http://localhost.evil.example/cb',
+      'https://user:pw@app.example/cb',
+      'https://app.example/cb#frag',
+      'not a uri',
+      ...schemes,
+    ]) {
       const r = await reg({ redirect_uris: [REDIRECT, uri] });
       assert.equal(r.status, 400, uri);
       assert.equal(((await r.json()) as { error: string }).error, 'invalid_redirect_uri', uri);
@@ -345,12 +560,34 @@ describe('OAuth authorization requests that must not get a code', () => {
       assert.equal(r.status, 400, JSON.stringify(name));
       assert.equal(((await r.json()) as { error: string }).error, 'invalid_client_metadata', name);
     }
-    assert.equal(((await (await reg({ redirect_uris: [REDIRECT], token_endpoint_auth_method: 'private_key_jwt' })).json()) as { error: string }).error, 'invalid_client_metadata');
-    assert.equal(((await (await reg({ redirect_uris: [REDIRECT], application_type: 'browser' })).json()) as { error: string }).error, 'invalid_client_metadata');
+    assert.equal(
+      ((await (await reg({ redirect_uris: [REDIRECT], token_endpoint_auth_method: 'private_key_jwt' })).json()) as { error: string }).error,
+      'invalid_client_metadata',
+    );
+    assert.equal(
+      ((await (await reg({ redirect_uris: [REDIRECT], application_type: 'browser' })).json()) as { error: string }).error,
+      'invalid_client_metadata',
+    );
     assert.equal((await s.database.db.select({ n: count() }).from(oauthClients).get())!.n, before, 'nothing refused was kept');
     // Cursor's mix of schemes is fine, and so is an app's own reverse-domain scheme; application_type (SEP-837) too.
-    assert.equal((await reg({ client_name: 'Cursor', redirect_uris: ['cursor://anysphere.cursor-retrieval/oauth/callback', 'https://www.cursor.com/oauth/callback', 'http://localhost:8787/callback'] })).status, 201);
-    const native = await reg({ client_name: 'Native app', application_type: 'native', redirect_uris: ['com.example.app:/oauth/cb', 'http://127.0.0.1/cb'] });
+    assert.equal(
+      (
+        await reg({
+          client_name: 'Cursor',
+          redirect_uris: [
+            'cursor://anysphere.cursor-retrieval/oauth/callback',
+            'https://www.cursor.com/oauth/callback',
+            'http://localhost:8787/callback',
+          ],
+        })
+      ).status,
+      201,
+    );
+    const native = await reg({
+      client_name: 'Native app',
+      application_type: 'native',
+      redirect_uris: ['com.example.app:/oauth/cb', 'http://127.0.0.1/cb'],
+    });
     assert.equal(native.status, 201);
     assert.equal(((await native.json()) as { application_type: string }).application_type, 'native');
   });
@@ -368,33 +605,76 @@ describe('OAuth authorization requests that must not get a code', () => {
     const page = await (await carl.request(url, { headers: { accept: 'text/html' } })).text();
     assert.match(page, /<input type="checkbox" name="labels" value="finance"\/>/);
     const request = /name="request" value="([^"]+)"/.exec(page)![1]!;
-    const mixed = await carl.request('/oauth/authorize', { method: 'POST', body: new URLSearchParams([['request', request], ['decision', 'approve'], ['access', 'all'], ['labels', 'eng']]).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' } });
+    const mixed = await carl.request('/oauth/authorize', {
+      method: 'POST',
+      body: new URLSearchParams([
+        ['request', request],
+        ['decision', 'approve'],
+        ['access', 'all'],
+        ['labels', 'eng'],
+      ]).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' },
+    });
     assert.equal(mixed.status, 400, 'checked labels with "everything" chosen is refused');
-    const answer = await carl.request('/oauth/authorize', { method: 'POST', body: new URLSearchParams([['request', request], ['decision', 'approve'], ['access', 'labels'], ['labels', 'finance']]).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' } });
+    const answer = await carl.request('/oauth/authorize', {
+      method: 'POST',
+      body: new URLSearchParams([
+        ['request', request],
+        ['decision', 'approve'],
+        ['access', 'labels'],
+        ['labels', 'finance'],
+      ]).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' },
+    });
     assert.equal(answer.status, 302, 'the request was still open after the refused answer');
     const code = new URL(answer.headers.get('location')!).searchParams.get('code')!;
-    const exchange = (fields: Record<string, string>) => fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ client_id: clientId, ...fields }) }).then((r) => r.json() as Promise<{ access_token: string; refresh_token: string }>);
+    const exchange = (fields: Record<string, string>) =>
+      fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ client_id: clientId, ...fields }) }).then(
+        (r) => r.json() as Promise<{ access_token: string; refresh_token: string }>,
+      );
     const first = await exchange({ grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: REDIRECT });
     const refreshed = await exchange({ grant_type: 'refresh_token', refresh_token: first.refresh_token });
     for (const token of [first.access_token, refreshed.access_token]) {
       const client = new Client({ name: 'restricted', version: '1' });
       await client.connect(new StreamableHTTPClientTransport(new URL(`${s.url}/oauth/mcp`), { requestInit: { headers: bearer(token) } }));
       const found = await client.callTool({ name: 'search', arguments: { query: 'shared words' } });
-      assert.deepEqual((found.structuredContent as { results: { id: string }[] }).results.map((r) => r.id), ['fin-doc']);
-      assert.deepEqual(((await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { restriction: string[] }).restriction, ['finance']);
+      assert.deepEqual(
+        (found.structuredContent as { results: { id: string }[] }).results.map((r) => r.id),
+        ['fin-doc'],
+      );
+      assert.deepEqual(
+        ((await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { restriction: string[] }).restriction,
+        ['finance'],
+      );
       await client.close();
     }
   });
 
-  test('an admin sees a user\'s connected apps and can revoke one', async () => {
+  test("an admin sees a user's connected apps and can revoke one", async () => {
     await s.addUser({ uid: 'ops', email: 'ops@example.com', password: 'ops password 1', admin: true });
     const ops = new Browser(s.url);
     await ops.login('ops', 'ops password 1');
     const carl = new Browser(s.url);
     await carl.login('carl', 'carl password 1');
     const verifier = oauth.generateRandomCodeVerifier();
-    const known = await consentAs(carl, new URL(`${s.url}/oauth/authorize?${new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' })}`));
-    const issued = (await (await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', client_id: clientId, code: known.searchParams.get('code')!, code_verifier: verifier, redirect_uri: REDIRECT }) })).json()) as { access_token: string };
+    const known = await consentAs(
+      carl,
+      new URL(
+        `${s.url}/oauth/authorize?${new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' })}`,
+      ),
+    );
+    const issued = (await (
+      await fetch(`${s.url}/oauth/token`, {
+        method: 'POST',
+        body: new URLSearchParams({
+          grant_type: 'authorization_code',
+          client_id: clientId,
+          code: known.searchParams.get('code')!,
+          code_verifier: verifier,
+          redirect_uri: REDIRECT,
+        }),
+      })
+    ).json()) as { access_token: string };
     assert.equal(await mcpStatus(s.url, issued.access_token), 200);
     const page = await (await ops.request('/admin/users/carl', { headers: { accept: 'text/html' } })).text();
     const grant = /<li data-grant-id="([^"]+)">app <span class="muted">granted [^<]*, only finance<\/span>/.exec(page)?.[1];
@@ -404,22 +684,51 @@ describe('OAuth authorization requests that must not get a code', () => {
     assert.equal((await ops.request(`/admin/users/carl/grants/${grant}/revoke`, { form: {} })).status, 404, 'once');
   });
 
-  test('a removed user\'s grants and tokens are gone', async () => {
+  test("a removed user's grants and tokens are gone", async () => {
     const leaving = await s.addUser({ uid: 'leaving', email: 'leaving@example.com', password: 'leaving password 1' });
     const b = new Browser(s.url);
     await b.login('leaving', 'leaving password 1');
     const verifier = oauth.generateRandomCodeVerifier();
     const url = new URL(`${s.url}/oauth/authorize`);
-    url.search = new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' }).toString();
+    url.search = new URLSearchParams({
+      client_id: clientId,
+      redirect_uri: REDIRECT,
+      response_type: 'code',
+      code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: 'S256',
+    }).toString();
     const back = await consentAs(b, url);
-    const issued = (await (await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', client_id: clientId, code: back.searchParams.get('code')!, code_verifier: verifier, redirect_uri: REDIRECT }) })).json()) as { access_token: string; refresh_token: string };
+    const issued = (await (
+      await fetch(`${s.url}/oauth/token`, {
+        method: 'POST',
+        body: new URLSearchParams({
+          grant_type: 'authorization_code',
+          client_id: clientId,
+          code: back.searchParams.get('code')!,
+          code_verifier: verifier,
+          redirect_uri: REDIRECT,
+        }),
+      })
+    ).json()) as { access_token: string; refresh_token: string };
     assert.equal(await mcpStatus(s.url, issued.access_token), 200);
     const held = await consentAs(b, url);
     assert.equal((await s.ws.svc(['user', 'remove', 'leaving'])).code, 0);
     assert.equal(await mcpStatus(s.url, issued.access_token), 401);
-    const refreshed = await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'refresh_token', client_id: clientId, refresh_token: issued.refresh_token }) });
+    const refreshed = await fetch(`${s.url}/oauth/token`, {
+      method: 'POST',
+      body: new URLSearchParams({ grant_type: 'refresh_token', client_id: clientId, refresh_token: issued.refresh_token }),
+    });
     assert.equal(((await refreshed.json()) as { error: string }).error, 'invalid_grant');
-    const redeemed = await fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', client_id: clientId, code: held.searchParams.get('code')!, code_verifier: verifier, redirect_uri: REDIRECT }) });
+    const redeemed = await fetch(`${s.url}/oauth/token`, {
+      method: 'POST',
+      body: new URLSearchParams({
+        grant_type: 'authorization_code',
+        client_id: clientId,
+        code: held.searchParams.get('code')!,
+        code_verifier: verifier,
+        redirect_uri: REDIRECT,
+      }),
+    });
     assert.equal(((await redeemed.json()) as { error: string }).error, 'invalid_grant', 'a code issued before the removal');
     const grantsLeft = await s.database.db.select({ n: count() }).from(oauthGrants).where(eq(oauthGrants.userId, leaving.id)).get();
     assert.equal(grantsLeft!.n, 0);
@@ -429,15 +738,22 @@ describe('OAuth authorization requests that must not get a code', () => {
 });
 
 describe('advertise_on_mcp: /mcp itself announces OAuth', () => {
-  test('metadata at /mcp\'s path and the root, its 401 names it, and the SDK client connects to /mcp by URL', async () => {
+  test("metadata at /mcp's path and the root, its 401 names it, and the SDK client connects to /mcp by URL", async () => {
     const s = await startTestServer({ auth: `${OAUTH}    advertise_on_mcp true\n` });
     try {
       await s.addUser({ uid: 'dora', email: 'dora@example.com', password: 'dora password 1' });
       for (const path of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource']) {
         assert.equal(((await (await fetch(`${s.url}${path}`)).json()) as { resource: string }).resource, `${s.url}/mcp`, path);
       }
-      const r = await fetch(`${s.url}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
-      assert.equal(r.headers.get('www-authenticate'), `Bearer realm="svc", resource_metadata="${s.url}/.well-known/oauth-protected-resource/mcp", scope="mcp"`);
+      const r = await fetch(`${s.url}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: '{}',
+      });
+      assert.equal(
+        r.headers.get('www-authenticate'),
+        `Bearer realm="svc", resource_metadata="${s.url}/.well-known/oauth-protected-resource/mcp", scope="mcp"`,
+      );
       const dora = new Browser(s.url);
       await dora.login('dora', 'dora password 1');
       const provider = new Provider(dora);

@@ -3,7 +3,15 @@ import assert from 'node:assert/strict';
 import { count, sql } from 'drizzle-orm';
 import { writeFileSync } from 'node:fs';
 import { startTestServer, type TestServer } from './helpers/server.ts';
-import { startProvider, startLyingDiscovery, Agent, CLIENT_ID, CLIENT_SECRET, type TestProvider, type Account } from './helpers/oidc-provider.ts';
+import {
+  startProvider,
+  startLyingDiscovery,
+  Agent,
+  CLIENT_ID,
+  CLIENT_SECRET,
+  type TestProvider,
+  type Account,
+} from './helpers/oidc-provider.ts';
 import { freePort, DEFAULT_AUTH } from './helpers/workspace.ts';
 import { Browser } from './helpers/http.ts';
 import { launchChromium } from './helpers/chromium.ts';
@@ -20,7 +28,11 @@ async function until(check: () => Promise<boolean>, ms = 10_000): Promise<void> 
   }
 }
 
-const OTHER = { client_id: 'other-app', client_secret: 'other-app-secret-0123456789', redirect_uris: ['http://127.0.0.1:9/other-callback'] };
+const OTHER = {
+  client_id: 'other-app',
+  client_secret: 'other-app-secret-0123456789',
+  redirect_uris: ['http://127.0.0.1:9/other-callback'],
+};
 
 function oidcAuth(issuer: string, baseUrl: string, jit: boolean): string {
   return `${DEFAULT_AUTH}oidc
@@ -112,7 +124,10 @@ describe('OIDC single sign-on against oidc-provider', () => {
     assert.equal((await b.login('keyed', 'keyed password 1')).status, 303);
     const session = b.cookies.get('svc_session')!;
     const state = new URL(start.headers.get('location')!).searchParams.get('state')!;
-    const callback = await fetch(`${s.url}/oidc/callback?code=x&state=${state}`, { headers: { cookie: `svc_session_oidc=${session}` }, redirect: 'manual' });
+    const callback = await fetch(`${s.url}/oidc/callback?code=x&state=${state}`, {
+      headers: { cookie: `svc_session_oidc=${session}` },
+      redirect: 'manual',
+    });
     assert.equal(callback.status, 400);
   });
 
@@ -147,7 +162,7 @@ describe('OIDC single sign-on against oidc-provider', () => {
     assert.deepEqual(ann.labels, ['eng', 'granted-by-admin', 'staff']);
   });
 
-  test('a provider user with an existing user\'s email and username gets a suffixed uid, never that user', async () => {
+  test("a provider user with an existing user's email and username gets a suffixed uid, never that user", async () => {
     await s.addUser({ uid: 'bob', email: 'bob@example.com', password: 'bob password 1', labels: 'secret' });
     idp.accounts.set('sub-impostor', { email: 'bob@example.com', preferred_username: 'bob', name: 'Not Bob' });
     const agent = new Agent();
@@ -228,7 +243,9 @@ describe('OIDC single sign-on against oidc-provider', () => {
     const agent = new Agent();
     const started = await agent.get(`${s.url}/oidc/login`);
     const state = new URL(started.headers.get('location')!).searchParams.get('state')!;
-    const res = await agent.get(`${s.url}/oidc/callback?error=access_denied&error_description=the+user+said+no&state=${state}&iss=${encodeURIComponent(idp.issuer)}`);
+    const res = await agent.get(
+      `${s.url}/oidc/callback?error=access_denied&error_description=the+user+said+no&state=${state}&iss=${encodeURIComponent(idp.issuer)}`,
+    );
     assert.equal(res.status, 400);
     assert.match(await res.text(), /did not sign you in \(access_denied/);
     assert.equal(agent.cookie('127.0.0.1', 'svc_session'), undefined);
@@ -240,7 +257,15 @@ describe('OIDC single sign-on against oidc-provider', () => {
     const { res } = await agent.signIn(s.url, 'sub-aud', {
       beforeProvider: async (url) => {
         const nonce = url.searchParams.get('nonce')!;
-        idp.substituteNextIdToken(await idp.obtainIdToken({ clientId: OTHER.client_id, clientSecret: OTHER.client_secret, redirectUri: OTHER.redirect_uris[0]!, nonce, login: 'sub-aud' }));
+        idp.substituteNextIdToken(
+          await idp.obtainIdToken({
+            clientId: OTHER.client_id,
+            clientSecret: OTHER.client_secret,
+            redirectUri: OTHER.redirect_uris[0]!,
+            nonce,
+            login: 'sub-aud',
+          }),
+        );
       },
     });
     assert.equal(res.status, 400);
@@ -255,7 +280,15 @@ describe('OIDC single sign-on against oidc-provider', () => {
     const agent = new Agent();
     const { res } = await agent.signIn(s.url, 'sub-nonce', {
       beforeProvider: async () => {
-        idp.substituteNextIdToken(await idp.obtainIdToken({ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUri: `${s.url}/oidc/callback`, nonce: 'not-the-nonce-svc-sent', login: 'sub-nonce' }));
+        idp.substituteNextIdToken(
+          await idp.obtainIdToken({
+            clientId: CLIENT_ID,
+            clientSecret: CLIENT_SECRET,
+            redirectUri: `${s.url}/oidc/callback`,
+            nonce: 'not-the-nonce-svc-sent',
+            login: 'sub-nonce',
+          }),
+        );
       },
     });
     assert.equal(res.status, 400);
@@ -264,7 +297,7 @@ describe('OIDC single sign-on against oidc-provider', () => {
     assert.equal(await findUser(s.database.db, 'nonce-victim'), null);
   });
 
-  test('in headless Chromium: the single sign-on button, the provider\'s pages, back at the token page', async () => {
+  test("in headless Chromium: the single sign-on button, the provider's pages, back at the token page", async () => {
     idp.accounts.set('sub-dora', { email: 'dora@example.com', name: 'Dora', preferred_username: 'dora' });
     const browser = await launchChromium();
     try {
@@ -284,7 +317,10 @@ describe('OIDC single sign-on against oidc-provider', () => {
   });
 
   test('jit false: unknown users get 403 (ask an admin); pre-provisioned users are linked, then matched by subject', async () => {
-    writeFileSync(s.ws.configPath, `[server]\nlisten = 127.0.0.1:${s.ws.port}\nbase_url = ${s.url}\ndatabase = ${s.ws.dbUrl}\n[auth]\n${oidcAuth(idp.issuer, s.url, false)}`);
+    writeFileSync(
+      s.ws.configPath,
+      `[server]\nlisten = 127.0.0.1:${s.ws.port}\nbase_url = ${s.url}\ndatabase = ${s.ws.dbUrl}\n[auth]\n${oidcAuth(idp.issuer, s.url, false)}`,
+    );
     await s.restart();
     await untilReady(s.url);
     idp.accounts.set('sub-stranger', { email: 'stranger@example.com', preferred_username: 'stranger' });
@@ -299,7 +335,7 @@ describe('OIDC single sign-on against oidc-provider', () => {
     const agent = new Agent();
     assert.equal((await agent.signIn(s.url, 'sub-carol')).res.status, 303);
     const carol = await getUser(s.database.db, 'carol');
-    assert.deepEqual(carol.labels, ['finance'], 'linking gives no group labels and keeps the admin\'s ACL');
+    assert.deepEqual(carol.labels, ['finance'], "linking gives no group labels and keeps the admin's ACL");
     assert.equal(carol.email, 'carol@example.com');
     // Once linked, the subject decides: a new preferred_username changes nothing.
     idp.accounts.set('sub-carol', { email: 'carol@example.com', preferred_username: 'carol-renamed' });
@@ -318,7 +354,10 @@ for (const jit of [true, false]) {
     let idp: TestProvider;
     before(async () => {
       const idpPort = await freePort();
-      s = await startTestServer({ env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET }, auth: ({ baseUrl }) => oidcAuth(`http://127.0.0.1:${idpPort}`, baseUrl, jit) });
+      s = await startTestServer({
+        env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET },
+        auth: ({ baseUrl }) => oidcAuth(`http://127.0.0.1:${idpPort}`, baseUrl, jit),
+      });
       idp = await startProvider({ port: idpPort, redirectUris: [`${s.url}/oidc/callback`] });
       await untilReady(s.url);
       await s.addUser({ uid: 'carol', email: 'carol@example.com', name: 'Carol Admin', labels: 'board, finance', admin: true });
@@ -336,7 +375,7 @@ for (const jit of [true, false]) {
     };
 
     const attempts: [string, Account][] = [
-      ['no preferred_username, an attacker\'s address with her local part', { email: 'carol@attacker.example' }],
+      ["no preferred_username, an attacker's address with her local part", { email: 'carol@attacker.example' }],
       ['an invalid preferred_username', { email: 'carol@attacker.example', preferred_username: 'carol smith!' }],
       ['her local part in capitals', { email: 'Carol@attacker.example' }],
       ['her exact email, unverified', { email: 'carol@example.com', email_verified: false }],
@@ -385,7 +424,10 @@ describe('the email vouch counts only linkable users, and compares the claim exa
   let idp: TestProvider;
   before(async () => {
     const idpPort = await freePort();
-    s = await startTestServer({ env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET }, auth: ({ baseUrl }) => oidcAuth(`http://127.0.0.1:${idpPort}`, baseUrl, true) });
+    s = await startTestServer({
+      env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET },
+      auth: ({ baseUrl }) => oidcAuth(`http://127.0.0.1:${idpPort}`, baseUrl, true),
+    });
     idp = await startProvider({ port: idpPort, redirectUris: [`${s.url}/oidc/callback`] });
     await untilReady(s.url);
     await s.addUser({ uid: 'carol', email: 'carol@corp.test', labels: 'board' });
@@ -399,10 +441,12 @@ describe('the email vouch counts only linkable users, and compares the claim exa
   });
   const linkedTo = async (uid: string) => {
     const row = (await findUser(s.database.db, uid))!;
-    return (await s.database.db.all<{ subject: string }>(sql`SELECT subject FROM identities WHERE user_id = ${row.id}`)).map((r) => r.subject);
+    return (await s.database.db.all<{ subject: string }>(sql`SELECT subject FROM identities WHERE user_id = ${row.id}`)).map(
+      (r) => r.subject,
+    );
   };
 
-  test('an unverified claim of carol\'s address makes a JIT user who keeps it, and carol still links by her verified address', async () => {
+  test("an unverified claim of carol's address makes a JIT user who keeps it, and carol still links by her verified address", async () => {
     idp.accounts.set('sub-squatter', { email: 'carol@corp.test', email_verified: false });
     const squatter = new Agent();
     assert.equal((await squatter.signIn(s.url, 'sub-squatter')).res.status, 303);
@@ -455,7 +499,9 @@ describe('OIDC with a provider that is down or lies about its issuer', () => {
       const ready = await fetch(`${s.url}/readyz`);
       assert.equal(ready.status, 200);
       assert.deepEqual(await ready.json(), { status: 'ready', oidc: 'unavailable' });
-      await until(async () => (await scrape(`http://127.0.0.1:${metricsPort}/metrics`)).value('svc_oidc_discovery_last_error_timestamp_seconds') > 0);
+      await until(
+        async () => (await scrape(`http://127.0.0.1:${metricsPort}/metrics`)).value('svc_oidc_discovery_last_error_timestamp_seconds') > 0,
+      );
       assert.equal((await scrape(`http://127.0.0.1:${metricsPort}/metrics`)).value('svc_oidc_discovery_ready'), 0);
       await s.addUser({ uid: 'local', email: 'local@example.com', password: 'local password' });
       assert.equal((await fetch(`${s.url}/healthz`)).status, 200);
@@ -480,7 +526,10 @@ describe('OIDC with a provider that is down or lies about its issuer', () => {
   test('an issuer mix-up (ID token from another issuer than configured) is refused: 400, no session', async () => {
     const realPort = await freePort();
     const lyingPort = await freePort();
-    const s = await startTestServer({ env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET }, auth: ({ baseUrl }) => oidcAuth(`http://127.0.0.1:${lyingPort}`, baseUrl, true) });
+    const s = await startTestServer({
+      env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET },
+      auth: ({ baseUrl }) => oidcAuth(`http://127.0.0.1:${lyingPort}`, baseUrl, true),
+    });
     const real = await startProvider({ port: realPort, redirectUris: [`${s.url}/oidc/callback`] });
     const lying = await startLyingDiscovery(lyingPort, real.issuer);
     try {
@@ -501,7 +550,10 @@ describe('OIDC with a provider that is down or lies about its issuer', () => {
 
   test('svc check reaches a working provider', async () => {
     const port = await freePort();
-    const s = await startTestServer({ env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET }, auth: ({ baseUrl }) => oidcAuth(`http://127.0.0.1:${port}`, baseUrl, true) });
+    const s = await startTestServer({
+      env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET },
+      auth: ({ baseUrl }) => oidcAuth(`http://127.0.0.1:${port}`, baseUrl, true),
+    });
     const idp = await startProvider({ port, redirectUris: [`${s.url}/oidc/callback`] });
     try {
       const check = await s.ws.svc(['check'], { env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET } });

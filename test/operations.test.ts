@@ -17,7 +17,9 @@ describe('the audit trail', () => {
     const ws = await createWorkspace();
     try {
       const steps = [
-        await ws.svc(['user', 'add', 'alice', '--email', 'alice@example.com', '--labels', 'eng', '--password-stdin'], { stdin: 'alice password 1\n' }),
+        await ws.svc(['user', 'add', 'alice', '--email', 'alice@example.com', '--labels', 'eng', '--password-stdin'], {
+          stdin: 'alice password 1\n',
+        }),
         await ws.svc(['user', 'set', 'alice', '--password-stdin'], { stdin: 'alice password 2\n' }),
         await ws.svc(['token', 'create', 'alice', '--name', 'bot', '--labels', 'eng']),
         await ws.svc(['item', 'put', 'notes/a', '--title', 'A', '--labels', 'eng'], { stdin: 'text' }),
@@ -28,8 +30,18 @@ describe('the audit trail', () => {
       for (const r of steps) assert.equal(r.code, 0, r.stderr);
       const listed = await ws.svc(['audit', 'list', '--json']);
       assert.equal(listed.code, 0, listed.stderr);
-      const entries = JSON.parse(listed.stdout) as { actor: string; via: string; action: string; target: string; detail: Record<string, unknown> | null; at: string }[];
-      assert.deepEqual(entries.map((e) => e.action), ['user.create', 'user.update', 'token.create', 'item.create', 'item.remove', 'user.create', 'user.remove']);
+      const entries = JSON.parse(listed.stdout) as {
+        actor: string;
+        via: string;
+        action: string;
+        target: string;
+        detail: Record<string, unknown> | null;
+        at: string;
+      }[];
+      assert.deepEqual(
+        entries.map((e) => e.action),
+        ['user.create', 'user.update', 'token.create', 'item.create', 'item.remove', 'user.create', 'user.remove'],
+      );
       for (const e of entries) assert.deepEqual([e.actor, e.via], [userInfo().username, 'cli']);
       assert.deepEqual(entries[1]!.detail, { password: 'set' });
       assert.doesNotMatch(listed.stdout, /argon2|svc_[a-z2-7]{20}/, 'no hash and no token');
@@ -52,7 +64,8 @@ describe('the audit trail', () => {
     try {
       const now = Date.now();
       await s.database.write(async (tx) => {
-        for (let i = 0; i < 2500; i++) await recordAudit(tx, { actor: null, via: 'anonymous', action: 'old.event', target: String(i) }, now - 2 * 86_400_000);
+        for (let i = 0; i < 2500; i++)
+          await recordAudit(tx, { actor: null, via: 'anonymous', action: 'old.event', target: String(i) }, now - 2 * 86_400_000);
         await recordAudit(tx, { actor: null, via: 'anonymous', action: 'new.event' }, now - 3_600_000);
       });
       assert.equal(await pruneAudit(s.database, 86_400_000), 2500, 'three batches');
@@ -92,7 +105,7 @@ describe('the audit trail', () => {
 });
 
 describe('request logs', () => {
-  test('one line per request: request id (a trusted proxy\'s, else new, echoed), route pattern, channel and uid; log_level', async () => {
+  test("one line per request: request id (a trusted proxy's, else new, echoed), route pattern, channel and uid; log_level", async () => {
     const lines: Record<string, unknown>[] = [];
     const log = { info: (event: string, f?: object) => void lines.push({ event, ...f }), warn() {}, error() {} };
     const s = await startTestServer({ log, serverExtra: 'trusted_proxies = 127.0.0.1\n' });
@@ -102,8 +115,13 @@ describe('request logs', () => {
       const res = await fetch(`${s.url}/admin/api/users/root`, { headers: { ...bearer(token), 'x-request-id': 'from-the-proxy-123' } });
       assert.equal(res.headers.get('x-request-id'), 'from-the-proxy-123');
       const line = lines.find((l) => l.event === 'request' && l.path === '/admin/api/users/root')!;
-      assert.deepEqual([line.request_id, line.route, line.status, line.via, line.uid], ['from-the-proxy-123', '/admin/api/users/:uid', 200, 'token', 'root']);
-      const untrusted = await rawRequest(`${s.url}/healthz`, ['GET /healthz HTTP/1.1', 'X-Request-Id: forged-by-client'], { localAddress: '127.0.0.2' });
+      assert.deepEqual(
+        [line.request_id, line.route, line.status, line.via, line.uid],
+        ['from-the-proxy-123', '/admin/api/users/:uid', 200, 'token', 'root'],
+      );
+      const untrusted = await rawRequest(`${s.url}/healthz`, ['GET /healthz HTTP/1.1', 'X-Request-Id: forged-by-client'], {
+        localAddress: '127.0.0.2',
+      });
       assert.equal(untrusted.status, 200);
       const forged = lines.filter((l) => l.event === 'request' && l.path === '/healthz').at(-1)!;
       assert.notEqual(forged.request_id, 'forged-by-client');
@@ -122,12 +140,21 @@ describe('request logs', () => {
     const server = (extra: string) => `[server]\nlisten = 127.0.0.1:8080\n${extra}\n[auth]\ntoken\n    enabled true\n`;
     assert.equal(loadConfig(server('log_level = warn'), {}, { mode: 'serve' }).server.logLevel, 'warn');
     assert.equal(loadConfig(server(''), {}, { mode: 'serve' }).server.auditRetentionSeconds, 180 * 86400);
-    assert.throws(() => loadConfig(server('log_level = loud'), {}, { mode: 'serve' }), (e) => e instanceof ConfigError && /server\.log_level: "loud" is not one of debug, info, warn, error/.test(e.message));
-    assert.throws(() => loadConfig(server('audit_retention = forever'), {}, { mode: 'serve' }), (e) => e instanceof ConfigError && /server\.audit_retention: "forever" is not a duration/.test(e.message));
+    assert.throws(
+      () => loadConfig(server('log_level = loud'), {}, { mode: 'serve' }),
+      (e) => e instanceof ConfigError && /server\.log_level: "loud" is not one of debug, info, warn, error/.test(e.message),
+    );
+    assert.throws(
+      () => loadConfig(server('audit_retention = forever'), {}, { mode: 'serve' }),
+      (e) => e instanceof ConfigError && /server\.audit_retention: "forever" is not a duration/.test(e.message),
+    );
     const written: string[] = [];
     const quiet = createLogger((l) => written.push(l), 'warn');
     quiet.info('request');
     quiet.warn('database_busy');
-    assert.deepEqual(written.map((l) => (JSON.parse(l) as { event: string }).event), ['database_busy']);
+    assert.deepEqual(
+      written.map((l) => (JSON.parse(l) as { event: string }).event),
+      ['database_busy'],
+    );
   });
 });

@@ -14,7 +14,6 @@ import { listening, waitFor } from './helpers/wait.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-
 /**
  * A sign-in whose form never finishes arriving: its handler waits for the body, in flight. It asks for
  * "100 Continue", which the server sends once it has read the headers, so `inFlight` settles exactly when the
@@ -46,7 +45,11 @@ describe('svc as a process', () => {
   test('npm run svc -- serve: SIGTERM to npm stops the server itself (no orphan)', async () => {
     const inst = await install(sourceRunner);
     try {
-      const npm = spawn('npm', ['run', '-s', 'svc', '--', 'serve', '--config', `${inst.dir}/svc.ini`], { cwd: ROOT, env: { ...process.env, ...inst.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const npm = spawn('npm', ['run', '-s', 'svc', '--', 'serve', '--config', `${inst.dir}/svc.ini`], {
+        cwd: ROOT,
+        env: { ...process.env, ...inst.env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let log = '';
       npm.stderr.on('data', (d) => (log += d));
       const exited = new Promise<number | null>((resolve) => npm.on('exit', (code) => resolve(code)));
@@ -105,7 +108,11 @@ describe('svc as a process', () => {
       server.child.kill('SIGTERM');
       assert.equal(await server.exited, 0, server.log());
       await hung.closed;
-      const events = server.log().trim().split('\n').map((l) => (JSON.parse(l) as { event: string }).event);
+      const events = server
+        .log()
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { event: string }).event);
       assert.ok(!events.includes('shutdown_grace_over'), `the second signal does not wait for the grace period: ${server.log()}`);
       assert.ok(events.indexOf('shutting_down') < events.indexOf('shutting_down_now'), server.log());
       assert.equal(events.at(-1), 'stopped', server.log());

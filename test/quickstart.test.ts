@@ -8,7 +8,12 @@ import { freePort, ROOT } from './helpers/workspace.ts';
 
 /** Runs `npm start` until it prints its URL, checks /healthz, then stops it with SIGTERM. */
 async function quickstart(dataDir: string, port: number): Promise<{ stdout: string; health: unknown; exit: number | null }> {
-  const env: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: String(port), SVC_DATA_DIR: dataDir };
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '',
+    PORT: String(port),
+    SVC_DATA_DIR: dataDir,
+  };
   const child = spawn('npm', ['start', '--silent'], { cwd: ROOT, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';

@@ -13,7 +13,8 @@ describe('replacing an item keeps its labels unless told otherwise', () => {
   let s: TestServer;
   let admin: Browser;
   let adminToken: string;
-  const labelsOf = async (id: string) => (await s.database.db.select({ labels: items.labels, text: items.text }).from(items).where(eq(items.id, id)).get());
+  const labelsOf = async (id: string) =>
+    await s.database.db.select({ labels: items.labels, text: items.text }).from(items).where(eq(items.id, id)).get();
   const put = (id: string, extra: string[], text: string) => s.ws.svc(['item', 'put', id, '--title', 'T', ...extra], { stdin: text });
   const upload = (fields: Record<string, string>, file?: { name: string; text: string }) => {
     const form = new FormData();
@@ -25,7 +26,15 @@ describe('replacing an item keeps its labels unless told otherwise', () => {
   const confirm = async (page: string) => {
     const form = new FormData();
     for (const m of page.matchAll(/<input type="hidden" name="([a-z_0-9]+)" value="([^"]*)"\/?>/g)) {
-      form.set(m[1]!, m[2]!.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&'));
+      form.set(
+        m[1]!,
+        m[2]!
+          .replace(/&quot;/g, '"')
+          .replace(/&#39;/g, "'")
+          .replace(/&lt;/g, '<')
+          .replace(/&gt;/g, '>')
+          .replace(/&amp;/g, '&'),
+      );
     }
     return admin.request('/admin/items', { method: 'POST', body: form, headers: { accept: 'text/html' } });
   };
@@ -39,7 +48,7 @@ describe('replacing an item keeps its labels unless told otherwise', () => {
   });
   after(() => s.stop());
 
-  test('svc item put: without --labels the labels stay; --labels \'\' removes them', async () => {
+  test("svc item put: without --labels the labels stay; --labels '' removes them", async () => {
     assert.equal((await put('hr/salaries', ['--labels', 'board'], 'v1')).code, 0);
     const replaced = await put('hr/salaries', [], 'v2');
     assert.equal(replaced.code, 0, replaced.stderr);
@@ -68,7 +77,11 @@ describe('replacing an item keeps its labels unless told otherwise', () => {
 
   test('admin API PUT: without "labels" they stay; "labels": [] or "" removes them', async () => {
     const send = (id: string, body: unknown) =>
-      fetch(`${s.url}/admin/api/items/${id}`, { method: 'PUT', headers: { ...bearer(adminToken), 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      fetch(`${s.url}/admin/api/items/${id}`, {
+        method: 'PUT',
+        headers: { ...bearer(adminToken), 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
     assert.equal((await send('api/a', { title: 'A', text: 'v1', labels: ['board'] })).status, 201);
     const kept = await send('api/a', { title: 'A', text: 'v2' });
     assert.equal(kept.status, 200);

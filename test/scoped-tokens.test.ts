@@ -12,7 +12,10 @@ import { tokens } from '../src/db/schema.ts';
 
 const ITEMS: Record<string, string> = { open: '', eng: 'eng', fin: 'finance', both: 'eng, finance', board: 'board' };
 
-async function reads(url: string, token: string): Promise<{ search: string[]; fetch: string[]; resources: string[]; who: Record<string, unknown> }> {
+async function reads(
+  url: string,
+  token: string,
+): Promise<{ search: string[]; fetch: string[]; resources: string[]; who: Record<string, unknown> }> {
   const client = new Client({ name: 'scoped-test', version: '1' });
   await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers: bearer(token) } }));
   try {
@@ -40,15 +43,21 @@ describe('label-scoped tokens', () => {
     return r.who;
   };
   const create = async (body: Record<string, unknown> | URLSearchParams) => {
-    const res = body instanceof URLSearchParams
-      ? await b.request('/auth/tokens', { method: 'POST', body: body.toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } })
-      : await b.request('/auth/tokens', { json: body });
+    const res =
+      body instanceof URLSearchParams
+        ? await b.request('/auth/tokens', {
+            method: 'POST',
+            body: body.toString(),
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          })
+        : await b.request('/auth/tokens', { json: body });
     return { status: res.status, body: (await res.json()) as { id: string; token: string; labels: string[] | null; message?: string } };
   };
 
   before(async () => {
     s = await startTestServer();
-    for (const [id, labels] of Object.entries(ITEMS)) await s.database.write((tx) => putItem(tx, id, { title: `${id} plan`, text: `the ${id} plan`, labels }));
+    for (const [id, labels] of Object.entries(ITEMS))
+      await s.database.write((tx) => putItem(tx, id, { title: `${id} plan`, text: `the ${id} plan`, labels }));
     await s.addUser({ uid: 'fran', email: 'fran@example.com', labels: 'eng, finance', password: 'fran password 1' });
     await s.addUser({ uid: 'other', email: 'other@example.com', password: 'other password 1' });
     b = new Browser(s.url);
@@ -56,7 +65,7 @@ describe('label-scoped tokens', () => {
   });
   after(() => s.stop());
 
-  test('unrestricted: the owner\'s whole access; restricted to finance: finance and unlabelled documents only', async () => {
+  test("unrestricted: the owner's whole access; restricted to finance: finance and unlabelled documents only", async () => {
     const all = await create({ name: 'all' });
     assert.equal(all.status, 201);
     assert.equal(all.body.labels, null);
@@ -81,15 +90,38 @@ describe('label-scoped tokens', () => {
     await sees(disjoint.body.token, ['open']);
   });
 
-  test('the page\'s form: access=labels with checked boxes, none checked, or access=all', async () => {
-    const two = await create(new URLSearchParams([['name', 'form two'], ['access', 'labels'], ['labels', 'eng'], ['labels', 'finance']]));
+  test("the page's form: access=labels with checked boxes, none checked, or access=all", async () => {
+    const two = await create(
+      new URLSearchParams([
+        ['name', 'form two'],
+        ['access', 'labels'],
+        ['labels', 'eng'],
+        ['labels', 'finance'],
+      ]),
+    );
     assert.deepEqual(two.body.labels, ['eng', 'finance']);
-    const none = await create(new URLSearchParams([['name', 'form none'], ['access', 'labels']]));
+    const none = await create(
+      new URLSearchParams([
+        ['name', 'form none'],
+        ['access', 'labels'],
+      ]),
+    );
     assert.deepEqual(none.body.labels, []);
-    const all = await create(new URLSearchParams([['name', 'form all'], ['access', 'all']]));
+    const all = await create(
+      new URLSearchParams([
+        ['name', 'form all'],
+        ['access', 'all'],
+      ]),
+    );
     assert.equal(all.body.labels, null);
     // Boxes checked with "everything" chosen: refused, never a wider token than the person meant.
-    const mixed = await create(new URLSearchParams([['name', 'form mixed'], ['access', 'all'], ['labels', 'eng']]));
+    const mixed = await create(
+      new URLSearchParams([
+        ['name', 'form mixed'],
+        ['access', 'all'],
+        ['labels', 'eng'],
+      ]),
+    );
     assert.equal(mixed.status, 400);
     assert.match(mixed.body.message!, /choose "Only documents with these labels"/);
     const page = await (await b.request('/', { headers: { accept: 'text/html' } })).text();
@@ -119,15 +151,29 @@ describe('label-scoped tokens', () => {
     }
     const r = await create({ name: 'bad', labels: 'Finance' });
     assert.match(r.body.message!, /"Finance"/);
-    assert.equal((await create(new URLSearchParams([['name', 'x'], ['access', 'some']]))).status, 400);
+    assert.equal(
+      (
+        await create(
+          new URLSearchParams([
+            ['name', 'x'],
+            ['access', 'some'],
+          ]),
+        )
+      ).status,
+      400,
+    );
     assert.equal((await s.database.db.select({ n: count() }).from(tokens).get())!.n, before);
   });
 
-  test('changing a restriction: the owner\'s browser only; someone else\'s token is 404; a token cannot widen itself', async () => {
+  test("changing a restriction: the owner's browser only; someone else's token is 404; a token cannot widen itself", async () => {
     const t = await create({ name: 'changeable', labels: ['finance'] });
     const patch = (who: Browser | string, id: string, labels: unknown) =>
       typeof who === 'string'
-        ? fetch(`${s.url}/auth/tokens/${id}`, { method: 'PATCH', headers: { ...bearer(who), 'content-type': 'application/json' }, body: JSON.stringify({ labels }) })
+        ? fetch(`${s.url}/auth/tokens/${id}`, {
+            method: 'PATCH',
+            headers: { ...bearer(who), 'content-type': 'application/json' },
+            body: JSON.stringify({ labels }),
+          })
         : who.request(`/auth/tokens/${id}`, { method: 'PATCH', json: { labels } });
     assert.equal((await patch(t.body.token, t.body.id, null)).status, 403, 'not with a bearer token, not even its own');
     await sees(t.body.token, ['open', 'fin']);

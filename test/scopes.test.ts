@@ -57,20 +57,44 @@ describe('an OAuth app allowed to read documents can do nothing else', () => {
     root = new Browser(s.url);
     assert.equal((await root.login('root', 'root password 1')).status, 303);
     // A self-registered app, approved by the admin on the consent page and limited to the label eng.
-    const reg = (await (await fetch(`${s.url}/oauth/register`, { method: 'POST', headers: json, body: JSON.stringify({ client_name: 'reader', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' }) })).json()) as { client_id: string };
+    const reg = (await (
+      await fetch(`${s.url}/oauth/register`, {
+        method: 'POST',
+        headers: json,
+        body: JSON.stringify({ client_name: 'reader', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' }),
+      })
+    ).json()) as { client_id: string };
     const verifier = randomBytes(32).toString('base64url');
     const challenge = createHash('sha256').update(verifier).digest('base64url');
-    const query = new URLSearchParams({ client_id: reg.client_id, redirect_uri: REDIRECT, response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256', state: 's' });
+    const query = new URLSearchParams({
+      client_id: reg.client_id,
+      redirect_uri: REDIRECT,
+      response_type: 'code',
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
+      state: 's',
+    });
     const page = await (await root.request(`/oauth/authorize?${query}`, { headers: { accept: 'text/html' } })).text();
     const request = /name="request" value="([^"]+)"/.exec(page)?.[1];
     assert.ok(request, page);
-    const answer = await root.request('/oauth/authorize', { form: { request, decision: 'approve', access: 'labels', labels: 'eng' }, headers: { accept: 'text/html' } });
+    const answer = await root.request('/oauth/authorize', {
+      form: { request, decision: 'approve', access: 'labels', labels: 'eng' },
+      headers: { accept: 'text/html' },
+    });
     assert.equal(answer.status, 302);
     const code = new URL(answer.headers.get('location')!).searchParams.get('code')!;
-    const issued = (await (await fetch(`${s.url}/oauth/token`, {
-      method: 'POST',
-      body: new URLSearchParams({ grant_type: 'authorization_code', client_id: reg.client_id, code, code_verifier: verifier, redirect_uri: REDIRECT }),
-    })).json()) as { access_token: string; scope: string };
+    const issued = (await (
+      await fetch(`${s.url}/oauth/token`, {
+        method: 'POST',
+        body: new URLSearchParams({
+          grant_type: 'authorization_code',
+          client_id: reg.client_id,
+          code,
+          code_verifier: verifier,
+          redirect_uri: REDIRECT,
+        }),
+      })
+    ).json()) as { access_token: string; scope: string };
     access = issued.access_token;
     assert.equal(issued.scope, 'mcp');
     grantId = ((await (await root.request('/auth/grants')).json()) as { id: string }[])[0]!.id;
@@ -86,16 +110,36 @@ describe('an OAuth app allowed to read documents can do nothing else', () => {
   test('the admin API refuses it, and nothing changes', async () => {
     const usersBefore = (await s.database.db.select({ n: count() }).from(users).get())!.n;
     await refusedForScope(await fetch(`${s.url}/admin/api/items/fin/q1`, { headers: bearer(access) }), 'admin', 'read an item');
-    await refusedForScope(await fetch(`${s.url}/admin/api/users`, { method: 'POST', headers: { ...bearer(access), ...json }, body: JSON.stringify({ uid: 'mallory', email: 'm@example.com', admin: true }) }), 'admin', 'make an admin');
-    await refusedForScope(await fetch(`${s.url}/admin/api/users/bob`, { method: 'PATCH', headers: { ...bearer(access), ...json }, body: JSON.stringify({ password: 'taken over 12345' }) }), 'admin', 'set a password');
-    await refusedForScope(await fetch(`${s.url}/admin/api/items/eng/plan`, { method: 'DELETE', headers: bearer(access) }), 'admin', 'remove an item');
+    await refusedForScope(
+      await fetch(`${s.url}/admin/api/users`, {
+        method: 'POST',
+        headers: { ...bearer(access), ...json },
+        body: JSON.stringify({ uid: 'mallory', email: 'm@example.com', admin: true }),
+      }),
+      'admin',
+      'make an admin',
+    );
+    await refusedForScope(
+      await fetch(`${s.url}/admin/api/users/bob`, {
+        method: 'PATCH',
+        headers: { ...bearer(access), ...json },
+        body: JSON.stringify({ password: 'taken over 12345' }),
+      }),
+      'admin',
+      'set a password',
+    );
+    await refusedForScope(
+      await fetch(`${s.url}/admin/api/items/eng/plan`, { method: 'DELETE', headers: bearer(access) }),
+      'admin',
+      'remove an item',
+    );
     assert.equal((await s.database.db.select({ n: count() }).from(users).get())!.n, usersBefore, 'no user created');
-    assert.equal((await new Browser(s.url).login('bob', 'taken over 12345')).status, 401, 'bob\'s password unchanged');
+    assert.equal((await new Browser(s.url).login('bob', 'taken over 12345')).status, 401, "bob's password unchanged");
     assert.equal((await new Browser(s.url).login('bob', 'bob password 1')).status, 303);
     assert.equal((await root.request('/admin/api/items/eng/plan')).status, 200, 'the item is still there');
   });
 
-  test('the owner cannot lift the app\'s restriction through the personal token endpoint', async () => {
+  test("the owner cannot lift the app's restriction through the personal token endpoint", async () => {
     const issued = await s.database.db.select({ id: tokens.id }).from(tokens).where(isNotNull(tokens.grantId)).all();
     assert.ok(issued.length > 0);
     for (const { id } of issued) {
@@ -105,13 +149,25 @@ describe('an OAuth app allowed to read documents can do nothing else', () => {
     assert.deepEqual((await mcpWhoami(s.url, access, '/oauth/mcp')).restriction, ['eng'], 'still limited to its grant');
   });
 
-  test('the owner\'s token and grant endpoints refuse it; the pages never open for it', async () => {
-    const mine = await s.tokenFor((await s.database.db.query.users.findFirst({ where: (u, { eq: e }) => e(u.uid, 'root') }))! as never, undefined, 'mcp');
+  test("the owner's token and grant endpoints refuse it; the pages never open for it", async () => {
+    const mine = await s.tokenFor(
+      (await s.database.db.query.users.findFirst({ where: (u, { eq: e }) => e(u.uid, 'root') }))! as never,
+      undefined,
+      'mcp',
+    );
     const personal = ((await (await root.request('/auth/tokens')).json()) as { id: string }[])[0]!.id;
     await refusedForScope(await fetch(`${s.url}/auth/tokens`, { headers: bearer(access) }), 'api', 'list tokens');
-    await refusedForScope(await fetch(`${s.url}/auth/tokens/${personal}/revoke`, { method: 'POST', headers: bearer(access) }), 'api', 'revoke a token');
+    await refusedForScope(
+      await fetch(`${s.url}/auth/tokens/${personal}/revoke`, { method: 'POST', headers: bearer(access) }),
+      'api',
+      'revoke a token',
+    );
     await refusedForScope(await fetch(`${s.url}/auth/grants`, { headers: bearer(access) }), 'api', 'list grants');
-    await refusedForScope(await fetch(`${s.url}/auth/grants/${grantId}/revoke`, { method: 'POST', headers: bearer(access) }), 'api', 'revoke a grant');
+    await refusedForScope(
+      await fetch(`${s.url}/auth/grants/${grantId}/revoke`, { method: 'POST', headers: bearer(access) }),
+      'api',
+      'revoke a grant',
+    );
     assert.equal((await mcpWhoami(s.url, mine)).uid, 'root', 'the personal token still works');
     assert.equal(((await (await root.request('/auth/grants')).json()) as unknown[]).length, 1, 'the grant still stands');
     for (const page of ['/', '/admin/users', '/admin/users/bob', '/admin/items', '/admin/audit']) {
@@ -122,11 +178,30 @@ describe('an OAuth app allowed to read documents can do nothing else', () => {
   });
 
   test('a /oauth/mcp refusal names the resource metadata', async () => {
-    const token = await s.tokenFor((await s.database.db.query.users.findFirst({ where: (u, { eq: e }) => e(u.uid, 'bob') }))! as never, undefined, 'api');
-    const res = await fetch(`${s.url}/oauth/mcp`, { method: 'POST', headers: { ...bearer(token), ...json, accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+    const token = await s.tokenFor(
+      (await s.database.db.query.users.findFirst({ where: (u, { eq: e }) => e(u.uid, 'bob') }))! as never,
+      undefined,
+      'api',
+    );
+    const res = await fetch(`${s.url}/oauth/mcp`, {
+      method: 'POST',
+      headers: { ...bearer(token), ...json, accept: 'application/json, text/event-stream' },
+      body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+    });
     assert.equal(res.status, 403);
-    assert.equal(res.headers.get('www-authenticate'), `${INSUFFICIENT('mcp')}, resource_metadata="${s.url}/.well-known/oauth-protected-resource/oauth/mcp"`);
-    await refusedForScope(await fetch(`${s.url}/mcp`, { method: 'POST', headers: { ...bearer(token), ...json, accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' }), 'mcp', '/mcp without mcp');
+    assert.equal(
+      res.headers.get('www-authenticate'),
+      `${INSUFFICIENT('mcp')}, resource_metadata="${s.url}/.well-known/oauth-protected-resource/oauth/mcp"`,
+    );
+    await refusedForScope(
+      await fetch(`${s.url}/mcp`, {
+        method: 'POST',
+        headers: { ...bearer(token), ...json, accept: 'application/json, text/event-stream' },
+        body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+      }),
+      'mcp',
+      '/mcp without mcp',
+    );
   });
 });
 
@@ -168,17 +243,29 @@ describe('personal tokens carry the scopes asked for, and admin only where it is
     assert.equal(await tokenCount(), before, 'nothing made');
   });
 
-  test('an admin\'s unrestricted admin token works on the admin API until the owner stops being an admin', async () => {
-    const made = (await (await create(admin, { name: 'automation', scopes: 'admin api' })).json()) as { id: string; token: string; scopes: string[] };
+  test("an admin's unrestricted admin token works on the admin API until the owner stops being an admin", async () => {
+    const made = (await (await create(admin, { name: 'automation', scopes: 'admin api' })).json()) as {
+      id: string;
+      token: string;
+      scopes: string[];
+    };
     assert.deepEqual(made.scopes, ['api', 'admin']);
     assert.equal((await fetch(`${s.url}/admin/api/users`, { headers: bearer(made.token) })).status, 200);
-    await refusedForScope(await fetch(`${s.url}/mcp`, { method: 'POST', headers: { ...bearer(made.token), ...json, accept: 'application/json, text/event-stream' }, body: '{}' }), 'mcp', 'no mcp scope');
+    await refusedForScope(
+      await fetch(`${s.url}/mcp`, {
+        method: 'POST',
+        headers: { ...bearer(made.token), ...json, accept: 'application/json, text/event-stream' },
+        body: '{}',
+      }),
+      'mcp',
+      'no mcp scope',
+    );
     // It cannot be restricted afterwards (a restricted admin token would be a contradiction), and stays as it was.
     const restrict = await admin.request(`/auth/tokens/${made.id}`, { method: 'PATCH', json: { labels: ['eng'] } });
     assert.equal(restrict.status, 400);
     assert.equal((await fetch(`${s.url}/admin/api/users`, { headers: bearer(made.token) })).status, 200);
     const mcpOnly = (await (await create(admin, { name: 'reader' })).json()) as { token: string };
-    await refusedForScope(await fetch(`${s.url}/admin/api/users`, { headers: bearer(mcpOnly.token) }), 'admin', 'an admin\'s mcp token');
+    await refusedForScope(await fetch(`${s.url}/admin/api/users`, { headers: bearer(mcpOnly.token) }), 'admin', "an admin's mcp token");
     // Losing admin takes effect on the very next request.
     assert.equal((await admin.request('/admin/api/users/second', { method: 'PATCH', json: { admin: true } })).status, 200);
     assert.equal((await s.ws.svc(['user', 'set', 'root', '--no-admin'])).code, 0);
@@ -189,7 +276,10 @@ describe('personal tokens carry the scopes asked for, and admin only where it is
   });
 
   test('a restricted admin token gets no admin, whatever its row says', async () => {
-    const made = (await (await create(admin, { name: 'eng only', labels: ['eng'], scopes: 'mcp api' })).json()) as { id: string; token: string };
+    const made = (await (await create(admin, { name: 'eng only', labels: ['eng'], scopes: 'mcp api' })).json()) as {
+      id: string;
+      token: string;
+    };
     await refusedForScope(await fetch(`${s.url}/admin/api/items`, { headers: bearer(made.token) }), 'admin', 'restricted');
     // Even a row edited behind svc's back to carry admin is refused while it has a restriction.
     await s.database.write(async (tx) => void (await tx.update(tokens).set({ scopes: 'mcp api admin' }).where(eq(tokens.id, made.id))));
@@ -202,7 +292,8 @@ describe('personal tokens carry the scopes asked for, and admin only where it is
     assert.match(page, /name="scopes" value="api"/);
     assert.doesNotMatch(page, /name="scopes" value="admin"/);
     assert.match(await (await admin.request('/', { headers: { accept: 'text/html' } })).text(), /name="scopes" value="admin"/);
-    const post = (body: string) => plain.request('/auth/tokens', { body, headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' } });
+    const post = (body: string) =>
+      plain.request('/auth/tokens', { body, headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' } });
     const made = await post('name=two+scopes&ttl=7d&access=all&scope_choice=1&scopes=mcp&scopes=api');
     assert.equal(made.status, 201);
     assert.match(await made.text(), /Scopes: mcp, api\./);
@@ -243,7 +334,7 @@ describe('personal tokens carry the scopes asked for, and admin only where it is
   });
 });
 
-test('tokens made before scopes existed keep what they could do: mcp and api, and admin for an unrestricted admin\'s', async () => {
+test("tokens made before scopes existed keep what they could do: mcp and api, and admin for an unrestricted admin's", async () => {
   const ws = await createWorkspace();
   try {
     // A database as the version before scopes left it: migrations up to 0008, with tokens in it.
@@ -255,10 +346,18 @@ test('tokens made before scopes existed keep what they could do: mcp and api, an
     await old.write(async (tx) => {
       await applyMigrations(tx, all.slice(0, before));
       const now = Date.now();
-      await tx.run(`INSERT INTO users (id, uid, email, name, labels, admin, created_at, updated_at) VALUES (1, 'root', 'r@example.com', '', '', 1, ${now}, ${now}), (2, 'pat', 'p@example.com', '', '', 0, ${now}, ${now})` as never);
-      for (const [id, user, labels] of [['admin_all', 1, null], ['admin_restricted', 1, "'eng'"], ['plain', 2, null]] as const) {
+      await tx.run(
+        `INSERT INTO users (id, uid, email, name, labels, admin, created_at, updated_at) VALUES (1, 'root', 'r@example.com', '', '', 1, ${now}, ${now}), (2, 'pat', 'p@example.com', '', '', 0, ${now}, ${now})` as never,
+      );
+      for (const [id, user, labels] of [
+        ['admin_all', 1, null],
+        ['admin_restricted', 1, "'eng'"],
+        ['plain', 2, null],
+      ] as const) {
         plaintexts[id] = mintToken();
-        await tx.run(`INSERT INTO tokens (id, hash, user_id, name, created_at, labels) VALUES ('${id}', '${storedHash(plaintexts[id])}', ${user}, '${id}', ${now}, ${labels})` as never);
+        await tx.run(
+          `INSERT INTO tokens (id, hash, user_id, name, created_at, labels) VALUES ('${id}', '${storedHash(plaintexts[id])}', ${user}, '${id}', ${now}, ${labels})` as never,
+        );
       }
     });
     old.close();
@@ -268,11 +367,11 @@ test('tokens made before scopes existed keep what they could do: mcp and api, an
     try {
       const url = `http://127.0.0.1:${ws.port}`;
       const status = async (id: string, path: string) => (await fetch(`${url}${path}`, { headers: bearer(plaintexts[id]!) })).status;
+      assert.deepEqual([await status('admin_all', '/admin/api/users'), await status('admin_all', '/auth/tokens')], [200, 200]);
       assert.deepEqual(
-        [await status('admin_all', '/admin/api/users'), await status('admin_all', '/auth/tokens')],
-        [200, 200],
+        [await status('admin_restricted', '/admin/api/users'), await status('admin_restricted', '/auth/tokens')],
+        [403, 200],
       );
-      assert.deepEqual([await status('admin_restricted', '/admin/api/users'), await status('admin_restricted', '/auth/tokens')], [403, 200]);
       assert.deepEqual([await status('plain', '/admin/api/users'), await status('plain', '/auth/tokens')], [403, 200]);
       for (const id of Object.keys(plaintexts)) assert.equal((await mcpWhoami(url, plaintexts[id]!)).via, 'token', id);
     } finally {

@@ -21,7 +21,8 @@ before(async () => {
 });
 after(() => s.stop());
 
-const uidOf = async (client: Client) => ((await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { uid: string }).uid;
+const uidOf = async (client: Client) =>
+  ((await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { uid: string }).uid;
 
 test('the SDK client with a personal token on /mcp, and on /oauth/mcp too', async () => {
   for (const path of ['/mcp', '/oauth/mcp']) {
@@ -33,8 +34,13 @@ test('the SDK client with a personal token on /mcp, and on /oauth/mcp too', asyn
 });
 
 test('/mcp serves no protected-resource metadata, at its path or the root, and its 401 names none', async () => {
-  for (const path of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource']) assert.equal((await fetch(`${s.url}${path}`)).status, 404);
-  const r = await fetch(`${s.url}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
+  for (const path of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource'])
+    assert.equal((await fetch(`${s.url}${path}`)).status, 404);
+  const r = await fetch(`${s.url}/mcp`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: '{}',
+  });
   assert.equal(r.headers.get('www-authenticate'), 'Bearer realm="svc"');
 });
 
@@ -45,7 +51,15 @@ test('mcp-remote with --header bridges stdio to /mcp', async () => {
     await client.connect(
       new StdioClientTransport({
         command: process.execPath,
-        args: [join(ROOT, 'node_modules/mcp-remote/dist/proxy.js'), `${s.url}/mcp`, '--allow-http', '--transport', 'http-only', '--header', `Authorization:Bearer ${token}`],
+        args: [
+          join(ROOT, 'node_modules/mcp-remote/dist/proxy.js'),
+          `${s.url}/mcp`,
+          '--allow-http',
+          '--transport',
+          'http-only',
+          '--header',
+          `Authorization:Bearer ${token}`,
+        ],
         env: { PATH: process.env.PATH ?? '', HOME: home },
         stderr: 'ignore',
       }),

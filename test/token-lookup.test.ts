@@ -13,7 +13,9 @@ for (const driver of DRIVERS) {
       await database.migrate();
       const db = database;
       const w = database.write;
-      const user = await w((tx) => createUser(tx, { uid: 'tess', email: 'tess@example.com', name: 'Tess', labels: 'b, a', admin: true, passwordHash: 'x' }));
+      const user = await w((tx) =>
+        createUser(tx, { uid: 'tess', email: 'tess@example.com', name: 'Tess', labels: 'b, a', admin: true, passwordHash: 'x' }),
+      );
       const active = await w((tx) => createToken(tx, user.id, 'active', undefined));
       const revoked = await w((tx) => createToken(tx, user.id, 'revoked', undefined));
       const expiring = await w((tx) => createToken(tx, user.id, 'expiring', '1s'));

@@ -67,7 +67,11 @@ describe('personal access tokens', () => {
   test('a bearer caller cannot mint tokens (403), and nothing is created', async () => {
     const token = await s.tokenFor(alice);
     const before = await tokenRows();
-    const res = await fetch(`${s.url}/auth/tokens`, { method: 'POST', headers: { ...bearer(token), 'content-type': 'application/x-www-form-urlencoded' }, body: 'name=x' });
+    const res = await fetch(`${s.url}/auth/tokens`, {
+      method: 'POST',
+      headers: { ...bearer(token), 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'name=x',
+    });
     assert.equal(res.status, 403);
     assert.equal((await res.json()).error, 'forbidden');
     assert.equal(await tokenRows(), before);
@@ -107,12 +111,16 @@ describe('personal access tokens', () => {
     assert.equal(res.status, 403);
     const noOrigin = await b.request('/auth/tokens', { form: { name: 'csrf' }, origin: null });
     assert.equal(noOrigin.status, 403);
-    const foreignReferer = await b.request('/auth/tokens', { form: { name: 'csrf' }, origin: null, headers: { referer: 'https://evil.example/x' } });
+    const foreignReferer = await b.request('/auth/tokens', {
+      form: { name: 'csrf' },
+      origin: null,
+      headers: { referer: 'https://evil.example/x' },
+    });
     assert.equal(foreignReferer.status, 403);
     assert.equal(await tokenRows(), before);
   });
 
-  test('revoke: refused on the very next request; others\' and unknown ids are 404', async () => {
+  test("revoke: refused on the very next request; others' and unknown ids are 404", async () => {
     const { id, token } = await (await b.request('/auth/tokens', { form: { name: 'short-lived', scopes: 'mcp api' } })).json();
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) })).status, 200);
 
@@ -142,10 +150,12 @@ describe('personal access tokens', () => {
   });
 
   test('expiry: a 1s token works, then is refused and listed as expired', async () => {
-    const { id, token, expires_at } = await (await b.request('/auth/tokens', { form: { name: 'one second', ttl: '1s', scopes: 'api' } })).json();
+    const { id, token, expires_at } = await (
+      await b.request('/auth/tokens', { form: { name: 'one second', ttl: '1s', scopes: 'api' } })
+    ).json();
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) })).status, 200);
     // The server runs in this process, on this clock: once it has passed expires_at, the token is past its time.
-    await waitFor('the token\'s expiry to pass', () => Date.now() > Date.parse(expires_at));
+    await waitFor("the token's expiry to pass", () => Date.now() > Date.parse(expires_at));
     const res = await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) });
     assert.equal(res.status, 401);
     assert.match(res.headers.get('www-authenticate')!, /error="invalid_token"/);
@@ -154,7 +164,7 @@ describe('personal access tokens', () => {
     assert.equal(listed.state, 'expired');
   });
 
-  test('malformed credentials are 401, never anonymous and never the cookie\'s user', async () => {
+  test("malformed credentials are 401, never anonymous and never the cookie's user", async () => {
     const good = await s.tokenFor(alice, undefined, 'api');
     const body = good.slice(4, 44);
     const flipped = good.slice(0, -1) + (good.endsWith('a') ? 'b' : 'a');

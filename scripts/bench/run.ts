@@ -29,7 +29,13 @@ import { storedHash } from '../../src/domain/secrets.ts';
 import { benchRemote } from './remote.ts';
 
 const { values: opts } = parseArgs({
-  options: { quick: { type: 'boolean' }, rounds: { type: 'string' }, seconds: { type: 'string' }, only: { type: 'string' }, 'scale-db': { type: 'string' } },
+  options: {
+    quick: { type: 'boolean' },
+    rounds: { type: 'string' },
+    seconds: { type: 'string' },
+    only: { type: 'string' },
+    'scale-db': { type: 'string' },
+  },
 });
 const QUICK = opts.quick ?? false;
 const ROUNDS = Number(opts.rounds ?? (QUICK ? 1 : 3));
@@ -58,7 +64,9 @@ type Mode = 'auth' | 'direct' | 'metrics' | 'nolog' | 'bare';
 
 function startServer(mode: Mode, url: string, port: number): Promise<ChildProcess> {
   const args = [process.execPath, '--import', 'tsx', join(import.meta.dirname, 'server.ts'), mode, url, String(port)];
-  const child = pin ? spawn('taskset', ['-c', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] }) : spawn(args[0]!, args.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = pin
+    ? spawn('taskset', ['-c', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(args[0]!, args.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
   // The request log goes to a pipe, as to a log collector; drained, and shown only if the server fails.
   let errors = '';
   child.stderr!.on('data', (d: Buffer) => (errors = (errors + d.toString()).slice(-4000)));
@@ -119,7 +127,13 @@ async function benchMcp(): Promise<void> {
   } finally {
     for (const s of servers) s.kill('SIGKILL');
   }
-  const [auth, direct, withMetrics, quiet, bare] = [median(rates.auth), median(rates.direct), median(rates.metrics), median(rates.nolog), median(rates.bare)];
+  const [auth, direct, withMetrics, quiet, bare] = [
+    median(rates.auth),
+    median(rates.direct),
+    median(rates.metrics),
+    median(rates.nolog),
+    median(rates.bare),
+  ];
   say(`1. /mcp tools/call, 50 connections, median of ${ROUNDS * 2} alternating rounds of ${SECONDS}s${pin ? ' (servers on core 0)' : ''}`);
   say(`   svc, authenticated whoami:   ${fmt(auth, 0)} req/s, p50 ${median(p50.auth)} ms, p99 ${median(p99.auth)} ms`);
   say(`   svc without auth, whoami:    ${fmt(direct, 0)} req/s, p99 ${median(p99.direct)} ms`);
@@ -148,19 +162,46 @@ async function benchWorkers(): Promise<void> {
   try {
     for (const n of [1, 2] as const) {
       const config = join(work, `workers-${n}.ini`);
-      writeFileSync(config, `[server]\nlisten = 127.0.0.1:${ports[n]}\ndatabase = ${url}\nlog_level = info\n[auth]\ntoken\n    enabled true\n`);
-      const [file, args] = both([process.execPath, '--import', 'tsx', join(import.meta.dirname, '../../src/main.ts'), 'serve', '--workers', String(n), '--config', config]);
+      writeFileSync(
+        config,
+        `[server]\nlisten = 127.0.0.1:${ports[n]}\ndatabase = ${url}\nlog_level = info\n[auth]\ntoken\n    enabled true\n`,
+      );
+      const [file, args] = both([
+        process.execPath,
+        '--import',
+        'tsx',
+        join(import.meta.dirname, '../../src/main.ts'),
+        'serve',
+        '--workers',
+        String(n),
+        '--config',
+        config,
+      ]);
       const child = spawn(file, args, { stdio: ['ignore', 'ignore', 'pipe'] });
       child.stderr!.on('data', () => undefined); // the request log, drained
       servers.push(child);
       for (let i = 0; i < 400; i++) {
-        if (await fetch(`http://127.0.0.1:${ports[n]}/healthz`).then((r) => r.ok, () => false)) break;
+        if (
+          await fetch(`http://127.0.0.1:${ports[n]}/healthz`).then(
+            (r) => r.ok,
+            () => false,
+          )
+        )
+          break;
         await new Promise((r) => setTimeout(r, 50));
       }
     }
     const load = (n: 1 | 2, seconds: number): Promise<{ rate: number; bad: number }> =>
       new Promise((resolve, reject) => {
-        const [file, args] = both([process.execPath, '--import', 'tsx', join(import.meta.dirname, 'load.ts'), `http://127.0.0.1:${ports[n]}/mcp`, token, String(seconds)]);
+        const [file, args] = both([
+          process.execPath,
+          '--import',
+          'tsx',
+          join(import.meta.dirname, 'load.ts'),
+          `http://127.0.0.1:${ports[n]}/mcp`,
+          token,
+          String(seconds),
+        ]);
         let out = '';
         const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'inherit'] });
         child.stdout!.on('data', (d: Buffer) => (out += d));
@@ -175,7 +216,9 @@ async function benchWorkers(): Promise<void> {
       rates[n].push(r.rate);
     }
     const [one, two] = [median(rates[1]), median(rates[2])];
-    say(`1b. svc serve --workers 2 vs. 1, /mcp whoami, 50 connections, the load generator on the same 2 cores, median of 3 rounds of ${SECONDS}s`);
+    say(
+      `1b. svc serve --workers 2 vs. 1, /mcp whoami, 50 connections, the load generator on the same 2 cores, median of 3 rounds of ${SECONDS}s`,
+    );
     say(`   1 worker: ${fmt(one, 0)} req/s; 2 workers: ${fmt(two, 0)} req/s; ratio 2 / 1: ${fmt(two / one)}`);
   } finally {
     for (const s of servers) s.kill('SIGTERM');
@@ -198,9 +241,19 @@ function prng(seed: number): () => number {
 
 const LABEL_SETS = [
   ...Array(8).fill(''),
-  'eng', 'eng', 'finance', 'hr', 'legal', 'sales', 'sales',
-  'eng,oncall', 'eng,finance', 'finance,legal', 'hr,legal',
-  'eng,finance,leadership', 'board,finance,legal',
+  'eng',
+  'eng',
+  'finance',
+  'hr',
+  'legal',
+  'sales',
+  'sales',
+  'eng,oncall',
+  'eng,finance',
+  'finance,legal',
+  'hr,legal',
+  'eng,finance,leadership',
+  'board,finance,legal',
 ];
 
 async function benchSearch(): Promise<void> {
@@ -245,10 +298,14 @@ async function benchSearch(): Promise<void> {
     }
   }
   close();
-  say(`2. search over ${ITEMS.toLocaleString('en')} items of ~1 KB (built in ${fmt(built, 1)} s), user with labels eng+finance, ${times.acl.length} queries`);
+  say(
+    `2. search over ${ITEMS.toLocaleString('en')} items of ~1 KB (built in ${fmt(built, 1)} s), user with labels eng+finance, ${times.acl.length} queries`,
+  );
   say(`   with ACL filter: p50 ${fmt(pct(times.acl, 50), 3)} ms, p99 ${fmt(pct(times.acl, 99), 3)} ms`);
   say(`   bare FTS5:       p50 ${fmt(pct(times.bare, 50), 3)} ms, p99 ${fmt(pct(times.bare, 99), 3)} ms`);
-  say(`   ratio ACL / bare: p50 ${fmt(pct(times.acl, 50) / pct(times.bare, 50))}, p99 ${fmt(pct(times.acl, 99) / pct(times.bare, 99))}   (target <= 1.5)`);
+  say(
+    `   ratio ACL / bare: p50 ${fmt(pct(times.acl, 50) / pct(times.bare, 50))}, p99 ${fmt(pct(times.acl, 99) / pct(times.bare, 99))}   (target <= 1.5)`,
+  );
 }
 
 // ---------- 2b. search at scale: 1,000,000 items ----------
@@ -264,11 +321,14 @@ async function benchScale(): Promise<void> {
   // --scale-db PATH keeps the generated database there and uses it again on the next run (it takes minutes to make).
   const kept = opts['scale-db'];
   const reuse = kept !== undefined && existsSync(kept);
-  const { path, db, close } = kept === undefined ? await prepareDb('scale') : await (async () => {
-    const database = await openDatabase(`file:${kept}`, null);
-    await database.migrate();
-    return { path: kept, db: database.db, close: () => database.close() };
-  })();
+  const { path, db, close } =
+    kept === undefined
+      ? await prepareDb('scale')
+      : await (async () => {
+          const database = await openDatabase(`file:${kept}`, null);
+          await database.migrate();
+          return { path: kept, db: database.db, close: () => database.close() };
+        })();
   const rand = prng(7);
   const vocabulary = Array.from({ length: 20_000 }, (_, i) => `v${i.toString(36)}${'aeiou'[i % 5]}`);
   const word = () => vocabulary[Math.floor(vocabulary.length * rand() ** 2.5)]!;
@@ -316,7 +376,9 @@ async function benchScale(): Promise<void> {
     { name: 'common term (~10%), sees everything', terms: common, access: everyone },
     { name: `common term (~10%), sees ${fmt(visibleShare * 100, 1)}%`, terms: common, access: team },
   ];
-  say(`2b. search over ${count.toLocaleString('en')} items of ~1 KB (${reuse ? `kept in ${kept}` : `built in ${fmt(built, 0)} s`}), 10 terms per case, limit 10`);
+  say(
+    `2b. search over ${count.toLocaleString('en')} items of ~1 KB (${reuse ? `kept in ${kept}` : `built in ${fmt(built, 0)} s`}), 10 terms per case, limit 10`,
+  );
   for (const c of cases) {
     for (const t of c.terms) await searchVisible(db, t, c.access, 10); // warm
     const times: number[] = [];
@@ -415,7 +477,10 @@ async function benchBinary(): Promise<void> {
   const tsx = ['--import', 'tsx'];
   execFileSync(process.execPath, [...tsx, join(import.meta.dirname, '../build-binary.ts')], { stdio: ['ignore', 'ignore', 'inherit'] });
   say('5. the single executable (dist/svc, built from this checkout)');
-  const out = execFileSync(process.execPath, [...tsx, join(import.meta.dirname, 'binary.ts')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const out = execFileSync(process.execPath, [...tsx, join(import.meta.dirname, 'binary.ts')], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   for (const line of out.trim().split('\n')) say(`   ${line}`);
 }
 
@@ -423,7 +488,16 @@ try {
   if (pin) execFileSync('taskset', ['-pc', '1', String(process.pid)], { stdio: 'ignore' });
   say(`svc benchmark${QUICK ? ' (--quick: smaller sizes, not the reported figures)' : ''}, node ${process.version}`);
   say();
-  const parts = { mcp: benchMcp, workers: benchWorkers, search: benchSearch, scale: benchScale, lookup: benchLookup, writes: benchWrites, binary: benchBinary, remote: () => benchRemote(say, work, SECONDS, QUICK) };
+  const parts = {
+    mcp: benchMcp,
+    workers: benchWorkers,
+    search: benchSearch,
+    scale: benchScale,
+    lookup: benchLookup,
+    writes: benchWrites,
+    binary: benchBinary,
+    remote: () => benchRemote(say, work, SECONDS, QUICK),
+  };
   for (const [name, run] of Object.entries(parts)) {
     if (opts.only !== undefined && opts.only !== name) continue;
     await run();

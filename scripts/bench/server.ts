@@ -31,7 +31,9 @@ if (mode === 'bare') {
   const bare = new Hono();
   bare.post('/mcp', async (c) => {
     const server = new McpServer({ name: 'bare', version: '1' }, { jsonSchemaValidator: validator });
-    server.registerTool('echo', { description: 'echo', inputSchema: { text: z.string() } }, async ({ text }) => ({ content: [{ type: 'text', text }] }));
+    server.registerTool('echo', { description: 'echo', inputSchema: { text: z.string() } }, async ({ text }) => ({
+      content: [{ type: 'text', text }],
+    }));
     const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
     try {
@@ -43,24 +45,27 @@ if (mode === 'bare') {
   serve({ fetch: bare.fetch, hostname: '127.0.0.1', port: Number(port) }, () => process.stdout.write('ready\n'));
   process.once('SIGINT', () => process.exit(0));
 } else {
-const config = loadConfig(
-  `[server]\nlisten = 127.0.0.1:${port}\nbase_url = http://127.0.0.1:${port}\ndatabase = ${dbUrl}\n[auth]\ntoken\n    enabled true\n`,
-  {},
-  { mode: 'serve' },
-);
-const database = await openDatabase(dbUrl, null);
-// Logging as the shipped server does: one JSON line per request, to a pipe the bench drains.
-const log = createLogger(undefined, mode === 'nolog' ? 'warn' : 'info');
-const metrics = mode === 'metrics'
-  ? new (await import('../../src/metrics/prometheus.ts')).PrometheusMetrics({ population: () => population(database.db), oidc: null })
-  : noMetrics;
-const services: Services = { config, database, log, metrics, auth: createAuthenticator(channelsFor(config, database, log)) };
+  const config = loadConfig(
+    `[server]\nlisten = 127.0.0.1:${port}\nbase_url = http://127.0.0.1:${port}\ndatabase = ${dbUrl}\n[auth]\ntoken\n    enabled true\n`,
+    {},
+    { mode: 'serve' },
+  );
+  const database = await openDatabase(dbUrl, null);
+  // Logging as the shipped server does: one JSON line per request, to a pipe the bench drains.
+  const log = createLogger(undefined, mode === 'nolog' ? 'warn' : 'info');
+  const metrics =
+    mode === 'metrics'
+      ? new (await import('../../src/metrics/prometheus.ts')).PrometheusMetrics({ population: () => population(database.db), oidc: null })
+      : noMetrics;
+  const services: Services = { config, database, log, metrics, auth: createAuthenticator(channelsFor(config, database, log)) };
 
-// The same application either way; only the authenticator differs. The baseline answers every request with
-// the bench user, so the difference between the two is exactly the auth core (token check and user lookup).
-const benchUser = await getUser(database.db, 'bench');
-const fixed: Authenticator = { resolve: async () => ({ kind: 'principal', principal: { user: benchUser, via: 'token', scopes: ['mcp'] } }) };
-const app = createApp(mode !== 'direct' ? services : { ...services, auth: fixed }, (c) => getConnInfo(c).remote.address ?? '');
-serve({ fetch: app.fetch, hostname: '127.0.0.1', port: Number(port) }, () => process.stdout.write('ready\n'));
-process.once('SIGINT', () => process.exit(0));
+  // The same application either way; only the authenticator differs. The baseline answers every request with
+  // the bench user, so the difference between the two is exactly the auth core (token check and user lookup).
+  const benchUser = await getUser(database.db, 'bench');
+  const fixed: Authenticator = {
+    resolve: async () => ({ kind: 'principal', principal: { user: benchUser, via: 'token', scopes: ['mcp'] } }),
+  };
+  const app = createApp(mode !== 'direct' ? services : { ...services, auth: fixed }, (c) => getConnInfo(c).remote.address ?? '');
+  serve({ fetch: app.fetch, hostname: '127.0.0.1', port: Number(port) }, () => process.stdout.write('ready\n'));
+  process.once('SIGINT', () => process.exit(0));
 }

@@ -29,7 +29,12 @@ export async function signInWithPassword(
 ): Promise<PasswordSignIn> {
   const { username, password, peer } = attempt;
   const accountKey = `account:${username.toLowerCase()}`;
-  const reserved = await database.write((tx) => reserveAttempt(tx, [[accountKey, ACCOUNT_LIMIT], [`address:${peer}`, ADDRESS_LIMIT]]));
+  const reserved = await database.write((tx) =>
+    reserveAttempt(tx, [
+      [accountKey, ACCOUNT_LIMIT],
+      [`address:${peer}`, ADDRESS_LIMIT],
+    ]),
+  );
   if (!reserved.ok) return { outcome: 'throttled', retryAfter: reserved.retryAfter };
 
   const found = password.length <= PASSWORD_MAX ? await passwordHashOf(database.db, username) : null;
@@ -38,7 +43,9 @@ export async function signInWithPassword(
   const matches = (await verifyPassword(hash ?? (await dummyHash()), password)) && hash !== null;
   if (!matches || !found) {
     // The reserved attempt stays: it is the failure.
-    await database.write((tx) => recordAudit(tx, { actor: null, via: 'anonymous', action: 'login.failure', target: username.slice(0, 64), peer }));
+    await database.write((tx) =>
+      recordAudit(tx, { actor: null, via: 'anonymous', action: 'login.failure', target: username.slice(0, 64), peer }),
+    );
     return { outcome: 'failed' };
   }
   const rehashed = needsRehash(hash!) ? await hashPassword(password) : null;
@@ -46,7 +53,14 @@ export async function signInWithPassword(
     await releaseAttempt(tx, reserved.ids, accountKey);
     if (rehashed) await rehashPassword(tx, found.user.id, rehashed);
     const id = await createSession(tx, found.user.id, attempt.sessionSeconds);
-    await recordAudit(tx, { actor: found.user.uid, via: 'session', action: 'login.success', target: found.user.uid, detail: { method: 'password' }, peer });
+    await recordAudit(tx, {
+      actor: found.user.uid,
+      via: 'session',
+      action: 'login.success',
+      target: found.user.uid,
+      detail: { method: 'password' },
+      peer,
+    });
     return id;
   });
   return { outcome: 'ok', user: found.user, sessionId };
@@ -70,14 +84,26 @@ export type ProviderSignIn =
  * A single sign-on arrival becomes a session: the person found or provisioned, the session and the audit
  * record in one transaction. A refusal is audited and creates no one.
  */
-export async function signInWithProvider(database: Database, arrival: Arrival, policy: Policy, sessionSeconds: number): Promise<ProviderSignIn> {
+export async function signInWithProvider(
+  database: Database,
+  arrival: Arrival,
+  policy: Policy,
+  sessionSeconds: number,
+): Promise<ProviderSignIn> {
   const done = await database.write(async (tx): Promise<{ found: Provisioned; sessionId?: string }> => {
     const found = await provisionIn(tx, arrival, policy);
     if (!found.ok) return { found };
     const sessionId = await createSession(tx, found.user.id, sessionSeconds);
     await recordAudit(tx, {
-      actor: found.user.uid, via: 'session', action: 'login.success', target: found.user.uid,
-      detail: { method: 'oidc', ...(found.created ? { provisioned: true } : {}), ...(found.linked && !found.created ? { linked: true } : {}) },
+      actor: found.user.uid,
+      via: 'session',
+      action: 'login.success',
+      target: found.user.uid,
+      detail: {
+        method: 'oidc',
+        ...(found.created ? { provisioned: true } : {}),
+        ...(found.linked && !found.created ? { linked: true } : {}),
+      },
       peer: arrival.peer,
     });
     return { found, sessionId };
@@ -85,7 +111,16 @@ export async function signInWithProvider(database: Database, arrival: Arrival, p
   if (done.found.ok) return { outcome: 'ok', user: done.found.user, sessionId: done.sessionId! };
   const { reason, message } = done.found;
   const target = (arrival.uidClaim ?? arrival.subject).slice(0, 64);
-  await database.write((tx) => recordAudit(tx, { actor: null, via: 'anonymous', action: 'login.failure', target, detail: { method: 'oidc', reason }, peer: arrival.peer }));
+  await database.write((tx) =>
+    recordAudit(tx, {
+      actor: null,
+      via: 'anonymous',
+      action: 'login.failure',
+      target,
+      detail: { method: 'oidc', reason },
+      peer: arrival.peer,
+    }),
+  );
   return { outcome: 'refused', message };
 }
 
@@ -107,7 +142,10 @@ export async function createPersonalToken(database: Database, actor: Actor, owne
     const token = await createToken(tx, owner.id, request.name, request.ttl, request.labels, request.scopes);
     await recordActorAudit(tx, actor, 'token.create', token.id, {
       ...(actor.uid === owner.uid && actor.via !== 'cli' ? {} : { owner: owner.uid }),
-      name: token.name, expires_at: iso(token.expiresAt), labels: token.labels, scopes: token.scopes,
+      name: token.name,
+      expires_at: iso(token.expiresAt),
+      labels: token.labels,
+      scopes: token.scopes,
     });
     return token;
   });

@@ -67,7 +67,12 @@ export async function adminCreateUser(database: Database, actor: Actor, body: Re
 export function createUserAs(database: Database, actor: Actor, input: NewUser): Promise<User> {
   return database.write(async (tx) => {
     const user = await createUser(tx, input);
-    await audit(tx, actor, 'user.create', user.uid, { email: user.email, labels: user.labels, admin: user.admin, password: user.hasPassword ? 'set' : 'none' });
+    await audit(tx, actor, 'user.create', user.uid, {
+      email: user.email,
+      labels: user.labels,
+      admin: user.admin,
+      password: user.hasPassword ? 'set' : 'none',
+    });
     return user;
   });
 }
@@ -76,7 +81,13 @@ export function createUserAs(database: Database, actor: Actor, input: NewUser): 
  * Body: any of {email, name, labels, admin, password}; password null removes it. A new or removed password ends
  * the user's sessions but `keepSessionId`, the browser session making the change (when it is their own).
  */
-export async function adminUpdateUser(database: Database, actor: Actor, uid: string, body: Record<string, unknown>, keepSessionId?: string): Promise<User> {
+export async function adminUpdateUser(
+  database: Database,
+  actor: Actor,
+  uid: string,
+  body: Record<string, unknown>,
+  keepSessionId?: string,
+): Promise<User> {
   rejectUnknown(body, new Set([...KNOWN_USER_FIELDS].filter((k) => k !== 'uid')));
   const change: UserChange = {};
   const email = optionalString(body, 'email');
@@ -145,7 +156,12 @@ export async function adminRevokeGrant(database: Database, actor: Actor, uid: st
 }
 
 /** Body: {title, text, labels?}; without labels a replaced item keeps its own, `[]` or `""` removes them. */
-export async function adminPutItem(database: Database, actor: Actor, id: string, body: Record<string, unknown>): Promise<{ item: Item; created: boolean }> {
+export async function adminPutItem(
+  database: Database,
+  actor: Actor,
+  id: string,
+  body: Record<string, unknown>,
+): Promise<{ item: Item; created: boolean }> {
   rejectUnknown(body, new Set(['title', 'text', 'labels']));
   return putItemAs(database, actor, id, { title: body.title, text: body.text, labels: optionalLabels(body) });
 }

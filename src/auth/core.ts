@@ -69,7 +69,9 @@ export function createAuthenticator(channels: readonly Channel[]): Authenticator
       for (const channel of channels) {
         const answer = await channel.authenticate(request);
         if (answer === null) continue;
-        return isRejection(answer) ? { kind: 'rejected', rejection: answer, channel: channel.name } : { kind: 'principal', principal: answer };
+        return isRejection(answer)
+          ? { kind: 'rejected', rejection: answer, channel: channel.name }
+          : { kind: 'principal', principal: answer };
       }
       return { kind: 'anonymous' };
     },

@@ -69,7 +69,8 @@ export class RelyingParty {
   }
 
   private configured(): oidc.Configuration {
-    if (!this.configuration) throw new OidcUnavailable('single sign-on is not available right now: the identity provider has not answered yet');
+    if (!this.configuration)
+      throw new OidcUnavailable('single sign-on is not available right now: the identity provider has not answered yet');
     return this.configuration;
   }
 
@@ -137,14 +138,21 @@ export class RelyingParty {
       emailVerified: claims.email_verified === true,
       name: str(claims.name),
       uidClaim: str(claims[this.config.uidClaim]),
-      groups: Array.isArray(groupsClaim) ? groupsClaim.filter((g): g is string => typeof g === 'string') : typeof groupsClaim === 'string' ? groupsClaim.split(',').map((g) => g.trim()) : [],
+      groups: Array.isArray(groupsClaim)
+        ? groupsClaim.filter((g): g is string => typeof g === 'string')
+        : typeof groupsClaim === 'string'
+          ? groupsClaim.split(',').map((g) => g.trim())
+          : [],
     };
   }
 }
 
 function failure(e: unknown): OidcFailure {
   if (e instanceof oidc.AuthorizationResponseError) {
-    return new OidcFailure(400, `the identity provider did not sign you in (${e.error}${e.error_description ? `: ${e.error_description}` : ''})`);
+    return new OidcFailure(
+      400,
+      `the identity provider did not sign you in (${e.error}${e.error_description ? `: ${e.error_description}` : ''})`,
+    );
   }
   if (e instanceof oidc.ResponseBodyError) return new OidcFailure(400, `the identity provider refused the sign-in (${e.error})`);
   // fetch() failing, or openid-client's timeout: the provider is unreachable, not wrong.

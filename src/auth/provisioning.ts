@@ -78,10 +78,21 @@ export async function provisionIn(tx: Tx, arrival: Arrival, policy: Policy): Pro
   // Compared and kept as sent: an address the provider vouches for is that exact string.
   const email = arrival.email ?? '';
   if (emailProblem(email) !== null) {
-    return { ok: false, reason: 'bad_email', message: 'the identity provider sent no usable email address for this account; ask an administrator' };
+    return {
+      ok: false,
+      reason: 'bad_email',
+      message: 'the identity provider sent no usable email address for this account; ask an administrator',
+    };
   }
   const audit = (user: User, action: string) =>
-    recordAudit(tx, { actor: user.uid, via: providerKind(arrival.provider), action, target: user.uid, detail: { provider: arrival.provider }, peer: arrival.peer });
+    recordAudit(tx, {
+      actor: user.uid,
+      via: providerKind(arrival.provider),
+      action,
+      target: user.uid,
+      detail: { provider: arrival.provider },
+      peer: arrival.peer,
+    });
 
   const vouched = await vouchedUser(tx, arrival, email);
   if (vouched) {
@@ -119,12 +130,21 @@ async function vouchedUser(db: Db, arrival: Arrival, email: string): Promise<Use
   if (arrival.uidClaim !== null && isValidUid(arrival.uidClaim)) {
     const byUid = await findUser(db, arrival.uidClaim);
     if (byUid && byUid.uid === arrival.uidClaim) {
-      const free = await db.select({ id: users.id }).from(users).where(and(eq(users.id, byUid.id), unclaimed)).get();
+      const free = await db
+        .select({ id: users.id })
+        .from(users)
+        .where(and(eq(users.id, byUid.id), unclaimed))
+        .get();
       if (free) return byUid;
     }
   }
   if (arrival.emailVerified && arrival.provider !== 'header') {
-    const sameEmail = await db.select().from(users).where(and(eq(users.email, email), unclaimed)).limit(2).all();
+    const sameEmail = await db
+      .select()
+      .from(users)
+      .where(and(eq(users.email, email), unclaimed))
+      .limit(2)
+      .all();
     if (sameEmail.length === 1) return toUser(sameEmail[0]!);
   }
   return null;

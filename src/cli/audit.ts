@@ -47,8 +47,19 @@ Options:
         if (Number.isNaN(since)) throw new UsageError('--since takes a duration such as 7d, or an ISO time');
       }
       const user = str(ctx, 'user');
-      const entries = await withDatabase(ctx.config(), ({ db }) => exportAudit(db, { ...(since === undefined ? {} : { since }), ...(user === undefined ? {} : { uid: user }) }));
-      const rows = entries.map((e) => ({ id: e.id, at: iso(e.at), actor: e.actor, via: e.via, action: e.action, target: e.target, detail: e.detail, peer: e.peer }));
+      const entries = await withDatabase(ctx.config(), ({ db }) =>
+        exportAudit(db, { ...(since === undefined ? {} : { since }), ...(user === undefined ? {} : { uid: user }) }),
+      );
+      const rows = entries.map((e) => ({
+        id: e.id,
+        at: iso(e.at),
+        actor: e.actor,
+        via: e.via,
+        action: e.action,
+        target: e.target,
+        detail: e.detail,
+        peer: e.peer,
+      }));
       if (flag(ctx, 'json')) ctx.io.out(JSON.stringify(rows, null, 2));
       else {
         for (const r of rows) {

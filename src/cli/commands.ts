@@ -27,7 +27,8 @@ Options:
       const config = ctx.config();
       const log = createLogger(undefined, config.server.logLevel);
       const flagged = str(ctx, 'workers');
-      if (flagged !== undefined && !/^\d{1,3}$/.test(flagged)) throw new UsageError('--workers takes a number of processes (0 = one per core)');
+      if (flagged !== undefined && !/^\d{1,3}$/.test(flagged))
+        throw new UsageError('--workers takes a number of processes (0 = one per core)');
       const workers = workerCount(flagged === undefined ? config.server.workers : Number(flagged));
       if (cluster.isPrimary && workers > 1) return servePrimary(config, log, workers);
       const running = await startServer(config, log);
@@ -94,7 +95,9 @@ Options:
           );
         }
       }
-      ctx.io.out(`svc: ${ctx.configPath} is valid; database ${location} can be read and written${config.auth.oidc ? '; identity provider answers' : ''}`);
+      ctx.io.out(
+        `svc: ${ctx.configPath} is valid; database ${location} can be read and written${config.auth.oidc ? '; identity provider answers' : ''}`,
+      );
       return 0;
     },
   },
@@ -114,4 +117,11 @@ Options:
   },
 ];
 
-export const COMMANDS: readonly Command[] = [...serverCommands, ...userCommands, ...tokenCommands, ...itemCommands, ...oauthCommands, ...auditCommands];
+export const COMMANDS: readonly Command[] = [
+  ...serverCommands,
+  ...userCommands,
+  ...tokenCommands,
+  ...itemCommands,
+  ...oauthCommands,
+  ...auditCommands,
+];

@@ -11,7 +11,7 @@ export const itemCommands: Command[] = [
     name: ['item', 'put'],
     usage: 'item put ID --title T [--labels L] < text',
     summary: 'create or replace an item from standard input',
-    help: 'Creates or replaces the item ID with the text read from standard input.\nOptions:\n  --title T    title (required)\n  --labels L   ACL labels. Without --labels a new item has none (every signed-in user can read it) and a\n               replaced item keeps its labels; --labels \'\' removes them.',
+    help: "Creates or replaces the item ID with the text read from standard input.\nOptions:\n  --title T    title (required)\n  --labels L   ACL labels. Without --labels a new item has none (every signed-in user can read it) and a\n               replaced item keeps its labels; --labels '' removes them.",
     positionals: ['ID'],
     options: { title: { type: 'string' }, labels: { type: 'string' } },
     configMode: 'data',
@@ -21,8 +21,12 @@ export const itemCommands: Command[] = [
       const id = checkItemId(ctx.positionals[0]);
       const config = ctx.config();
       const text = await ctx.io.readStdin();
-      const { item, created } = await withDatabase(config, (database) => putItemAs(database, cliActor(), id, { title, text, labels: str(ctx, 'labels') }));
-      ctx.io.out(`${created ? 'created' : 'replaced'} item ${item.id} (labels: ${item.labels.join(',') || 'none, every signed-in user can read it'})`);
+      const { item, created } = await withDatabase(config, (database) =>
+        putItemAs(database, cliActor(), id, { title, text, labels: str(ctx, 'labels') }),
+      );
+      ctx.io.out(
+        `${created ? 'created' : 'replaced'} item ${item.id} (labels: ${item.labels.join(',') || 'none, every signed-in user can read it'})`,
+      );
       return 0;
     },
   },
@@ -38,11 +42,16 @@ export const itemCommands: Command[] = [
       const dir = ctx.positionals[0]!;
       if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new UsageError(`${dir} is not a directory`);
       const docs = readMarkdownDir(dir);
-      const results = await withDatabase(ctx.config(), (database) => database.write(async (tx) => {
-        const done = await putItems(tx, docs);
-        await auditCli(tx, 'item.import', dir, { created: done.filter((r) => r.created).length, replaced: done.filter((r) => !r.created).length });
-        return done;
-      }));
+      const results = await withDatabase(ctx.config(), (database) =>
+        database.write(async (tx) => {
+          const done = await putItems(tx, docs);
+          await auditCli(tx, 'item.import', dir, {
+            created: done.filter((r) => r.created).length,
+            replaced: done.filter((r) => !r.created).length,
+          });
+          return done;
+        }),
+      );
       for (const r of results) ctx.io.out(`${r.created ? 'created' : 'replaced'} item ${r.id}`);
       ctx.io.out(`imported ${results.length} item(s)`);
       return 0;

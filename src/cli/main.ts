@@ -14,7 +14,6 @@ export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 export const EXIT_CONFIG = 78;
 
-
 const GLOBAL_HELP = `Usage: svc <command> [options]
 
 An MCP endpoint over access-labelled documents, with built-in authentication.
@@ -46,7 +45,8 @@ function takeConfigOption(argv: readonly string[]): { args: string[]; config: st
     else if (arg.startsWith('--config=')) given.push(arg.slice('--config='.length));
     else args.push(arg);
   }
-  const problem = given.length > 1 ? '--config: give it once' : given[0] === '' ? '--config: give the PATH of the configuration file' : null;
+  const problem =
+    given.length > 1 ? '--config: give it once' : given[0] === '' ? '--config: give the PATH of the configuration file' : null;
   return { args, config: given[0], problem };
 }
 

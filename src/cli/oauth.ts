@@ -38,7 +38,14 @@ Options:
       const secret = flag(ctx, 'secret') ? mintClientSecret() : null;
       const client = await withDatabase(ctx.config(), (database) =>
         database.write(async (tx) => {
-          const made = await registerClient(tx, { ...(id ? { id } : {}), kind: 'static', name, redirectUris: uris, authMethod: secret ? 'client_secret_basic' : 'none', secret });
+          const made = await registerClient(tx, {
+            ...(id ? { id } : {}),
+            kind: 'static',
+            name,
+            redirectUris: uris,
+            authMethod: secret ? 'client_secret_basic' : 'none',
+            secret,
+          });
           await auditCli(tx, 'oauth.client_register', made.id, { name, redirect_uris: uris, confidential: secret !== null });
           return made;
         }),
@@ -58,7 +65,15 @@ Options:
     configMode: 'data',
     async run(ctx) {
       const clients = await withDatabase(ctx.config(), ({ db }) => listClients(db));
-      const rows = clients.map((c) => ({ client_id: c.id, kind: c.kind, name: c.name, redirect_uris: c.redirectUris, confidential: c.secretHash !== null, created_at: iso(c.createdAt), last_used_at: iso(c.lastUsedAt) }));
+      const rows = clients.map((c) => ({
+        client_id: c.id,
+        kind: c.kind,
+        name: c.name,
+        redirect_uris: c.redirectUris,
+        confidential: c.secretHash !== null,
+        created_at: iso(c.createdAt),
+        last_used_at: iso(c.lastUsedAt),
+      }));
       if (flag(ctx, 'json')) ctx.io.out(JSON.stringify(rows, null, 2));
       else if (rows.length === 0) ctx.io.out('no OAuth clients');
       else for (const r of rows) ctx.io.out(`${r.client_id}\t${r.kind}\t${r.name}\t${r.redirect_uris.join(' ')}`);
@@ -74,11 +89,13 @@ Options:
     options: {},
     configMode: 'data',
     async run(ctx) {
-      const removed = await withDatabase(ctx.config(), (database) => database.write(async (tx) => {
-        const gone = await removeClient(tx, ctx.positionals[0]!);
-        if (gone) await auditCli(tx, 'oauth.client_remove', ctx.positionals[0]!);
-        return gone;
-      }));
+      const removed = await withDatabase(ctx.config(), (database) =>
+        database.write(async (tx) => {
+          const gone = await removeClient(tx, ctx.positionals[0]!);
+          if (gone) await auditCli(tx, 'oauth.client_remove', ctx.positionals[0]!);
+          return gone;
+        }),
+      );
       if (!removed) throw notFound(`no OAuth client "${ctx.positionals[0]}"`);
       ctx.io.out(`removed OAuth client ${ctx.positionals[0]}; its grants and tokens ended`);
       return 0;

@@ -17,7 +17,12 @@ export const tokenCommands: Command[] = [
       const name = str(ctx, 'name');
       if (name === undefined) throw new UsageError('--name is required');
       const created = await withDatabase(ctx.config(), async (database) =>
-        createPersonalToken(database, cliActor(), await getUser(database.db, ctx.positionals[0]!), { name, ttl: str(ctx, 'ttl'), labels: str(ctx, 'labels') ?? null, scopes: str(ctx, 'scopes') }),
+        createPersonalToken(database, cliActor(), await getUser(database.db, ctx.positionals[0]!), {
+          name,
+          ttl: str(ctx, 'ttl'),
+          labels: str(ctx, 'labels') ?? null,
+          scopes: str(ctx, 'scopes'),
+        }),
       );
       ctx.io.out(created.token);
       return 0;

@@ -26,7 +26,13 @@ Options:
   --admin             may use /admin
   --password-stdin    read the password from standard input (never from the command line)`,
     positionals: ['UID'],
-    options: { email: { type: 'string' }, name: { type: 'string' }, labels: { type: 'string' }, admin: { type: 'boolean' }, 'password-stdin': { type: 'boolean' } },
+    options: {
+      email: { type: 'string' },
+      name: { type: 'string' },
+      labels: { type: 'string' },
+      admin: { type: 'boolean' },
+      'password-stdin': { type: 'boolean' },
+    },
     configMode: 'data',
     async run(ctx) {
       const email = str(ctx, 'email');
@@ -34,9 +40,18 @@ Options:
       const config = ctx.config();
       const passwordHash = flag(ctx, 'password-stdin') ? await hashPassword(await readPassword(ctx)) : null;
       const user = await withDatabase(config, (database) =>
-        createUserAs(database, cliActor(), { uid: ctx.positionals[0]!, email, name: str(ctx, 'name') ?? '', labels: str(ctx, 'labels') ?? '', admin: flag(ctx, 'admin') ?? false, passwordHash }),
+        createUserAs(database, cliActor(), {
+          uid: ctx.positionals[0]!,
+          email,
+          name: str(ctx, 'name') ?? '',
+          labels: str(ctx, 'labels') ?? '',
+          admin: flag(ctx, 'admin') ?? false,
+          passwordHash,
+        }),
       );
-      ctx.io.out(`created user ${user.uid}${user.admin ? ' (admin)' : ''}${user.labels.length ? ` with labels ${user.labels.join(',')}` : ''}`);
+      ctx.io.out(
+        `created user ${user.uid}${user.admin ? ' (admin)' : ''}${user.labels.length ? ` with labels ${user.labels.join(',')}` : ''}`,
+      );
       return 0;
     },
   },
@@ -51,10 +66,18 @@ Options:
   --password-stdin                   set the password from standard input
   --no-password                      remove the password (single sign-on only from then on)`,
     positionals: ['UID'],
-    options: { email: { type: 'string' }, name: { type: 'string' }, labels: { type: 'string' }, admin: { type: 'boolean' }, 'password-stdin': { type: 'boolean' }, password: { type: 'boolean' } },
+    options: {
+      email: { type: 'string' },
+      name: { type: 'string' },
+      labels: { type: 'string' },
+      admin: { type: 'boolean' },
+      'password-stdin': { type: 'boolean' },
+      password: { type: 'boolean' },
+    },
     configMode: 'data',
     async run(ctx) {
-      if (flag(ctx, 'password-stdin') && flag(ctx, 'password') === false) throw new UsageError('give --password-stdin or --no-password, not both');
+      if (flag(ctx, 'password-stdin') && flag(ctx, 'password') === false)
+        throw new UsageError('give --password-stdin or --no-password, not both');
       if (flag(ctx, 'password') === true) throw new UsageError('passwords are read with --password-stdin, never from the command line');
       const change: UserChange = {};
       if (str(ctx, 'email') !== undefined) change.email = str(ctx, 'email')!;
@@ -95,12 +118,20 @@ Options:
     async run(ctx) {
       const users = await withDatabase(ctx.config(), ({ db }) => listUsers(db));
       if (flag(ctx, 'json')) {
-        ctx.io.out(JSON.stringify(users.map((u) => userJson(u)), null, 2));
+        ctx.io.out(
+          JSON.stringify(
+            users.map((u) => userJson(u)),
+            null,
+            2,
+          ),
+        );
         return 0;
       }
       if (users.length === 0) ctx.io.out('no users');
       for (const u of users) {
-        ctx.io.out(`${u.uid}\t${u.email}\t${u.admin ? 'admin' : '-'}\t${u.hasPassword ? 'password' : 'no password'}\t${u.labels.join(',') || '(no labels)'}`);
+        ctx.io.out(
+          `${u.uid}\t${u.email}\t${u.admin ? 'admin' : '-'}\t${u.hasPassword ? 'password' : 'no password'}\t${u.labels.join(',') || '(no labels)'}`,
+        );
       }
       return 0;
     },

@@ -8,8 +8,18 @@ import { readNotify } from './notify.ts';
 import type { Config, LoadOptions } from './types.ts';
 
 export type {
-  Config, ServerConfig, AuthConfig, LoadOptions, LogLevel, SessionConfig, OidcConfig, HeaderConfig, OauthConfig, EnterpriseConfig,
-  ConnectionsConfig, GroupsConfig,
+  Config,
+  ServerConfig,
+  AuthConfig,
+  LoadOptions,
+  LogLevel,
+  SessionConfig,
+  OidcConfig,
+  HeaderConfig,
+  OauthConfig,
+  EnterpriseConfig,
+  ConnectionsConfig,
+  GroupsConfig,
 } from './types.ts';
 export { REQUEST_TIMEOUT_SECONDS } from './connections.ts';
 

@@ -18,16 +18,20 @@ export function readNotify(lines: Lines | undefined, env: Env, readSecret: boole
   const section = readIniSection('notify', lines, NOTIFY_KEYS, problems);
   const smtpEnv = section.str('smtp_url_env', '');
   let smtpUrl: string | null = null;
-  if (smtpEnv === '') problems.push('notify.smtp_url_env: required; name the environment variable that holds smtp:// or smtps:// with credentials');
+  if (smtpEnv === '')
+    problems.push('notify.smtp_url_env: required; name the environment variable that holds smtp:// or smtps:// with credentials');
   else if (readSecret) {
     smtpUrl = readEnv('notify.smtp_url_env', smtpEnv, env, problems);
     if (smtpUrl !== null && !validSmtpUrl(smtpUrl)) {
-      problems.push(`notify.smtp_url_env: ${smtpEnv} must hold an smtp:// or smtps:// URL with a host, such as smtps://user:password@mail.example.com:465`);
+      problems.push(
+        `notify.smtp_url_env: ${smtpEnv} must hold an smtp:// or smtps:// URL with a host, such as smtps://user:password@mail.example.com:465`,
+      );
       smtpUrl = null;
     }
   }
   const from = section.str('from', '');
-  if (!ADDRESS.test(from)) problems.push(`notify.from: ${from === '' ? 'required' : `"${from}" is not a mail address`}, such as svc@example.com`);
+  if (!ADDRESS.test(from))
+    problems.push(`notify.from: ${from === '' ? 'required' : `"${from}" is not a mail address`}, such as svc@example.com`);
   const expiryWarningSeconds = readDuration('notify.expiry_warning', section.str('expiry_warning', '7d'), problems);
   return { smtpUrl, from, expiryWarningSeconds: expiryWarningSeconds ?? 0 };
 }

@@ -8,8 +8,20 @@ import { parseNetwork } from '../domain/addresses.ts';
 import { LOG_LEVELS, type LogLevel, type ServerConfig } from './types.ts';
 
 const SERVER_KEYS = [
-  'listen', 'base_url', 'database', 'database_token_env', 'trusted_proxies', 'allowed_origins', 'audit_retention', 'log_level', 'workers', 'metrics_listen',
-  'max_connections', 'max_connections_per_address', 'header_timeout', 'body_idle_timeout',
+  'listen',
+  'base_url',
+  'database',
+  'database_token_env',
+  'trusted_proxies',
+  'allowed_origins',
+  'audit_retention',
+  'log_level',
+  'workers',
+  'metrics_listen',
+  'max_connections',
+  'max_connections_per_address',
+  'header_timeout',
+  'body_idle_timeout',
 ] as const;
 
 export function readServer(lines: Lines | undefined, env: Env, baseDir: string, problems: string[]): ServerConfig | null {
@@ -47,7 +59,9 @@ export function readServer(lines: Lines | undefined, env: Env, baseDir: string, 
   let databaseToken: string | null = null;
   if (tokenEnv !== '') databaseToken = readEnv('server.database_token_env', tokenEnv, env, problems);
 
-  const trustedProxies = str('trusted_proxies', '').split(/[\s,]+/).filter((p) => p !== '');
+  const trustedProxies = str('trusted_proxies', '')
+    .split(/[\s,]+/)
+    .filter((p) => p !== '');
   for (const p of trustedProxies) {
     if (!parseNetwork(p)) problems.push(`server.trusted_proxies: "${p}" is not an IP address or network (such as 10.0.0.5 or 10.0.0.0/8)`);
   }
@@ -55,13 +69,15 @@ export function readServer(lines: Lines | undefined, env: Env, baseDir: string, 
 
   const auditRetentionSeconds = readDuration('server.audit_retention', str('audit_retention', '180d'), problems);
   const logLevel = str('log_level', 'info');
-  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) problems.push(`server.log_level: "${logLevel}" is not one of ${LOG_LEVELS.join(', ')}`);
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel))
+    problems.push(`server.log_level: "${logLevel}" is not one of ${LOG_LEVELS.join(', ')}`);
   const workersText = str('workers', '1');
   const workers = /^\d{1,3}$/.test(workersText) ? Number(workersText) : NaN;
   if (Number.isNaN(workers)) problems.push(`server.workers: "${workersText}" is not a number of processes (0 = one per core)`);
   const metricsText = str('metrics_listen', '');
   const metrics = metricsText === '' ? null : parseHostPort(metricsText);
-  if (metricsText !== '' && metrics === null) problems.push(`server.metrics_listen: "${metricsText}" is not host:port (such as 127.0.0.1:9464)`);
+  if (metricsText !== '' && metrics === null)
+    problems.push(`server.metrics_listen: "${metricsText}" is not host:port (such as 127.0.0.1:9464)`);
   if (metrics && hostPort && metrics.port === hostPort.port && metrics.port !== 0) {
     problems.push(`server.metrics_listen: must not share listen's port ${hostPort.port}; metrics are never served on the public listener`);
   }
@@ -70,9 +86,19 @@ export function readServer(lines: Lines | undefined, env: Env, baseDir: string, 
 
   if (!hostPort) return null;
   return {
-    host: hostPort.host, port: hostPort.port, baseUrl, secure, database, databaseToken, trustedProxies, allowedOrigins,
-    auditRetentionSeconds: auditRetentionSeconds ?? 0, logLevel: logLevel as LogLevel, workers: Number.isNaN(workers) ? 1 : workers,
-    metrics, connections,
+    host: hostPort.host,
+    port: hostPort.port,
+    baseUrl,
+    secure,
+    database,
+    databaseToken,
+    trustedProxies,
+    allowedOrigins,
+    auditRetentionSeconds: auditRetentionSeconds ?? 0,
+    logLevel: logLevel as LogLevel,
+    workers: Number.isNaN(workers) ? 1 : workers,
+    metrics,
+    connections,
   };
 }
 

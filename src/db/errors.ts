@@ -24,7 +24,11 @@ export class DatabaseBusy extends DatabaseUnavailable {
  */
 export class DatabaseUnreachable extends DatabaseUnavailable {
   readonly retryAfter = 2;
-  constructor(location: string, why: string, readonly outcomeUnknown = false) {
+  constructor(
+    location: string,
+    why: string,
+    readonly outcomeUnknown = false,
+  ) {
     super(
       outcomeUnknown
         ? `the database server ${location} stopped answering while the change was being committed (${why}); it may or may not have been saved: check before repeating it`
@@ -61,7 +65,8 @@ export function isBusy(e: unknown): boolean {
 }
 
 /** Socket and HTTP failures of a networked database (Node's and undici's codes, and @libsql/client's). */
-const NETWORK_CODES = /^(ECONNREFUSED|ECONNRESET|ECONNABORTED|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE|UND_ERR_\w+|SERVER_ERROR|HRANA_CLOSED_ERROR|HRANA_WEBSOCKET_ERROR|STREAM_EXPIRED)$/;
+const NETWORK_CODES =
+  /^(ECONNREFUSED|ECONNRESET|ECONNABORTED|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE|UND_ERR_\w+|SERVER_ERROR|HRANA_CLOSED_ERROR|HRANA_WEBSOCKET_ERROR|STREAM_EXPIRED)$/;
 
 /** The error says the database server could not be reached or did not answer in time, rather than refusing the statement. */
 export function isUnreachable(e: unknown): boolean {
@@ -85,7 +90,9 @@ function networkCode(e: unknown): string | null {
   for (const c of chain(e)) {
     if (c.name === 'TimeoutError') return 'no answer in time';
     if (c.name === 'HttpServerError' && typeof c.status === 'number') {
-      return c.status === 401 || c.status === 403 ? `HTTP ${c.status}: it refused svc's credentials; check the token named by database_token_env` : `HTTP ${c.status}`;
+      return c.status === 401 || c.status === 403
+        ? `HTTP ${c.status}: it refused svc's credentials; check the token named by database_token_env`
+        : `HTTP ${c.status}`;
     }
     if (typeof c.code === 'string' && /^(E[A-Z]+|UND_ERR_\w+)$/.test(c.code)) return c.code;
   }
@@ -107,8 +114,11 @@ const WRAPPER = /^(Failed to run the query|Failed query)/;
  * and values can be password hashes or token hashes. What remains names the failure (constraint, lock, disk).
  */
 export function safeDatabaseMessage(e: unknown): string {
-  if (!(e instanceof DatabaseUnavailable) && isUnreachable(e)) return `the database server cannot be reached (${unreachableReason(e)}); try again`;
-  const messages = chain(e).map((c) => String(c.message ?? '')).filter((m) => m !== '');
+  if (!(e instanceof DatabaseUnavailable) && isUnreachable(e))
+    return `the database server cannot be reached (${unreachableReason(e)}); try again`;
+  const messages = chain(e)
+    .map((c) => String(c.message ?? ''))
+    .filter((m) => m !== '');
   const own = messages.find((m) => !WRAPPER.test(m));
   if (own !== undefined) return own.replace(/\s*params:[\s\S]*$/i, '').trim();
   const code = sqliteCode(e);
@@ -127,9 +137,16 @@ export function explainFileFailure(location: string, e: unknown): unknown {
     return new DatabaseFailure(`the disk holding the database ${location} is full; nothing was changed; free some space and try again`);
   }
   if (code.startsWith('SQLITE_READONLY') || /readonly database/.test(message)) {
-    return new DatabaseFailure(`the database ${location} is read-only for this user; svc needs write access to the file and its folder (check their owner and mode)`);
+    return new DatabaseFailure(
+      `the database ${location} is read-only for this user; svc needs write access to the file and its folder (check their owner and mode)`,
+    );
   }
-  if (code.startsWith('SQLITE_IOERR') || code.startsWith('SQLITE_CORRUPT') || code.startsWith('SQLITE_NOTADB') || code.startsWith('SQLITE_CANTOPEN')) {
+  if (
+    code.startsWith('SQLITE_IOERR') ||
+    code.startsWith('SQLITE_CORRUPT') ||
+    code.startsWith('SQLITE_NOTADB') ||
+    code.startsWith('SQLITE_CANTOPEN')
+  ) {
     return new DatabaseFailure(`the database ${location} could not be used (${message}); check the disk and the file`);
   }
   return e;

@@ -35,7 +35,9 @@ export function loadMigrations(read: (path: string) => string): Migration[] {
 const CREATE_TABLE = sql`CREATE TABLE IF NOT EXISTS __drizzle_migrations (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)`;
 
 async function newestApplied(db: Db): Promise<number | null> {
-  const rows = await db.all<{ created_at: number | string }>(sql`SELECT created_at FROM __drizzle_migrations ORDER BY created_at DESC LIMIT 1`);
+  const rows = await db.all<{ created_at: number | string }>(
+    sql`SELECT created_at FROM __drizzle_migrations ORDER BY created_at DESC LIMIT 1`,
+  );
   return rows[0] === undefined ? null : Number(rows[0].created_at);
 }
 

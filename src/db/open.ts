@@ -16,7 +16,18 @@ import { sql } from 'drizzle-orm';
 import * as schema from './schema.ts';
 import { replacingConnection } from './libsql-statements.ts';
 import { loadMigrations, applyMigrations, pendingMigrations, type Migration } from './migrations.ts';
-import { DatabaseBusy, DatabaseFailure, DatabaseUnavailable, DatabaseUnreachable, isBusy, isUnreachable, unreachableReason, safeDatabaseMessage, explainFileFailure, sqliteCode } from './errors.ts';
+import {
+  DatabaseBusy,
+  DatabaseFailure,
+  DatabaseUnavailable,
+  DatabaseUnreachable,
+  isBusy,
+  isUnreachable,
+  unreachableReason,
+  safeDatabaseMessage,
+  explainFileFailure,
+  sqliteCode,
+} from './errors.ts';
 import { migrationText } from '../runtime/assets.ts';
 
 export type { Db, Tx } from './types.ts';
@@ -66,7 +77,8 @@ export class DatabaseOpenError extends Error {}
 
 export async function openDatabase(url: string, authToken: string | null, options: OpenOptions = {}): Promise<Database> {
   const events = options.events ?? quiet;
-  const database = url.startsWith('file:') && !options.forceClient ? await openEmbedded(filePath(url), events) : await openClient(url, authToken, events);
+  const database =
+    url.startsWith('file:') && !options.forceClient ? await openEmbedded(filePath(url), events) : await openClient(url, authToken, events);
   if (events === quiet) return database;
   return {
     ...database,
@@ -145,7 +157,10 @@ async function openEmbedded(path: string, events: DatabaseEvents): Promise<Datab
   // mmap: reads of large indexes (a million tokens) become page lookups instead of read() calls.
   const reader = inMemory
     ? writer
-    : replacingConnection(opener('PRAGMA foreign_keys = ON; PRAGMA mmap_size = 268435456; PRAGMA busy_timeout = 250; PRAGMA query_only = ON;'), { replaceOnFailure: true });
+    : replacingConnection(
+        opener('PRAGMA foreign_keys = ON; PRAGMA mmap_size = 268435456; PRAGMA busy_timeout = 250; PRAGMA query_only = ON;'),
+        { replaceOnFailure: true },
+      );
   const readDb = inMemory ? writeDb : drizzle({ client: reader as never, schema });
   const opened = inMemory ? null : fileIdentity(path);
   const queue = serial();
@@ -239,13 +254,18 @@ function callsWithin(client: LibsqlClient, limitMs: () => number): LibsqlClient 
     });
     return Promise.race([call(), expired]).finally(() => clearTimeout(timer));
   };
-  const limited = <O extends object>(target: O, names: readonly string[], after: (name: string, value: unknown) => unknown = (_, v) => v): O =>
+  const limited = <O extends object>(
+    target: O,
+    names: readonly string[],
+    after: (name: string, value: unknown) => unknown = (_, v) => v,
+  ): O =>
     new Proxy(target, {
       get(object, key) {
         const value: unknown = Reflect.get(object, key);
         if (typeof value !== 'function') return value;
         if (typeof key === 'string' && names.includes(key)) {
-          return (...args: unknown[]) => timed(() => (value as (...a: unknown[]) => Promise<unknown>).apply(object, args)).then((result) => after(key, result));
+          return (...args: unknown[]) =>
+            timed(() => (value as (...a: unknown[]) => Promise<unknown>).apply(object, args)).then((result) => after(key, result));
         }
         return (value as (...a: unknown[]) => unknown).bind(object);
       },
@@ -265,7 +285,9 @@ async function openClient(url: string, authToken: string | null, events: Databas
   let writeDeadline = 0;
   const credentials = authToken ? { authToken } : {};
   const remote = (limit: () => number) =>
-    /^wss?:/.test(url) ? callsWithin(createClient({ url, ...credentials }), limit) : createClient({ url, ...credentials, fetch: fetchWithin(limit) });
+    /^wss?:/.test(url)
+      ? callsWithin(createClient({ url, ...credentials }), limit)
+      : createClient({ url, ...credentials, fetch: fetchWithin(limit) });
   const client = isFile ? createClient({ url }) : remote(() => Math.max(MIN_WRITE_REQUEST_MS, writeDeadline - Date.now()));
   const readClient = isFile ? client : remote(() => REQUEST_TIMEOUT_MS);
   if (isFile) await client.executeMultiple('PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL;');
@@ -285,27 +307,31 @@ async function openClient(url: string, authToken: string | null, events: Databas
       writeDeadline = Math.max(deadline, Date.now()) + SERVER_LOCK_GRACE_MS;
       let started = false;
       let committing = false;
-      return untilNotBusy(async () => {
-        try {
-          // @libsql/client's default transaction mode is "write": BEGIN IMMEDIATE.
-          const result = await db.transaction(async (tx) => {
-            started = true;
-            const value = await fn(tx as unknown as Tx);
-            committing = true;
-            return value;
-          });
-          return result;
-        } catch (e) {
-          if (!isFile && isUnreachable(e)) {
-            unreachableAt = Date.now();
-            // Cut after the change was handed over for COMMIT: whether the server committed it is unknown.
-            throw new DatabaseUnreachable(location, unreachableReason(e), committing);
+      return untilNotBusy(
+        async () => {
+          try {
+            // @libsql/client's default transaction mode is "write": BEGIN IMMEDIATE.
+            const result = await db.transaction(async (tx) => {
+              started = true;
+              const value = await fn(tx as unknown as Tx);
+              committing = true;
+              return value;
+            });
+            return result;
+          } catch (e) {
+            if (!isFile && isUnreachable(e)) {
+              unreachableAt = Date.now();
+              // Cut after the change was handed over for COMMIT: whether the server committed it is unknown.
+              throw new DatabaseUnreachable(location, unreachableReason(e), committing);
+            }
+            // Retry only when the lock was never had; a failure later in the transaction is its answer.
+            if (started && isBusy(e)) throw new DatabaseBusy();
+            throw isBusy(e) ? e : explainFileFailure(location, e);
           }
-          // Retry only when the lock was never had; a failure later in the transaction is its answer.
-          if (started && isBusy(e)) throw new DatabaseBusy();
-          throw isBusy(e) ? e : explainFileFailure(location, e);
-        }
-      }, deadline, events);
+        },
+        deadline,
+        events,
+      );
     });
   };
   return {
@@ -335,14 +361,21 @@ export function problemKind(problem: string): 'migrations_pending' | 'database_l
 }
 
 /** A read, the migration state, and a write that is rolled back. */
-async function checkProblems(db: Db, transaction: Transaction, location: string, options: { pendingIsProblem?: boolean; waitMs?: number }): Promise<string[]> {
+async function checkProblems(
+  db: Db,
+  transaction: Transaction,
+  location: string,
+  options: { pendingIsProblem?: boolean; waitMs?: number },
+): Promise<string[]> {
   try {
     const pending = await pendingMigrations(db, migrations());
     if (pending.length > 0 && options.pendingIsProblem !== false) {
       return [`${pending.length} migration(s) not applied (${pending.join(', ')}); run svc migrate`];
     }
   } catch (e) {
-    return [`the database ${location} cannot be read: ${isUnreachable(e) ? `the server cannot be reached (${unreachableReason(e)})` : safeDatabaseMessage(e)}`];
+    return [
+      `the database ${location} cannot be read: ${isUnreachable(e) ? `the server cannot be reached (${unreachableReason(e)})` : safeDatabaseMessage(e)}`,
+    ];
   }
   try {
     await transaction(async (tx) => {
@@ -354,7 +387,9 @@ async function checkProblems(db: Db, transaction: Transaction, location: string,
     if (e instanceof DatabaseBusy) return [`the database ${location} is locked by another process: ${e.message}`];
     if (e instanceof DatabaseUnreachable) return [e.message];
     const explained = explainFileFailure(location, e);
-    return [explained instanceof DatabaseFailure ? explained.message : `the database ${location} cannot be written: ${safeDatabaseMessage(e)}`];
+    return [
+      explained instanceof DatabaseFailure ? explained.message : `the database ${location} cannot be written: ${safeDatabaseMessage(e)}`,
+    ];
   }
   return [];
 }
@@ -373,7 +408,9 @@ function prepareFolder(path: string): void {
   try {
     mkdirSync(dirname(path), { recursive: true });
   } catch (e) {
-    throw new DatabaseOpenError(`cannot create the folder ${dirname(path)} for the database: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    throw new DatabaseOpenError(
+      `cannot create the folder ${dirname(path)} for the database: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+    );
   }
 }
 
@@ -388,8 +425,10 @@ function explainOpenFailure(path: string, e: unknown): string {
       return false;
     }
   };
-  if (existsSync(path) && !writable(path)) return `cannot open the database ${path}: the file is not writable by this user; check its owner and mode`;
-  if (!writable(folder)) return `cannot open the database ${path}: the folder ${folder} is not writable by this user (SQLite creates ${path}-wal and -shm beside it)`;
+  if (existsSync(path) && !writable(path))
+    return `cannot open the database ${path}: the file is not writable by this user; check its owner and mode`;
+  if (!writable(folder))
+    return `cannot open the database ${path}: the folder ${folder} is not writable by this user (SQLite creates ${path}-wal and -shm beside it)`;
   const message = safeDatabaseMessage(e);
   if (/disk|full|SQLITE_FULL|ENOSPC/i.test(message)) return `cannot open the database ${path}: the disk is full`;
   return `cannot open the database ${path}: ${message}`;

@@ -27,7 +27,9 @@ export const identities = sqliteTable(
   {
     provider: text('provider').notNull(),
     subject: text('subject').notNull(),
-    userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
     createdAt: integer('created_at').notNull(),
   },
   (t) => [primaryKey({ columns: [t.provider, t.subject] }), index('identities_user').on(t.userId)],
@@ -41,7 +43,9 @@ export const sessions = sqliteTable(
   'sessions',
   {
     id: text('id').primaryKey(),
-    userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
     createdAt: integer('created_at').notNull(),
     expiresAt: integer('expires_at').notNull(),
   },
@@ -54,7 +58,9 @@ export const tokens = sqliteTable(
   {
     id: text('id').primaryKey(),
     hash: text('hash').notNull(),
-    userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
     name: text('name').notNull(),
     createdAt: integer('created_at').notNull(),
     expiresAt: integer('expires_at'),
@@ -86,7 +92,9 @@ export const items = sqliteTable('items', {
 export const itemLabels = sqliteTable(
   'item_labels',
   {
-    itemSeq: integer('item_seq').notNull().references(() => items.seq, { onDelete: 'cascade' }),
+    itemSeq: integer('item_seq')
+      .notNull()
+      .references(() => items.seq, { onDelete: 'cascade' }),
     label: text('label').notNull(),
   },
   (t) => [primaryKey({ columns: [t.itemSeq, t.label] })],
@@ -163,7 +171,9 @@ export const oauthClients = sqliteTable('oauth_clients', {
 /** Authorization requests waiting for the user's consent; `id` is the SHA-256 of the secret the consent form carries. */
 export const oauthRequests = sqliteTable('oauth_requests', {
   id: text('id').primaryKey(),
-  userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+  userId: integer('user_id')
+    .notNull()
+    .references(() => users.id, { onDelete: 'cascade' }),
   clientId: text('client_id').notNull(),
   redirectUri: text('redirect_uri').notNull(),
   scope: text('scope').notNull(),
@@ -178,7 +188,9 @@ export const oauthGrants = sqliteTable(
   'oauth_grants',
   {
     id: text('id').primaryKey(),
-    userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
     clientId: text('client_id').notNull(),
     scope: text('scope').notNull(),
     /** JSON array of the redirect URIs consented to */
@@ -196,7 +208,9 @@ export const oauthGrants = sqliteTable(
 export const oauthCodes = sqliteTable('oauth_codes', {
   /** SHA-256 (hex) of the code */
   id: text('id').primaryKey(),
-  grantId: text('grant_id').notNull().references(() => oauthGrants.id, { onDelete: 'cascade' }),
+  grantId: text('grant_id')
+    .notNull()
+    .references(() => oauthGrants.id, { onDelete: 'cascade' }),
   clientId: text('client_id').notNull(),
   redirectUri: text('redirect_uri').notNull(),
   codeChallenge: text('code_challenge').notNull(),
@@ -217,7 +231,9 @@ export const oauthRefreshTokens = sqliteTable(
     familyId: text('family_id').notNull(),
     /** the token this one was rotated from (its id); two used successors of one parent mean a forked family */
     parentId: text('parent_id'),
-    grantId: text('grant_id').notNull().references(() => oauthGrants.id, { onDelete: 'cascade' }),
+    grantId: text('grant_id')
+      .notNull()
+      .references(() => oauthGrants.id, { onDelete: 'cascade' }),
     clientId: text('client_id').notNull(),
     resource: text('resource').notNull(),
     scope: text('scope').notNull(),
@@ -242,7 +258,9 @@ export const notices = sqliteTable(
   {
     id: integer('id').primaryKey({ autoIncrement: true }),
     key: text('key').notNull().unique(),
-    userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
     /** token_expiring, token_created, grant_made, password_changed */
     kind: text('kind').notNull(),
     /** JSON: what the mail names (a token's or client's name, an expiry time); never a secret */

@@ -43,7 +43,10 @@ export function addressMatcher(entries: readonly string[]): (address: string) =>
 export function clientAddress(peer: string, forwardedFor: string | null, trusted: (address: string) => boolean): string {
   let client = normalizeIp(peer);
   if (forwardedFor === null || !trusted(client)) return client;
-  const hops = forwardedFor.split(',').map((h) => h.trim()).filter((h) => h !== '');
+  const hops = forwardedFor
+    .split(',')
+    .map((h) => h.trim())
+    .filter((h) => h !== '');
   for (let i = hops.length - 1; i >= 0; i--) {
     const hop = normalizeIp(hops[i]!);
     if (isIP(hop) === 0) return client;

@@ -44,7 +44,10 @@ export function parseMarkdown(source: string): MarkdownDoc {
 function readLine(doc: MarkdownDoc, line: string, number: number): void {
   if (line.trim() === '') return;
   if (/^[\s\-#]/.test(line)) {
-    throw new FrontMatterError(number, 'lists, nested values and comments are not read in front matter; give labels on one line, such as "labels: eng, finance"');
+    throw new FrontMatterError(
+      number,
+      'lists, nested values and comments are not read in front matter; give labels on one line, such as "labels: eng, finance"',
+    );
   }
   const m = KEY_VALUE.exec(line);
   if (!m) throw new FrontMatterError(number, 'front matter lines are "title: …" or "labels: …"');
@@ -60,7 +63,14 @@ function readLine(doc: MarkdownDoc, line: string, number: number): void {
   // A one-line flow list, [eng, finance], names its labels exactly, so it is read too.
   const inner = /^\[(.*)\]$/.exec(raw)?.[1] ?? raw;
   try {
-    doc.labels = formatLabels(parseLabels(inner.split(/[\s,]+/).filter((l) => l !== '').map(unquote)));
+    doc.labels = formatLabels(
+      parseLabels(
+        inner
+          .split(/[\s,]+/)
+          .filter((l) => l !== '')
+          .map(unquote),
+      ),
+    );
   } catch (e) {
     if (e instanceof LabelError) throw new FrontMatterError(number, `labels: ${e.message}`);
     throw e;

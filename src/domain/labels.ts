@@ -14,9 +14,7 @@ export function parseLabels(input: string | readonly unknown[] | null | undefine
   for (const part of parts) {
     if (typeof part !== 'string' || !LABEL.test(part)) {
       const shown = typeof part === 'string' ? JSON.stringify(part.length > 70 ? `${part.slice(0, 70)}…` : part) : String(part);
-      throw new LabelError(
-        `invalid label ${shown}: a label is 1 to 64 characters of a-z 0-9 _ . : - and starts with a letter or digit`,
-      );
+      throw new LabelError(`invalid label ${shown}: a label is 1 to 64 characters of a-z 0-9 _ . : - and starts with a letter or digit`);
     }
     out.add(part);
   }

@@ -33,7 +33,8 @@ export function parseScopes(input: unknown): ScopeSet {
   if (parts === null) throw badRequest(`scopes: a list or a string of ${SCOPES.join(', ')}`, 'scopes');
   if (parts.length === 0) throw badRequest(`scopes: at least one of ${SCOPES.join(', ')}`, 'scopes');
   for (const p of parts) {
-    if (!isScope(p)) throw badRequest(`scopes: unknown scope ${JSON.stringify(String(p).slice(0, 40))}; known are ${SCOPES.join(', ')}`, 'scopes');
+    if (!isScope(p))
+      throw badRequest(`scopes: unknown scope ${JSON.stringify(String(p).slice(0, 40))}; known are ${SCOPES.join(', ')}`, 'scopes');
   }
   return canonical(parts as Scope[]);
 }
@@ -42,7 +43,8 @@ export function parseScopes(input: unknown): ScopeSet {
 export function checkScopesFor(scopes: ScopeSet, owner: { admin: boolean }, restricted: boolean): void {
   if (!scopes.includes('admin')) return;
   if (!owner.admin) throw badRequest('scopes: admin is only for a token of an administrator', 'scopes');
-  if (restricted) throw badRequest('scopes: a token with a label restriction cannot carry admin (the admin API sees every document)', 'scopes');
+  if (restricted)
+    throw badRequest('scopes: a token with a label restriction cannot carry admin (the admin API sees every document)', 'scopes');
 }
 
 /** Stored form: space separated, canonical order. */

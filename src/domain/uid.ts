@@ -14,7 +14,10 @@ export function uidProblem(uid: string): string | null {
 export function deriveUid(claim: string | undefined, email: string): string {
   if (claim !== undefined && isValidUid(claim)) return claim;
   const local = email.split('@')[0] ?? '';
-  const cleaned = local.toLowerCase().replace(/[^a-z0-9._@-]/g, '-').slice(0, 60);
+  const cleaned = local
+    .toLowerCase()
+    .replace(/[^a-z0-9._@-]/g, '-')
+    .slice(0, 60);
   return cleaned === '' ? 'user' : cleaned;
 }
 

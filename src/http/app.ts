@@ -70,7 +70,10 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
     // A busy lock, or a database server that is down or too slow (a read fails here as it was thrown): 503.
     const unavailable = asUnavailable(err, services.database.location);
     if (unavailable) {
-      services.log.warn(unavailable instanceof DatabaseBusy ? 'database_busy' : 'database_unreachable', { path: c.req.path, error: unavailable.message });
+      services.log.warn(unavailable instanceof DatabaseBusy ? 'database_busy' : 'database_unreachable', {
+        path: c.req.path,
+        error: unavailable.message,
+      });
       const headers = { 'Retry-After': String(unavailable.retryAfter) };
       return wantsHtml(c) ? c.text(unavailable.message, 503, headers) : apiError(c, 'unavailable', unavailable.message, headers);
     }

@@ -31,7 +31,12 @@ interface Watched {
   lastProgress: number;
 }
 
-export function shareConnections(server: Server, limits: ShareLimits, trustedProxy: (address: string) => boolean, log: Logger): ConnectionShare {
+export function shareConnections(
+  server: Server,
+  limits: ShareLimits,
+  trustedProxy: (address: string) => boolean,
+  log: Logger,
+): ConnectionShare {
   const held = new Map<string, number>();
   const take = (address: string): boolean => {
     const n = held.get(address) ?? 0;

@@ -70,7 +70,10 @@ export function restrictionFromForm(body: Record<string, unknown>): unknown {
   if (body.access === 'all') {
     // Checked labels with "everything" selected is a mistake a person makes; never answer it with a wider token.
     if (Array.isArray(body.labels) && body.labels.length > 0) {
-      throw badRequest('labels: you checked labels but chose "Everything I can see"; choose "Only documents with these labels" to restrict the token, or uncheck them', 'labels');
+      throw badRequest(
+        'labels: you checked labels but chose "Everything I can see"; choose "Only documents with these labels" to restrict the token, or uncheck them',
+        'labels',
+      );
     }
     return null;
   }

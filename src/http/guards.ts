@@ -18,9 +18,10 @@ export function refusal(c: Ctx, page: boolean, challengeBase = WWW_AUTHENTICATE)
   if (r.kind === 'rejected') {
     const { rejection } = r;
     if (rejection.status === 403) return page ? c.text(rejection.message, 403) : apiError(c, 'forbidden', rejection.message);
-    const challenge = rejection.code === 'invalid_token'
-      ? `${challengeBase}, error="invalid_token", error_description="${rejection.message}"`
-      : challengeBase;
+    const challenge =
+      rejection.code === 'invalid_token'
+        ? `${challengeBase}, error="invalid_token", error_description="${rejection.message}"`
+        : challengeBase;
     return apiError(c, 'unauthorized', rejection.message, { 'WWW-Authenticate': challenge });
   }
   if (page) {
@@ -62,7 +63,11 @@ const PAGE_NOT_FOR_TOKENS = 'this page is for a signed-in browser; an access tok
 function refusedPrincipal(c: Ctx, principal: Principal, options: GuardOptions): Response | null {
   if (options.page && principal.via === 'token') return c.text(PAGE_NOT_FOR_TOKENS, 403);
   if (options.via && !options.via.includes(principal.via)) {
-    return apiError(c, 'forbidden', `this needs a signed-in browser session${options.via.includes('header') ? ' or the proxy' : ''}, not a ${principal.via}`);
+    return apiError(
+      c,
+      'forbidden',
+      `this needs a signed-in browser session${options.via.includes('header') ? ' or the proxy' : ''}, not a ${principal.via}`,
+    );
   }
   if (options.scope && !permits(principal, options.scope)) return insufficientScope(c, options.scope, options.resourceMetadata);
   return null;

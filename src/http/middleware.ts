@@ -89,7 +89,10 @@ export function requestLog(services: Services): MiddlewareHandler<Env> {
     const ms = performance.now() - start;
     services.metrics.request(route ?? 'unmatched', c.req.method, c.res.status, ms / 1000);
     const given = c.req.header('x-request-id');
-    const requestId = given !== undefined && REQUEST_ID.test(given) && trustedProxy(c.get('peer') ?? '') ? given : `${ID_PREFIX}${(requestCount++).toString(36)}`;
+    const requestId =
+      given !== undefined && REQUEST_ID.test(given) && trustedProxy(c.get('peer') ?? '')
+        ? given
+        : `${ID_PREFIX}${(requestCount++).toString(36)}`;
     c.header('X-Request-Id', requestId);
     services.log.info('request', {
       request_id: requestId,
@@ -148,7 +151,11 @@ export function mcpOrigin(services: Services): MiddlewareHandler<Env> {
   return async (c, next) => {
     const origin = c.req.header('origin');
     if (origin !== undefined && !allowed.has(origin)) {
-      return apiError(c, 'forbidden', `requests from the origin ${JSON.stringify(origin.slice(0, 100))} are not allowed; add it to [server] allowed_origins`);
+      return apiError(
+        c,
+        'forbidden',
+        `requests from the origin ${JSON.stringify(origin.slice(0, 100))} are not allowed; add it to [server] allowed_origins`,
+      );
     }
     return next();
   };

@@ -12,9 +12,16 @@ export const MAX_BATCH = 10;
 /** Why this body is refused, or null when it is a single message or a batch svc takes. */
 export function batchRefusal(body: unknown, protocolVersion: string | undefined): string | null {
   if (!Array.isArray(body)) return null;
-  const initialize = body.find((m): m is { params: { protocolVersion: unknown } } =>
-    m !== null && typeof m === 'object' && (m as { method?: unknown }).method === 'initialize' && typeof (m as { params?: unknown }).params === 'object');
-  const version = protocolVersion ?? (typeof initialize?.params?.protocolVersion === 'string' ? initialize.params.protocolVersion : BATCH_PROTOCOL_VERSION);
+  const initialize = body.find(
+    (m): m is { params: { protocolVersion: unknown } } =>
+      m !== null &&
+      typeof m === 'object' &&
+      (m as { method?: unknown }).method === 'initialize' &&
+      typeof (m as { params?: unknown }).params === 'object',
+  );
+  const version =
+    protocolVersion ??
+    (typeof initialize?.params?.protocolVersion === 'string' ? initialize.params.protocolVersion : BATCH_PROTOCOL_VERSION);
   if (version !== BATCH_PROTOCOL_VERSION) {
     return `Invalid Request: JSON-RPC batches are not part of MCP protocol version ${version.slice(0, 32)}; send one message per request`;
   }

@@ -27,11 +27,14 @@ const whoamiOutput = z.object({
   uid: z.string(),
   name: z.string(),
   email: z.string(),
-  labels: z.array(z.string()).describe('the labels that decide what this connection can read: the user\'s, narrowed by a token restriction'),
+  labels: z.array(z.string()).describe("the labels that decide what this connection can read: the user's, narrowed by a token restriction"),
   admin: z.boolean(),
   via: z.enum(['token', 'session', 'header']),
-  restriction: z.array(z.string()).nullable().describe('the token\'s label restriction, or null for the user\'s whole access'),
-  scopes: z.array(z.string()).nullable().describe('what the token may do (mcp, api, admin), or null for a browser session or the proxy, which are not scoped'),
+  restriction: z.array(z.string()).nullable().describe("the token's label restriction, or null for the user's whole access"),
+  scopes: z
+    .array(z.string())
+    .nullable()
+    .describe('what the token may do (mcp, api, admin), or null for a browser session or the proxy, which are not scoped'),
 });
 const hit = z.object({ id: z.string(), title: z.string(), snippet: z.string() });
 const itemOutput = z.object({ id: z.string(), title: z.string(), text: z.string(), labels: z.array(z.string()) });
@@ -61,7 +64,8 @@ export function buildMcpServer(db: Db, principal: Principal): McpServer {
     'whoami',
     {
       title: 'Who am I',
-      description: 'Tells which svc user this connection acts as: uid, name, email, the ACL labels it reads with, admin flag, how it signed in (token, session or header), and a token\'s label restriction.',
+      description:
+        "Tells which svc user this connection acts as: uid, name, email, the ACL labels it reads with, admin flag, how it signed in (token, session or header), and a token's label restriction.",
       outputSchema: whoamiOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
@@ -69,7 +73,16 @@ export function buildMcpServer(db: Db, principal: Principal): McpServer {
       const u = principal.user;
       const restriction = access.restriction === null ? null : [...access.restriction];
       const scopes = principal.via === 'token' ? [...(principal.scopes ?? [])] : null;
-      const result = { uid: u.uid, name: u.name, email: u.email, labels: [...effectiveLabels(access)], admin: u.admin, via: principal.via, restriction, scopes };
+      const result = {
+        uid: u.uid,
+        name: u.name,
+        email: u.email,
+        labels: [...effectiveLabels(access)],
+        admin: u.admin,
+        via: principal.via,
+        restriction,
+        scopes,
+      };
       return { content: json(result), structuredContent: result };
     },
   );
@@ -112,7 +125,13 @@ export function buildMcpServer(db: Db, principal: Principal): McpServer {
   const low = server.server;
   low.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
     resourceTemplates: [
-      { uriTemplate: `${RESOURCE_PREFIX}{id}`, name: 'item', title: 'Document', description: 'A document by id', mimeType: 'text/markdown' },
+      {
+        uriTemplate: `${RESOURCE_PREFIX}{id}`,
+        name: 'item',
+        title: 'Document',
+        description: 'A document by id',
+        mimeType: 'text/markdown',
+      },
     ],
   }));
   low.setRequestHandler(ListResourcesRequestSchema, async (request) => {

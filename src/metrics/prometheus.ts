@@ -17,22 +17,73 @@ export interface GaugeSources {
 const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 /** JSON-RPC methods svc answers; anything else a client sends is counted as "other", so no caller can add series. */
 const MCP_METHODS = new Set([
-  'initialize', 'notifications/initialized', 'ping', 'tools/list', 'tools/call', 'resources/list', 'resources/templates/list',
-  'resources/read', 'prompts/list', 'notifications/cancelled', 'logging/setLevel', 'completion/complete',
+  'initialize',
+  'notifications/initialized',
+  'ping',
+  'tools/list',
+  'tools/call',
+  'resources/list',
+  'resources/templates/list',
+  'resources/read',
+  'prompts/list',
+  'notifications/cancelled',
+  'logging/setLevel',
+  'completion/complete',
 ]);
 const MCP_TOOLS = new Set(['whoami', 'search', 'fetch']);
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 export class PrometheusMetrics implements Metrics {
   readonly registry = new Registry();
-  private readonly requests = new Counter({ name: 'svc_http_requests_total', help: 'HTTP requests by route template, method and status', labelNames: ['route', 'method', 'status'], registers: [this.registry] });
-  private readonly requestSeconds = new Histogram({ name: 'svc_http_request_duration_seconds', help: 'HTTP request duration by route template and method', labelNames: ['route', 'method'], buckets: LATENCY_BUCKETS, registers: [this.registry] });
-  private readonly authOutcomes = new Counter({ name: 'svc_auth_outcomes_total', help: 'How the auth core answered, by channel and outcome', labelNames: ['channel', 'outcome'], registers: [this.registry] });
-  private readonly logins = new Counter({ name: 'svc_login_attempts_total', help: 'Sign-in attempts by method and outcome (throttled: refused before the password was checked)', labelNames: ['method', 'outcome'], registers: [this.registry] });
-  private readonly mcpCalls = new Counter({ name: 'svc_mcp_calls_total', help: 'MCP messages by JSON-RPC method and tool', labelNames: ['method', 'tool'], registers: [this.registry] });
-  private readonly mcpSeconds = new Histogram({ name: 'svc_mcp_call_duration_seconds', help: 'MCP message handling time by JSON-RPC method and tool', labelNames: ['method', 'tool'], buckets: LATENCY_BUCKETS, registers: [this.registry] });
-  private readonly busyRetries = new Counter({ name: 'svc_database_busy_retries_total', help: 'Writes that found the database locked by another process and tried again', registers: [this.registry] });
-  private readonly databaseErrors = new Counter({ name: 'svc_database_errors_total', help: 'Writes that failed: busy after the whole wait, or failed', labelNames: ['kind'], registers: [this.registry] });
+  private readonly requests = new Counter({
+    name: 'svc_http_requests_total',
+    help: 'HTTP requests by route template, method and status',
+    labelNames: ['route', 'method', 'status'],
+    registers: [this.registry],
+  });
+  private readonly requestSeconds = new Histogram({
+    name: 'svc_http_request_duration_seconds',
+    help: 'HTTP request duration by route template and method',
+    labelNames: ['route', 'method'],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly authOutcomes = new Counter({
+    name: 'svc_auth_outcomes_total',
+    help: 'How the auth core answered, by channel and outcome',
+    labelNames: ['channel', 'outcome'],
+    registers: [this.registry],
+  });
+  private readonly logins = new Counter({
+    name: 'svc_login_attempts_total',
+    help: 'Sign-in attempts by method and outcome (throttled: refused before the password was checked)',
+    labelNames: ['method', 'outcome'],
+    registers: [this.registry],
+  });
+  private readonly mcpCalls = new Counter({
+    name: 'svc_mcp_calls_total',
+    help: 'MCP messages by JSON-RPC method and tool',
+    labelNames: ['method', 'tool'],
+    registers: [this.registry],
+  });
+  private readonly mcpSeconds = new Histogram({
+    name: 'svc_mcp_call_duration_seconds',
+    help: 'MCP message handling time by JSON-RPC method and tool',
+    labelNames: ['method', 'tool'],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly busyRetries = new Counter({
+    name: 'svc_database_busy_retries_total',
+    help: 'Writes that found the database locked by another process and tried again',
+    registers: [this.registry],
+  });
+  private readonly databaseErrors = new Counter({
+    name: 'svc_database_errors_total',
+    help: 'Writes that failed: busy after the whole wait, or failed',
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
 
   constructor(sources: GaugeSources) {
     collectDefaultMetrics({ register: this.registry });
@@ -41,7 +92,10 @@ export class PrometheusMetrics implements Metrics {
     const read = () => (pending ??= sources.population().finally(() => setImmediate(() => (pending = null))));
     const populationGauge = (name: string, help: string, pick: (p: Population) => number) =>
       new Gauge({
-        name, help, registers: [this.registry], aggregator: 'max',
+        name,
+        help,
+        registers: [this.registry],
+        aggregator: 'max',
         async collect() {
           this.set(pick(await read()));
         },
@@ -52,13 +106,19 @@ export class PrometheusMetrics implements Metrics {
     const oidc = sources.oidc;
     if (oidc !== null) {
       new Gauge({
-        name: 'svc_oidc_discovery_ready', help: '1 once the OpenID provider\'s metadata is known, else 0', registers: [this.registry], aggregator: 'min',
+        name: 'svc_oidc_discovery_ready',
+        help: "1 once the OpenID provider's metadata is known, else 0",
+        registers: [this.registry],
+        aggregator: 'min',
         collect() {
           this.set(oidc().ready ? 1 : 0);
         },
       });
       new Gauge({
-        name: 'svc_oidc_discovery_last_error_timestamp_seconds', help: 'When discovery last failed (0: never)', registers: [this.registry], aggregator: 'max',
+        name: 'svc_oidc_discovery_last_error_timestamp_seconds',
+        help: 'When discovery last failed (0: never)',
+        registers: [this.registry],
+        aggregator: 'max',
         collect() {
           this.set((oidc().lastErrorAt ?? 0) / 1000);
         },
@@ -126,15 +186,19 @@ export async function serveScrapes(
   const server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
     if (path === '/readyz' && problems && req.method === 'GET') {
-      const answer = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      const answer = (status: number, body: unknown) =>
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
       problems().then(
-        (found) => answer(found.length > 0 ? 503 : 200, found.length > 0 ? { status: 'unavailable', problems: found } : { status: 'ready' }),
+        (found) =>
+          answer(found.length > 0 ? 503 : 200, found.length > 0 ? { status: 'unavailable', problems: found } : { status: 'ready' }),
         () => answer(503, { status: 'unavailable', problems: ['the database is not open'] }),
       );
       return;
     }
     if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end(`only GET /metrics${problems ? ' and GET /readyz are' : ' is'} served here\n`);
+      res
+        .writeHead(404, { 'content-type': 'text/plain' })
+        .end(`only GET /metrics${problems ? ' and GET /readyz are' : ' is'} served here\n`);
       return;
     }
     scrape().then(
@@ -159,4 +223,3 @@ export function clusterScrape(): () => Promise<{ body: string; type: string }> {
   const aggregator = new AggregatorRegistry();
   return async () => ({ body: await aggregator.clusterMetrics(), type: aggregator.contentType });
 }
-

@@ -7,7 +7,17 @@ import type { Database } from '../db/open.ts';
 import type { NotifyConfig } from '../config/notify.ts';
 import type { Logger } from '../log.ts';
 import { DatabaseUnavailable, safeDatabaseMessage } from '../db/errors.ts';
-import { derivationDue, deriveNotices, noticesDue, claimNotices, settleNotice, retryNotice, pruneNotices, NOTICE_PRUNE_BATCH, type ClaimedNotice } from '../store/notices.ts';
+import {
+  derivationDue,
+  deriveNotices,
+  noticesDue,
+  claimNotices,
+  settleNotice,
+  retryNotice,
+  pruneNotices,
+  NOTICE_PRUNE_BATCH,
+  type ClaimedNotice,
+} from '../store/notices.ts';
 import { composeMail } from './messages.ts';
 
 export interface NoticeJob {
@@ -26,7 +36,12 @@ const PRUNE_EVERY_MS = 3600_000;
 const KEEP_MS = 30 * 86_400_000;
 
 export function startNoticeJob(database: Database, notify: NotifyConfig, baseUrl: string, log: Logger): NoticeJob {
-  const transport = nodemailer.createTransport({ url: notify.smtpUrl!, connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000 });
+  const transport = nodemailer.createTransport({
+    url: notify.smtpUrl!,
+    connectionTimeout: 10_000,
+    greetingTimeout: 10_000,
+    socketTimeout: 30_000,
+  });
   const warningMs = notify.expiryWarningSeconds * 1000;
   let running: Promise<void> | null = null;
   let stopped = false;
@@ -102,8 +117,12 @@ export function startNoticeJob(database: Database, notify: NotifyConfig, baseUrl
 /** What went wrong, without the SMTP URL's credentials (an error could quote the URL). */
 function mailError(e: unknown, smtpUrl: string): string {
   const err = e as { code?: unknown; responseCode?: unknown; message?: unknown };
-  let message = String(err.message ?? e).split('\n')[0]!.slice(0, 200);
+  let message = String(err.message ?? e)
+    .split('\n')[0]!
+    .slice(0, 200);
   const u = new URL(smtpUrl);
   for (const secret of [u.password, decodeURIComponent(u.password), u.username]) if (secret) message = message.split(secret).join('***');
-  return [typeof err.code === 'string' ? err.code : '', typeof err.responseCode === 'number' ? String(err.responseCode) : '', message].filter((p) => p !== '').join(' ');
+  return [typeof err.code === 'string' ? err.code : '', typeof err.responseCode === 'number' ? String(err.responseCode) : '', message]
+    .filter((p) => p !== '')
+    .join(' ');
 }

@@ -51,24 +51,40 @@ function grantCovers(grant: Grant, redirectUri: string, scope: string): boolean 
 }
 
 /** GET /oauth/authorize: `user` is the signed-in person (null: nobody, or a bearer token). */
-export async function authorize(server: OauthServer, q: Record<string, string | undefined>, user: { id: number } | null, from: string): Promise<AuthorizeAnswer> {
+export async function authorize(
+  server: OauthServer,
+  q: Record<string, string | undefined>,
+  user: { id: number } | null,
+  from: string,
+): Promise<AuthorizeAnswer> {
   // Client and redirect URI first: until both are trusted, nothing is sent anywhere.
   const lookup = await resolveClient(server, q.client_id, from);
   if (!lookup.ok) return page(lookup.message);
   const client = lookup.client;
   const redirectUri = q.redirect_uri ?? (client.redirectUris.length === 1 ? client.redirectUris[0] : undefined);
-  if (!redirectUri || !redirectMatches(client.redirectUris, redirectUri)) return page('The address this app asked svc to send you back to is not one it registered.');
+  if (!redirectUri || !redirectMatches(client.redirectUris, redirectUri))
+    return page('The address this app asked svc to send you back to is not one it registered.');
   const state = q.state ?? null;
   // Only an administrator vouched for a static client's redirect URIs; anyone else's get a page.
   const refuse = (error: string, description: string): AuthorizeAnswer =>
-    client.kind === 'static' ? { kind: 'redirect', to: redirectBack(server.base, redirectUri, { error, error_description: description, state }) } : page(`This app sent a request svc cannot answer: ${description}.`);
+    client.kind === 'static'
+      ? { kind: 'redirect', to: redirectBack(server.base, redirectUri, { error, error_description: description, state }) }
+      : page(`This app sent a request svc cannot answer: ${description}.`);
   if (q.response_type !== 'code') return refuse('unsupported_response_type', 'svc answers response_type code only');
-  if (q.code_challenge_method !== 'S256' || !/^[A-Za-z0-9_-]{43}$/.test(q.code_challenge ?? '')) return refuse('invalid_request', 'PKCE is required, with code_challenge_method S256');
+  if (q.code_challenge_method !== 'S256' || !/^[A-Za-z0-9_-]{43}$/.test(q.code_challenge ?? ''))
+    return refuse('invalid_request', 'PKCE is required, with code_challenge_method S256');
   const resource = q.resource ?? resourceFor(server.base);
   if (!resourceAllowed(server.base, resource)) return refuse('invalid_target', `svc issues tokens for ${resourceFor(server.base)}`);
 
   if (!user) return { kind: 'sign_in' };
-  const request: PendingRequest = { clientId: client.id, redirectUri, scope: grantedScope(q.scope), state, codeChallenge: q.code_challenge!, resource };
+  const request: PendingRequest = {
+    clientId: client.id,
+    redirectUri,
+    scope: grantedScope(q.scope),
+    state,
+    codeChallenge: q.code_challenge!,
+    resource,
+  };
   const grant = await activeGrant(server.database.db, user.id, client.id);
   if (grant && grantCovers(grant, redirectUri, request.scope) && !mustAskEveryTime(client, redirectUri)) {
     const code = await server.database.write((tx) => issueCode(tx, grant, request));
@@ -86,7 +102,12 @@ export interface ConsentAnswer {
 }
 
 /** POST /oauth/authorize: the person's answer. From here on, errors go back to the app. */
-export async function answerConsent(server: OauthServer, user: { id: number }, actor: Actor, answer: ConsentAnswer): Promise<AuthorizeAnswer> {
+export async function answerConsent(
+  server: OauthServer,
+  user: { id: number },
+  actor: Actor,
+  answer: ConsentAnswer,
+): Promise<AuthorizeAnswer> {
   // Checked before the request is used up, so a mistake on the page can be corrected with the back button.
   let labels: LabelSet | null = null;
   if (answer.approve) {
@@ -106,7 +127,12 @@ export async function answerConsent(server: OauthServer, user: { id: number }, a
   }
   const code = await server.database.write(async (tx) => {
     const grant = await consent(tx, user.id, request.clientId, request.scope, request.redirectUri, labels);
-    await recordActorAudit(tx, actor, 'oauth.grant', request.clientId, { grant: grant.id, scope: grant.scope, redirect_uri: request.redirectUri, labels: grant.labels });
+    await recordActorAudit(tx, actor, 'oauth.grant', request.clientId, {
+      grant: grant.id,
+      scope: grant.scope,
+      redirect_uri: request.redirectUri,
+      labels: grant.labels,
+    });
     return issueCode(tx, grant, request);
   });
   return { kind: 'redirect', to: redirectBack(server.base, request.redirectUri, { code, state: request.state }) };

@@ -20,7 +20,10 @@ export class MetadataRefused extends Error {}
  * anyone probe ports through svc); `detail` is for the server log.
  */
 export class MetadataUnreachable extends Error {
-  constructor(readonly host: string, readonly detail: string) {
+  constructor(
+    readonly host: string,
+    readonly detail: string,
+  ) {
     super(`the metadata document at ${host} could not be fetched`);
   }
 }
@@ -35,14 +38,44 @@ export interface ClientMetadata {
 // Loopback, private, link-local, shared, documentation, multicast and reserved ranges.
 const NOT_PUBLIC = new BlockList();
 for (const [net, bits] of [
-  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.0.0.0', 24],
-  ['192.0.2.0', 24], ['192.88.99.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
-] as const) NOT_PUBLIC.addSubnet(net, bits, 'ipv4');
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.0.2.0', 24],
+  ['192.88.99.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['198.51.100.0', 24],
+  ['203.0.113.0', 24],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
+] as const)
+  NOT_PUBLIC.addSubnet(net, bits, 'ipv4');
 // IPv6: besides its own local ranges, every form that embeds an IPv4 address (compatible, mapped, translated,
 // NAT64, 6to4, Teredo), so a private IPv4 address cannot be reached through one of them.
 for (const [net, bits] of [
-  ['::', 96], ['::ffff:0:0', 96], ['::ffff:0:0:0', 96], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['100::', 64], ['2001::', 32], ['2001:2::', 48],
-  ['2001:10::', 28], ['2001:20::', 28], ['2001:db8::', 32], ['2002::', 16], ['3fff::', 20], ['5f00::', 16], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8],
+  ['::', 96],
+  ['::ffff:0:0', 96],
+  ['::ffff:0:0:0', 96],
+  ['64:ff9b::', 96],
+  ['64:ff9b:1::', 48],
+  ['100::', 64],
+  ['2001::', 32],
+  ['2001:2::', 48],
+  ['2001:10::', 28],
+  ['2001:20::', 28],
+  ['2001:db8::', 32],
+  ['2002::', 16],
+  ['3fff::', 20],
+  ['5f00::', 16],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['fec0::', 10],
+  ['ff00::', 8],
 ] as const) {
   NOT_PUBLIC.addSubnet(net, bits, 'ipv6');
 }
@@ -75,7 +108,9 @@ export async function fetchClientMetadata(url: string, options: { allowPrivate: 
   const checked = addresses[0];
   if (!checked) throw new MetadataUnreachable(target.host, 'no address');
   if (!options.allowPrivate && addresses.some((a) => !isPublicAddress(a.address))) {
-    throw new MetadataRefused(`${target.host} resolves to a private or local address; svc fetches metadata documents only from public ones`);
+    throw new MetadataRefused(
+      `${target.host} resolves to a private or local address; svc fetches metadata documents only from public ones`,
+    );
   }
   const { body, cacheControl } = await get(target, checked);
   let doc: Record<string, unknown>;
@@ -84,15 +119,16 @@ export async function fetchClientMetadata(url: string, options: { allowPrivate: 
   } catch {
     throw new MetadataRefused('the metadata document is not JSON');
   }
-  if (doc === null || typeof doc !== 'object' || doc.client_id !== url) throw new MetadataRefused('the metadata document\'s client_id is not its own URL');
+  if (doc === null || typeof doc !== 'object' || doc.client_id !== url)
+    throw new MetadataRefused("the metadata document's client_id is not its own URL");
   const uris = doc.redirect_uris;
   if (!Array.isArray(uris) || uris.length === 0 || uris.length > 10 || uris.some((u) => redirectUriProblem(u) !== null)) {
-    throw new MetadataRefused('the metadata document\'s redirect_uris are missing or not acceptable');
+    throw new MetadataRefused("the metadata document's redirect_uris are missing or not acceptable");
   }
   const method = doc.token_endpoint_auth_method ?? 'none';
   if (method !== 'none') throw new MetadataRefused('a metadata-document client must be public (token_endpoint_auth_method none)');
   if (doc.application_type !== undefined && doc.application_type !== 'native' && doc.application_type !== 'web') {
-    throw new MetadataRefused('the metadata document\'s application_type is neither native nor web');
+    throw new MetadataRefused("the metadata document's application_type is neither native nor web");
   }
   // The name is the app's claim: what cannot be shown plainly is dropped, and without a fit name the host speaks.
   const name = cleanClientName(doc.client_name) ?? target.host;
@@ -121,7 +157,11 @@ function get(target: URL, checked: { address: string; family: number }): Promise
         if (res.statusCode !== 200) {
           res.resume();
           const status = res.statusCode ?? 0;
-          reject(status >= 300 && status < 400 ? new MetadataRefused('the metadata document redirects; svc does not follow redirects') : unreachable(`answered ${status}`));
+          reject(
+            status >= 300 && status < 400
+              ? new MetadataRefused('the metadata document redirects; svc does not follow redirects')
+              : unreachable(`answered ${status}`),
+          );
           return;
         }
         if (Number(res.headers['content-length'] ?? 0) > METADATA_MAX_BYTES) {
@@ -140,7 +180,9 @@ function get(target: URL, checked: { address: string; family: number }): Promise
           }
           chunks.push(chunk);
         });
-        res.on('end', () => resolve({ body: Buffer.concat(chunks).toString('utf8'), cacheControl: String(res.headers['cache-control'] ?? '') }));
+        res.on('end', () =>
+          resolve({ body: Buffer.concat(chunks).toString('utf8'), cacheControl: String(res.headers['cache-control'] ?? '') }),
+        );
         res.on('error', (e) => reject(unreachable(`read failed: ${(e as NodeJS.ErrnoException).code ?? 'error'}`)));
       },
     );
@@ -150,7 +192,9 @@ function get(target: URL, checked: { address: string; family: number }): Promise
     }, METADATA_TIMEOUT_MS);
     req.on('close', () => clearTimeout(deadline));
     req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', (e) => reject(e instanceof MetadataRefused ? e : unreachable(`connection failed: ${(e as NodeJS.ErrnoException).code ?? 'error'}`)));
+    req.on('error', (e) =>
+      reject(e instanceof MetadataRefused ? e : unreachable(`connection failed: ${(e as NodeJS.ErrnoException).code ?? 'error'}`)),
+    );
     req.end();
   });
 }

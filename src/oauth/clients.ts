@@ -28,7 +28,10 @@ export async function resolveClient(server: OauthServer, id: string | undefined,
   if (known && (known.refreshAt ?? 0) > now) return found(known);
   const lastGood = known && (known.refreshAt ?? 0) + METADATA_STALE_MS > now ? known : null;
   const allowed = await server.database.write((tx) => reserveAttempt(tx, [[`metadata-fetch:${from}`, METADATA_FETCHES_PER_ADDRESS]]));
-  if (!allowed.ok) return lastGood ? found(lastGood) : refused(`too many new apps from this address; try again in ${Math.ceil(allowed.retryAfter / 60)} minute(s).`);
+  if (!allowed.ok)
+    return lastGood
+      ? found(lastGood)
+      : refused(`too many new apps from this address; try again in ${Math.ceil(allowed.retryAfter / 60)} minute(s).`);
   try {
     const meta = await fetchClientMetadata(id, { allowPrivate: server.config.clientMetadataAllowPrivate });
     return found(await server.database.write((tx) => saveMetadataClient(tx, id, meta)));

@@ -53,7 +53,11 @@ export class EnterpriseIssuer {
     let jwksUri: string | null = null;
     for (const path of ['/.well-known/openid-configuration', '/.well-known/oauth-authorization-server']) {
       try {
-        const res = await fetch(`${issuer}${path}`, { redirect: 'error', signal: AbortSignal.timeout(FETCH_TIMEOUT_MS), headers: { accept: 'application/json' } });
+        const res = await fetch(`${issuer}${path}`, {
+          redirect: 'error',
+          signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
+          headers: { accept: 'application/json' },
+        });
         if (!res.ok) continue;
         const meta = (await res.json()) as { issuer?: unknown; jwks_uri?: unknown };
         if (meta.issuer !== this.config.issuer || typeof meta.jwks_uri !== 'string') continue;
@@ -69,7 +73,11 @@ export class EnterpriseIssuer {
       if (this.keys) return this.keys.set; // keep the keys we have while the provider's metadata is away
       throw new ProviderUnavailable('the enterprise identity provider cannot be reached; try again shortly');
     }
-    const set = createRemoteJWKSet(new URL(jwksUri), { timeoutDuration: FETCH_TIMEOUT_MS, cooldownDuration: 30_000, cacheMaxAge: KEYS_MAX_AGE_MS });
+    const set = createRemoteJWKSet(new URL(jwksUri), {
+      timeoutDuration: FETCH_TIMEOUT_MS,
+      cooldownDuration: 30_000,
+      cacheMaxAge: KEYS_MAX_AGE_MS,
+    });
     this.keys = { set, at: now };
     return set;
   }
@@ -78,7 +86,11 @@ export class EnterpriseIssuer {
    * Every check of §7.1 but the replay, which needs the database: type, signature, issuer, audience, client,
    * resource, expiry and lifetime. Throws AssertionRefused (or ProviderUnavailable).
    */
-  async verify(assertion: string, expected: { clientId: string; resources: readonly string[] }, now = Date.now()): Promise<VerifiedAssertion> {
+  async verify(
+    assertion: string,
+    expected: { clientId: string; resources: readonly string[] },
+    now = Date.now(),
+  ): Promise<VerifiedAssertion> {
     const keys = await this.keySet(now);
     let claims: JWTPayload;
     try {
@@ -111,14 +123,17 @@ export class EnterpriseIssuer {
 }
 
 function refusalOf(e: unknown): Error {
-  if (e instanceof errors.JWKSTimeout) return new ProviderUnavailable('the enterprise identity provider\'s keys cannot be fetched; try again shortly');
+  if (e instanceof errors.JWKSTimeout)
+    return new ProviderUnavailable("the enterprise identity provider's keys cannot be fetched; try again shortly");
   if (e instanceof errors.JWTExpired) return new AssertionRefused('the assertion has expired');
   if (e instanceof errors.JWTClaimValidationFailed) return new AssertionRefused(`the assertion's ${e.claim} is not what svc accepts`);
   if (e instanceof errors.JOSEAlgNotAllowed) return new AssertionRefused('the assertion must be signed with an asymmetric algorithm');
-  if (e instanceof errors.JWKSNoMatchingKey) return new AssertionRefused('the assertion is signed with a key the identity provider does not publish');
-  if (e instanceof errors.JWSSignatureVerificationFailed) return new AssertionRefused('the assertion\'s signature does not verify');
+  if (e instanceof errors.JWKSNoMatchingKey)
+    return new AssertionRefused('the assertion is signed with a key the identity provider does not publish');
+  if (e instanceof errors.JWSSignatureVerificationFailed) return new AssertionRefused("the assertion's signature does not verify");
   if (e instanceof errors.JOSEError) return new AssertionRefused('the assertion is not a well-formed signed JWT');
-  if (e instanceof Error && e.name === 'TypeError') return new ProviderUnavailable('the enterprise identity provider\'s keys cannot be fetched; try again shortly');
+  if (e instanceof Error && e.name === 'TypeError')
+    return new ProviderUnavailable("the enterprise identity provider's keys cannot be fetched; try again shortly");
   return e instanceof Error ? e : new Error(String(e));
 }
 
@@ -146,14 +161,22 @@ export async function exchangeAssertion(
   const config = ctx.issuer.config;
   const arrival = arrivalOf(verified, config, ctx.groups, peer);
   return ctx.database.write(async (tx) => {
-    if (!(await claimAssertion(tx, config.issuer, verified.jti, verified.expiresAt))) throw new AssertionRefused('the assertion was used already');
+    if (!(await claimAssertion(tx, config.issuer, verified.jti, verified.expiresAt)))
+      throw new AssertionRefused('the assertion was used already');
     const found = await provisionIn(tx, arrival, { jit: config.jit, defaultAcl: config.defaultAcl, groups: ctx.groups });
     if (!found.ok) throw new AssertionRefused(found.message);
     const user = found.user;
     const grant = await enterpriseGrant(tx, user.id, client.id);
-    if (!grant) throw new AssertionRefused('the person revoked this app\'s access in svc (Connected apps)');
+    if (!grant) throw new AssertionRefused("the person revoked this app's access in svc (Connected apps)");
     const issued = await issueAssertionToken(tx, grant, user.id, client, ctx.accessSeconds);
-    await recordAudit(tx, { actor: user.uid, via: 'oauth', action: 'oauth.assertion', target: client.id, detail: { grant: grant.id, issuer: config.issuer }, peer });
+    await recordAudit(tx, {
+      actor: user.uid,
+      via: 'oauth',
+      action: 'oauth.assertion',
+      target: client.id,
+      detail: { grant: grant.id, issuer: config.issuer },
+      peer,
+    });
     return issued;
   });
 }

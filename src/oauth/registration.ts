@@ -28,15 +28,32 @@ interface CheckedRegistration {
 export async function register(server: OauthServer, body: Record<string, unknown> | null, from: string): Promise<Registration> {
   const reserved = await server.database.write((tx) => reserveAttempt(tx, [[`register:${from}`, REGISTRATIONS_PER_ADDRESS]]));
   if (!reserved.ok) {
-    return { status: 429, body: oauthError('too_many_requests', 'too many registrations from this address; try again later'), retryAfter: reserved.retryAfter };
+    return {
+      status: 429,
+      body: oauthError('too_many_requests', 'too many registrations from this address; try again later'),
+      retryAfter: reserved.retryAfter,
+    };
   }
   if (body === null) return { status: 400, body: oauthError('invalid_client_metadata', 'send the client metadata as a JSON object') };
   const checked = checkRegistration(body);
   if ('error' in checked) return { status: 400, body: checked };
   const secret = checked.authMethod === 'none' ? null : mintClientSecret();
   const client = await server.database.write(async (tx) => {
-    const made = await registerClient(tx, { kind: 'dynamic', name: checked.name, redirectUris: checked.redirectUris, authMethod: checked.authMethod, secret });
-    await recordAudit(tx, { actor: null, via: 'anonymous', action: 'oauth.client_register', target: made.id, detail: { name: made.name, redirect_uris: made.redirectUris }, peer: from });
+    const made = await registerClient(tx, {
+      kind: 'dynamic',
+      name: checked.name,
+      redirectUris: checked.redirectUris,
+      authMethod: checked.authMethod,
+      secret,
+    });
+    await recordAudit(tx, {
+      actor: null,
+      via: 'anonymous',
+      action: 'oauth.client_register',
+      target: made.id,
+      detail: { name: made.name, redirect_uris: made.redirectUris },
+      peer: from,
+    });
     return made;
   });
   return {
@@ -59,19 +76,22 @@ export async function register(server: OauthServer, body: Record<string, unknown
 /** RFC 7591 metadata, checked; anything svc would have to guess at is refused. */
 function checkRegistration(body: Record<string, unknown>): CheckedRegistration | OauthError {
   const uris = body.redirect_uris;
-  if (!Array.isArray(uris) || uris.length === 0 || uris.length > 10) return oauthError('invalid_redirect_uri', 'redirect_uris: one to ten redirect URIs');
+  if (!Array.isArray(uris) || uris.length === 0 || uris.length > 10)
+    return oauthError('invalid_redirect_uri', 'redirect_uris: one to ten redirect URIs');
   for (const uri of uris) {
     const problem = redirectUriProblem(uri);
     if (problem) return oauthError('invalid_redirect_uri', `redirect_uris: ${problem}`);
   }
   const method = body.token_endpoint_auth_method ?? 'none';
-  if (!AUTH_METHODS.includes(method as AuthMethod)) return oauthError('invalid_client_metadata', `token_endpoint_auth_method: one of ${AUTH_METHODS.join(', ')}`);
+  if (!AUTH_METHODS.includes(method as AuthMethod))
+    return oauthError('invalid_client_metadata', `token_endpoint_auth_method: one of ${AUTH_METHODS.join(', ')}`);
   const grants = body.grant_types ?? ['authorization_code', 'refresh_token'];
   if (!Array.isArray(grants) || grants.some((g) => g !== 'authorization_code' && g !== 'refresh_token')) {
     return oauthError('invalid_client_metadata', 'grant_types: authorization_code and refresh_token only');
   }
   const responses = body.response_types ?? ['code'];
-  if (!Array.isArray(responses) || responses.some((r) => r !== 'code')) return oauthError('invalid_client_metadata', 'response_types: code only');
+  if (!Array.isArray(responses) || responses.some((r) => r !== 'code'))
+    return oauthError('invalid_client_metadata', 'response_types: code only');
   // SEP-837: MCP clients say what they are; svc's redirect rules already cover both kinds.
   const applicationType = body.application_type;
   if (applicationType !== undefined && applicationType !== 'native' && applicationType !== 'web') {

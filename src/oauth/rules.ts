@@ -60,7 +60,10 @@ export function redirectUriProblem(uri: unknown): string | null {
   if (u.username !== '' || u.password !== '') return 'a redirect URI may not carry user information';
   if (uri.includes('#')) return 'a redirect URI may not have a fragment';
   if (u.protocol === 'https:') return u.hostname === '' ? 'an https redirect URI needs a host' : null;
-  if (u.protocol === 'http:') return isLoopbackRedirectHost(u.hostname) ? null : 'plain http is allowed only for loopback redirect URIs (127.0.0.1, [::1], localhost)';
+  if (u.protocol === 'http:')
+    return isLoopbackRedirectHost(u.hostname)
+      ? null
+      : 'plain http is allowed only for loopback redirect URIs (127.0.0.1, [::1], localhost)';
   if (isPrivateUseScheme(u.protocol)) return null;
   return `${u.protocol} redirect URIs are refused: use https, http on a loopback address, or an app scheme named after a domain you own (com.example.app:/callback)`;
 }
@@ -92,7 +95,13 @@ export function pkceMatches(verifier: string, challenge: string): boolean {
 }
 
 export function protectedResourceMetadata(baseUrl: string, resource: string) {
-  return { resource, authorization_servers: [baseUrl], scopes_supported: [...SCOPES], bearer_methods_supported: ['header'], resource_name: 'svc' };
+  return {
+    resource,
+    authorization_servers: [baseUrl],
+    scopes_supported: [...SCOPES],
+    bearer_methods_supported: ['header'],
+    resource_name: 'svc',
+  };
 }
 
 export function authorizationServerMetadata(baseUrl: string, config: OauthConfig) {
@@ -114,7 +123,8 @@ export function authorizationServerMetadata(baseUrl: string, config: OauthConfig
   };
 }
 
-export const resourceMetadataUrl = (baseUrl: string, resourcePath: string) => `${baseUrl}/.well-known/oauth-protected-resource${resourcePath}`;
+export const resourceMetadataUrl = (baseUrl: string, resourcePath: string) =>
+  `${baseUrl}/.well-known/oauth-protected-resource${resourcePath}`;
 
 /** The WWW-Authenticate challenge of a protected resource that announces OAuth. */
 export function oauthChallenge(baseUrl: string, resourcePath: string): string {

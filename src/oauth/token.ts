@@ -19,14 +19,18 @@ export interface TokenResponse {
 }
 
 const response = (issued: Issued): TokenResponse => ({
-  access_token: issued.accessToken, token_type: 'Bearer', expires_in: issued.expiresIn, refresh_token: issued.refreshToken, scope: issued.scope,
+  access_token: issued.accessToken,
+  token_type: 'Bearer',
+  expires_in: issued.expiresIn,
+  refresh_token: issued.refreshToken,
+  scope: issued.scope,
 });
 
 const CODE_PROBLEMS: Record<Exclude<CodeUse, { ok: true }>['why'], OauthError> = {
   unknown: oauthError('invalid_grant', 'the code is unknown'),
   expired: oauthError('invalid_grant', 'the code is expired'),
   reused: oauthError('invalid_grant', 'the code is used already; what it issued is revoked'),
-  other_client: oauthError('invalid_grant', 'the code is not this client\'s'),
+  other_client: oauthError('invalid_grant', "the code is not this client's"),
   revoked: oauthError('invalid_grant', 'the grant behind the code was revoked'),
   redirect_uri: oauthError('invalid_grant', 'redirect_uri differs from the authorization request'),
   verifier: oauthError('invalid_grant', 'code_verifier does not match the code_challenge'),
@@ -38,7 +42,7 @@ const REFRESH_PROBLEMS: Record<Exclude<RefreshUse, { ok: true }>['why'], OauthEr
   revoked: oauthError('invalid_grant', 'the refresh token is revoked'),
   expired: oauthError('invalid_grant', 'the refresh token is expired'),
   reused: oauthError('invalid_grant', 'the refresh token was used already; its family is revoked'),
-  other_client: oauthError('invalid_grant', 'the refresh token is not this client\'s'),
+  other_client: oauthError('invalid_grant', "the refresh token is not this client's"),
   resource: oauthError('invalid_target', 'resource differs from the grant'),
 };
 
@@ -59,10 +63,18 @@ export async function tokenRequest(
   if (body.grant_type === 'authorization_code') return exchangeCode(server, client, body, from);
   if (body.grant_type === 'refresh_token') return refresh(server, client, body, from);
   if (body.grant_type === JWT_BEARER_GRANT && enterprise) return assertionGrant(enterprise, client, body, from);
-  return oauthError('unsupported_grant_type', `grant_type is authorization_code or refresh_token${enterprise ? ` or ${JWT_BEARER_GRANT}` : ''}`);
+  return oauthError(
+    'unsupported_grant_type',
+    `grant_type is authorization_code or refresh_token${enterprise ? ` or ${JWT_BEARER_GRANT}` : ''}`,
+  );
 }
 
-async function assertionGrant(enterprise: ExchangeContext, client: OauthClient, body: Params, from: string): Promise<TokenResponse | OauthError> {
+async function assertionGrant(
+  enterprise: ExchangeContext,
+  client: OauthClient,
+  body: Params,
+  from: string,
+): Promise<TokenResponse | OauthError> {
   const assertion = str(body, 'assertion');
   if (!assertion) return oauthError('invalid_request', 'assertion is required');
   try {
@@ -83,11 +95,27 @@ async function exchangeCode(server: OauthServer, client: OauthClient, body: Para
   const verifier = str(body, 'code_verifier') ?? '';
   return server.database.write(async (tx) => {
     const use = await useCode(tx, code, {
-      clientId: client.id, redirectUri: str(body, 'redirect_uri'), verifierMatches: (challenge) => pkceMatches(verifier, challenge), resource: str(body, 'resource'), familyId,
+      clientId: client.id,
+      redirectUri: str(body, 'redirect_uri'),
+      verifierMatches: (challenge) => pkceMatches(verifier, challenge),
+      resource: str(body, 'resource'),
+      familyId,
     });
     if (!use.ok) return CODE_PROBLEMS[use.why];
-    const issued = await issueTokens(tx, use.grantId, { id: familyId, clientId: client.id, clientName: client.name, resource: use.resource, scope: use.scope }, ttlOf(server));
-    await recordAudit(tx, { actor: null, via: 'oauth', action: 'oauth.token', target: client.id, detail: { grant: use.grantId, family: familyId }, peer: from });
+    const issued = await issueTokens(
+      tx,
+      use.grantId,
+      { id: familyId, clientId: client.id, clientName: client.name, resource: use.resource, scope: use.scope },
+      ttlOf(server),
+    );
+    await recordAudit(tx, {
+      actor: null,
+      via: 'oauth',
+      action: 'oauth.token',
+      target: client.id,
+      detail: { grant: use.grantId, family: familyId },
+      peer: from,
+    });
     return response(issued);
   });
 }
@@ -96,14 +124,40 @@ async function refresh(server: OauthServer, client: OauthClient, body: Params, f
   const token = str(body, 'refresh_token');
   if (!token) return oauthError('invalid_request', 'refresh_token is required');
   return server.database.write(async (tx) => {
-    const use = await useRefresh(tx, token, { clientId: client.id, resource: str(body, 'resource'), graceSeconds: server.config.refreshGraceSeconds });
+    const use = await useRefresh(tx, token, {
+      clientId: client.id,
+      resource: str(body, 'resource'),
+      graceSeconds: server.config.refreshGraceSeconds,
+    });
     if (!use.ok) {
-      if (use.why === 'reused') await recordAudit(tx, { actor: null, via: 'oauth', action: 'oauth.family_revoked', target: client.id, detail: { reason: 'refresh token reused' }, peer: from });
+      if (use.why === 'reused')
+        await recordAudit(tx, {
+          actor: null,
+          via: 'oauth',
+          action: 'oauth.family_revoked',
+          target: client.id,
+          detail: { reason: 'refresh token reused' },
+          peer: from,
+        });
       return REFRESH_PROBLEMS[use.why];
     }
-    const family = { id: use.familyId, parentId: use.tokenId, clientId: client.id, clientName: client.name, resource: use.resource, scope: use.scope };
+    const family = {
+      id: use.familyId,
+      parentId: use.tokenId,
+      clientId: client.id,
+      clientName: client.name,
+      resource: use.resource,
+      scope: use.scope,
+    };
     const issued = await issueTokens(tx, use.grantId, family, ttlOf(server));
-    await recordAudit(tx, { actor: null, via: 'oauth', action: 'oauth.refresh', target: client.id, detail: { grant: use.grantId, family: use.familyId }, peer: from });
+    await recordAudit(tx, {
+      actor: null,
+      via: 'oauth',
+      action: 'oauth.refresh',
+      target: client.id,
+      detail: { grant: use.grantId, family: use.familyId },
+      peer: from,
+    });
     return response(issued);
   });
 }

@@ -3,7 +3,21 @@
 // be loaded, are unpacked into a folder only this user can write, checked against the hashes recorded at build
 // time, and loaded from there.
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync, openSync, readSync, closeSync, readFileSync, lstatSync, statSync, realpathSync, type Stats } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+  openSync,
+  readSync,
+  closeSync,
+  readFileSync,
+  lstatSync,
+  statSync,
+  realpathSync,
+  type Stats,
+} from 'node:fs';
 import { dirname, join } from 'node:path';
 import { homedir, tmpdir, constants as osConstants } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -51,7 +65,11 @@ function repositoryRoot(): string {
 function cacheRoots(): string[] {
   const env = process.env;
   const home = env.HOME || homedir();
-  const roots = [env.SVC_CACHE_DIR, env.XDG_CACHE_HOME ? join(env.XDG_CACHE_HOME, 'svc') : undefined, home ? join(home, '.cache', 'svc') : undefined];
+  const roots = [
+    env.SVC_CACHE_DIR,
+    env.XDG_CACHE_HOME ? join(env.XDG_CACHE_HOME, 'svc') : undefined,
+    home ? join(home, '.cache', 'svc') : undefined,
+  ];
   return roots.filter((r): r is string => typeof r === 'string' && r !== '');
 }
 
@@ -115,7 +133,8 @@ function fileSha256(path: string): string | null {
   try {
     const hash = createHash('sha256');
     const chunk = Buffer.allocUnsafe(256 * 1024);
-    for (let n = readSync(fd, chunk, 0, chunk.length, null); n > 0; n = readSync(fd, chunk, 0, chunk.length, null)) hash.update(chunk.subarray(0, n));
+    for (let n = readSync(fd, chunk, 0, chunk.length, null); n > 0; n = readSync(fd, chunk, 0, chunk.length, null))
+      hash.update(chunk.subarray(0, n));
     return hash.digest('hex');
   } finally {
     closeSync(fd);
@@ -142,7 +161,10 @@ function place(dir: string, key: string): string {
 /** Unpacks `key` into the first usable private folder; returns the file to load. */
 function extract(key: string): string {
   const problems: string[] = [];
-  const candidates: (() => string)[] = [...cacheRoots().map((root) => () => privateFolder(join(privateFolder(root), BUILD!.id))), temporaryFolder];
+  const candidates: (() => string)[] = [
+    ...cacheRoots().map((root) => () => privateFolder(join(privateFolder(root), BUILD!.id))),
+    temporaryFolder,
+  ];
   for (const folder of candidates) {
     try {
       return place(folder(), key);
@@ -150,7 +172,9 @@ function extract(key: string): string {
       problems.push((e as Error).message);
     }
   }
-  throw new Error(`no private folder to unpack native code into (set SVC_CACHE_DIR to a folder only this user can write, on a filesystem that allows executing files): ${problems.join('; ')}`);
+  throw new Error(
+    `no private folder to unpack native code into (set SVC_CACHE_DIR to a folder only this user can write, on a filesystem that allows executing files): ${problems.join('; ')}`,
+  );
 }
 
 /** A native addon: from the single executable's assets (extracted and loaded), else the installed package. */

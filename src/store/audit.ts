@@ -46,19 +46,28 @@ export async function recordCountedAudit(
   const row = await tx
     .select({ id: audit.id })
     .from(audit)
-    .where(and(
-      eq(audit.action, event.action),
-      eq(audit.peer, event.peer),
-      gt(audit.at, now - COUNTED_WINDOW_MS),
-      sql`json_extract(${audit.detail}, '$.reason') = ${event.reason}`,
-    ))
+    .where(
+      and(
+        eq(audit.action, event.action),
+        eq(audit.peer, event.peer),
+        gt(audit.at, now - COUNTED_WINDOW_MS),
+        sql`json_extract(${audit.detail}, '$.reason') = ${event.reason}`,
+      ),
+    )
     .orderBy(desc(audit.id))
     .limit(1)
     .get();
   if (row) {
-    await tx.update(audit).set({ detail: sql`json_set(${audit.detail}, '$.count', json_extract(${audit.detail}, '$.count') + ${count})` }).where(eq(audit.id, row.id));
+    await tx
+      .update(audit)
+      .set({ detail: sql`json_set(${audit.detail}, '$.count', json_extract(${audit.detail}, '$.count') + ${count})` })
+      .where(eq(audit.id, row.id));
   } else {
-    await recordAudit(tx, { actor: null, via: event.via, action: event.action, detail: { reason: event.reason, count }, peer: event.peer }, now);
+    await recordAudit(
+      tx,
+      { actor: null, via: event.via, action: event.action, detail: { reason: event.reason, count }, peer: event.peer },
+      now,
+    );
   }
 }
 export const COUNTED_WINDOW_MS = 60_000;
@@ -116,7 +125,13 @@ export interface Actor {
 }
 
 /** Records an action by a signed-in caller. */
-export async function recordActorAudit(tx: Tx, actor: Actor, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
+export async function recordActorAudit(
+  tx: Tx,
+  actor: Actor,
+  action: string,
+  target: string,
+  detail?: Record<string, unknown>,
+): Promise<void> {
   await recordAudit(tx, { actor: actor.uid, via: actor.via, action, target, detail: detail ?? null, peer: actor.peer });
 }
 
@@ -137,10 +152,12 @@ export async function exportAudit(db: Db, options: { since?: number; uid?: strin
   const rows = await db
     .select()
     .from(audit)
-    .where(and(
-      options.since === undefined ? undefined : gt(audit.at, options.since),
-      options.uid === undefined ? undefined : or(eq(audit.actor, options.uid), eq(audit.target, options.uid)),
-    ))
+    .where(
+      and(
+        options.since === undefined ? undefined : gt(audit.at, options.since),
+        options.uid === undefined ? undefined : or(eq(audit.actor, options.uid), eq(audit.target, options.uid)),
+      ),
+    )
     .orderBy(asc(audit.id))
     .all();
   return rows.map(toEntry);
@@ -153,7 +170,8 @@ export async function pruneAudit(database: Database, retentionMs: number, now = 
   let removed = 0;
   for (;;) {
     const n = await database.write(async (tx) => {
-      const rows = await tx.delete(audit)
+      const rows = await tx
+        .delete(audit)
         .where(sql`${audit.id} IN (SELECT id FROM audit WHERE at < ${now - retentionMs} ORDER BY id LIMIT ${AUDIT_PRUNE_BATCH})`)
         .returning({ id: audit.id });
       return rows.length;

@@ -9,7 +9,8 @@ import { accessSql, storedLabelsJson, visibleSql, type Access } from '../domain/
 import { toUser, type User } from './users.ts';
 
 /** How many users can see the item with this seq. */
-const readerCount = (itemSeq: SQL) => sql<number>`(SELECT count(*) FROM users u WHERE ${visibleSql(itemSeq, storedLabelsJson(sql`u.labels`))})`;
+const readerCount = (itemSeq: SQL) =>
+  sql<number>`(SELECT count(*) FROM users u WHERE ${visibleSql(itemSeq, storedLabelsJson(sql`u.labels`))})`;
 
 export interface ItemRow {
   readonly id: string;
@@ -21,11 +22,15 @@ export interface ItemRow {
 export const ITEM_PAGE = 50;
 
 /** One page of all items, by id, with how many users can see each; `query` matches id or title, `label` filters. */
-export async function listItemsWithReaders(db: Db, options: { query?: string; label?: string; page?: number }): Promise<{ items: ItemRow[]; total: number }> {
+export async function listItemsWithReaders(
+  db: Db,
+  options: { query?: string; label?: string; page?: number },
+): Promise<{ items: ItemRow[]; total: number }> {
   const conditions: SQL[] = [];
   const q = options.query?.trim();
   if (q) conditions.push(sql`(instr(lower(${items.id}), lower(${q})) > 0 OR instr(lower(${items.title}), lower(${q})) > 0)`);
-  if (options.label) conditions.push(sql`EXISTS (SELECT 1 FROM item_labels il WHERE il.item_seq = ${items.seq} AND il.label = ${options.label})`);
+  if (options.label)
+    conditions.push(sql`EXISTS (SELECT 1 FROM item_labels il WHERE il.item_seq = ${items.seq} AND il.label = ${options.label})`);
   const where = conditions.length === 0 ? undefined : and(...conditions);
   const total = (await db.select({ n: sql<number>`count(*)` }).from(items).where(where).get())!.n;
   const page = Math.max(1, options.page ?? 1);
@@ -48,21 +53,32 @@ export interface RestrictedTokenReader {
 }
 
 /** The users who can see an item, and, apart, the active label-restricted tokens that can. */
-export async function readersOf(db: Db, itemId: string, now = Date.now()): Promise<{ users: User[]; restrictedTokens: RestrictedTokenReader[] } | null> {
+export async function readersOf(
+  db: Db,
+  itemId: string,
+  now = Date.now(),
+): Promise<{ users: User[]; restrictedTokens: RestrictedTokenReader[] } | null> {
   const item = await db.select({ seq: items.seq }).from(items).where(eq(items.id, itemId)).get();
   if (!item) return null;
   const seq = sql`${item.seq}`;
-  const readers = await db.select().from(users).where(visibleSql(seq, storedLabelsJson(users.labels))).orderBy(asc(users.uid)).all();
+  const readers = await db
+    .select()
+    .from(users)
+    .where(visibleSql(seq, storedLabelsJson(users.labels)))
+    .orderBy(asc(users.uid))
+    .all();
   const restricted = await db
     .select({ tokenId: tokens.id, name: tokens.name, owner: users.uid, labels: tokens.labels })
     .from(tokens)
     .innerJoin(users, eq(users.id, tokens.userId))
-    .where(and(
-      isNotNull(tokens.labels),
-      isNull(tokens.revokedAt),
-      or(isNull(tokens.expiresAt), gt(tokens.expiresAt, now)),
-      visibleSql(seq, storedLabelsJson(users.labels), storedLabelsJson(tokens.labels)),
-    ))
+    .where(
+      and(
+        isNotNull(tokens.labels),
+        isNull(tokens.revokedAt),
+        or(isNull(tokens.expiresAt), gt(tokens.expiresAt, now)),
+        visibleSql(seq, storedLabelsJson(users.labels), storedLabelsJson(tokens.labels)),
+      ),
+    )
     .orderBy(asc(users.uid), asc(tokens.name))
     .all();
   return {

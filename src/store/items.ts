@@ -55,7 +55,11 @@ export function checkItemInput(input: ItemInput): { title: string; text: string;
   if (typeof input.text !== 'string' || input.text.length > TEXT_MAX) {
     throw badRequest(`text: required, at most ${TEXT_MAX} characters`, 'text');
   }
-  return { title: input.title.trim(), text: input.text, labels: input.labels === undefined ? null : formatLabels(checkLabels(input.labels)) };
+  return {
+    title: input.title.trim(),
+    text: input.text,
+    labels: input.labels === undefined ? null : formatLabels(checkLabels(input.labels)),
+  };
 }
 
 /**

@@ -57,7 +57,10 @@ export async function deriveNotices(tx: Tx, now: number, warningMs: number): Pro
     const notice = await fromEvent(tx, e);
     if (notice) made += await insertNotice(tx, notice, now);
   }
-  const newest = events.length === BATCH ? events.at(-1)!.id : ((await tx.get<{ id: number | null }>(sql`SELECT max(id) AS id FROM audit`)).id ?? cursor.auditId);
+  const newest =
+    events.length === BATCH
+      ? events.at(-1)!.id
+      : ((await tx.get<{ id: number | null }>(sql`SELECT max(id) AS id FROM audit`)).id ?? cursor.auditId);
 
   // A token enters the window as time passes; one born inside it (a short lifetime) is not warned about.
   const until = now + warningMs;
@@ -73,7 +76,10 @@ export async function deriveNotices(tx: Tx, now: number, warningMs: number): Pro
       RETURNING id`);
     made += entering.length;
   }
-  await tx.update(noticeCursor).set({ auditId: newest, expiryUntil: Math.max(until, cursor.expiryUntil) }).where(eq(noticeCursor.id, 1));
+  await tx
+    .update(noticeCursor)
+    .set({ auditId: newest, expiryUntil: Math.max(until, cursor.expiryUntil) })
+    .where(eq(noticeCursor.id, 1));
   return made;
 }
 
@@ -87,22 +93,39 @@ interface NewNotice {
 
 async function fromEvent(tx: Tx, e: AuditRow): Promise<NewNotice | null> {
   const detail = e.detail ? (JSON.parse(e.detail) as Record<string, unknown>) : {};
-  const userId = async (uid: unknown) => (typeof uid === 'string' ? (await tx.select({ id: users.id }).from(users).where(eq(users.uid, uid)).get())?.id : undefined);
+  const userId = async (uid: unknown) =>
+    typeof uid === 'string' ? (await tx.select({ id: users.id }).from(users).where(eq(users.uid, uid)).get())?.id : undefined;
   if (e.action === 'token.create' && e.via === 'cli') {
     const id = await userId(detail.owner);
-    return id === undefined ? null : { key: `token_created:${e.target}`, userId: id, kind: 'token_created', detail: { name: detail.name, expires_at: detail.expires_at, labels: detail.labels } };
+    return id === undefined
+      ? null
+      : {
+          key: `token_created:${e.target}`,
+          userId: id,
+          kind: 'token_created',
+          detail: { name: detail.name, expires_at: detail.expires_at, labels: detail.labels },
+        };
   }
   if (e.action === 'user.update' && (detail.password === 'set' || detail.password === 'removed')) {
     const id = await userId(e.target);
     const by = e.via === 'cli' ? 'an administrator' : e.actor === e.target ? 'you' : 'an administrator';
-    return id === undefined ? null : { key: `password_changed:${e.id}`, userId: id, kind: 'password_changed', detail: { change: detail.password, by } };
+    return id === undefined
+      ? null
+      : { key: `password_changed:${e.id}`, userId: id, kind: 'password_changed', detail: { change: detail.password, by } };
   }
   if (e.action === 'oauth.grant') {
     const id = await userId(e.actor);
-    const client = e.target ? await tx.select({ name: oauthClients.name }).from(oauthClients).where(eq(oauthClients.id, e.target)).get() : undefined;
+    const client = e.target
+      ? await tx.select({ name: oauthClients.name }).from(oauthClients).where(eq(oauthClients.id, e.target)).get()
+      : undefined;
     return id === undefined
       ? null
-      : { key: `grant_made:${e.id}`, userId: id, kind: 'grant_made', detail: { client: client?.name ?? '', client_id: e.target, redirect_uri: detail.redirect_uri, labels: detail.labels } };
+      : {
+          key: `grant_made:${e.id}`,
+          userId: id,
+          kind: 'grant_made',
+          detail: { client: client?.name ?? '', client_id: e.target, redirect_uri: detail.redirect_uri, labels: detail.labels },
+        };
   }
   return null;
 }
@@ -116,7 +139,8 @@ async function insertNotice(tx: Tx, n: NewNotice, now: number): Promise<number> 
   return rows.length;
 }
 
-const due = (now: number) => and(isNull(notices.doneAt), lte(notices.nextAttemptAt, now), or(isNull(notices.claimedUntil), lte(notices.claimedUntil, now)));
+const due = (now: number) =>
+  and(isNull(notices.doneAt), lte(notices.nextAttemptAt, now), or(isNull(notices.claimedUntil), lte(notices.claimedUntil, now)));
 
 export async function noticesDue(db: Db, now: number): Promise<boolean> {
   return (await db.select({ id: notices.id }).from(notices).where(due(now)).limit(1).get()) !== undefined;
@@ -134,7 +158,20 @@ export async function claimNotices(tx: Tx, now: number, leaseMs: number, limit: 
     .set({ claimedUntil: now + leaseMs, attempts: sql`${notices.attempts} + 1` })
     .where(inArray(notices.id, ids))
     .returning();
-  const owners = new Map((await tx.select().from(users).where(inArray(users.id, rows.map((r) => r.userId))).all()).map((u) => [u.id, u]));
+  const owners = new Map(
+    (
+      await tx
+        .select()
+        .from(users)
+        .where(
+          inArray(
+            users.id,
+            rows.map((r) => r.userId),
+          ),
+        )
+        .all()
+    ).map((u) => [u.id, u]),
+  );
   const claimed: ClaimedNotice[] = [];
   for (const r of rows.sort((a, b) => a.id - b.id)) {
     const detail = JSON.parse(r.detail) as Record<string, unknown>;
@@ -143,7 +180,14 @@ export async function claimNotices(tx: Tx, now: number, leaseMs: number, limit: 
       continue;
     }
     const u = owners.get(r.userId)!;
-    claimed.push({ id: r.id, kind: r.kind as NoticeKind, detail, attempts: r.attempts, createdAt: r.createdAt, user: { uid: u.uid, email: u.email, name: u.name } });
+    claimed.push({
+      id: r.id,
+      kind: r.kind as NoticeKind,
+      detail,
+      attempts: r.attempts,
+      createdAt: r.createdAt,
+      user: { uid: u.uid, email: u.email, name: u.name },
+    });
   }
   return claimed;
 }

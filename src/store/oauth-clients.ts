@@ -24,8 +24,15 @@ export interface OauthClient {
 
 function toClient(r: typeof oauthClients.$inferSelect): OauthClient {
   return {
-    id: r.id, kind: r.kind as ClientKind, name: r.name, redirectUris: JSON.parse(r.redirectUris) as string[],
-    authMethod: r.authMethod as AuthMethod, secretHash: r.secretHash, createdAt: r.createdAt, lastUsedAt: r.lastUsedAt, refreshAt: r.refreshAt,
+    id: r.id,
+    kind: r.kind as ClientKind,
+    name: r.name,
+    redirectUris: JSON.parse(r.redirectUris) as string[],
+    authMethod: r.authMethod as AuthMethod,
+    secretHash: r.secretHash,
+    createdAt: r.createdAt,
+    lastUsedAt: r.lastUsedAt,
+    refreshAt: r.refreshAt,
   };
 }
 
@@ -65,8 +72,19 @@ async function forgetUnusedClients(tx: Tx, now: number): Promise<void> {
   await tx.delete(oauthClients).where(and(unused, lt(oauthClients.createdAt, now - UNUSED_CLIENT_MS)));
   const n = (await tx.select({ n: count() }).from(oauthClients).where(unused).get())?.n ?? 0;
   if (n < MAX_UNUSED_CLIENTS) return;
-  const oldest = await tx.select({ id: oauthClients.id }).from(oauthClients).where(unused).orderBy(asc(oauthClients.createdAt)).limit(n - MAX_UNUSED_CLIENTS + 1).all();
-  await tx.delete(oauthClients).where(inArray(oauthClients.id, oldest.map((o) => o.id)));
+  const oldest = await tx
+    .select({ id: oauthClients.id })
+    .from(oauthClients)
+    .where(unused)
+    .orderBy(asc(oauthClients.createdAt))
+    .limit(n - MAX_UNUSED_CLIENTS + 1)
+    .all();
+  await tx.delete(oauthClients).where(
+    inArray(
+      oauthClients.id,
+      oldest.map((o) => o.id),
+    ),
+  );
 }
 
 export async function registerClient(
@@ -76,8 +94,13 @@ export async function registerClient(
 ): Promise<OauthClient> {
   await forgetUnusedClients(tx, now);
   const row = {
-    id: input.id ?? `oc_${randomId(15)}`, kind: input.kind, name: input.name, redirectUris: JSON.stringify(input.redirectUris),
-    authMethod: input.authMethod, secretHash: input.secret === null ? null : storedHash(input.secret), createdAt: now,
+    id: input.id ?? `oc_${randomId(15)}`,
+    kind: input.kind,
+    name: input.name,
+    redirectUris: JSON.stringify(input.redirectUris),
+    authMethod: input.authMethod,
+    secretHash: input.secret === null ? null : storedHash(input.secret),
+    createdAt: now,
   };
   await tx.insert(oauthClients).values(row);
   return toClient({ ...row, lastUsedAt: null, refreshAt: null });
@@ -90,6 +113,7 @@ export async function listClients(db: Db): Promise<OauthClient[]> {
 export async function removeClient(tx: Tx, id: string): Promise<boolean> {
   const rows = await tx.delete(oauthClients).where(eq(oauthClients.id, id)).returning({ id: oauthClients.id });
   if (rows.length === 0) return false;
-  for (const g of await tx.select({ id: oauthGrants.id }).from(oauthGrants).where(eq(oauthGrants.clientId, id)).all()) await endGrant(tx, g.id);
+  for (const g of await tx.select({ id: oauthGrants.id }).from(oauthGrants).where(eq(oauthGrants.clientId, id)).all())
+    await endGrant(tx, g.id);
   return true;
 }

@@ -26,8 +26,17 @@ export async function claimAssertion(tx: Tx, issuer: string, jti: string, expire
  * The grant an exchange for this user and client stands under: the standing one, or a new one with the scope
  * `mcp`. Null when the user revoked it: revoking the app under Connected apps stops its exchanges.
  */
-export async function enterpriseGrant(tx: Tx, userId: number, clientId: string, now = Date.now()): Promise<{ id: string; labels: string | null } | null> {
-  const existing = await tx.select().from(oauthGrants).where(and(eq(oauthGrants.userId, userId), eq(oauthGrants.clientId, clientId))).get();
+export async function enterpriseGrant(
+  tx: Tx,
+  userId: number,
+  clientId: string,
+  now = Date.now(),
+): Promise<{ id: string; labels: string | null } | null> {
+  const existing = await tx
+    .select()
+    .from(oauthGrants)
+    .where(and(eq(oauthGrants.userId, userId), eq(oauthGrants.clientId, clientId)))
+    .get();
   if (existing) return existing.revokedAt === null ? { id: existing.id, labels: existing.labels } : null;
   const id = `gr_${randomId(12)}`;
   await tx.insert(oauthGrants).values({ id, userId, clientId, scope: 'mcp', redirectUris: '[]', labels: null, createdAt: now });
@@ -45,8 +54,15 @@ export async function issueAssertionToken(
   const now = await databaseNow(tx);
   const accessToken = mintToken();
   await tx.insert(tokens).values({
-    id: `tok_${randomId(10)}`, hash: storedHash(accessToken), userId, name: client.name.slice(0, 100), createdAt: now,
-    expiresAt: now + accessSeconds * 1000, grantId: grant.id, labels: grant.labels, scopes: formatScopes(['mcp']),
+    id: `tok_${randomId(10)}`,
+    hash: storedHash(accessToken),
+    userId,
+    name: client.name.slice(0, 100),
+    createdAt: now,
+    expiresAt: now + accessSeconds * 1000,
+    grantId: grant.id,
+    labels: grant.labels,
+    scopes: formatScopes(['mcp']),
   });
   await tx.update(oauthGrants).set({ lastUsedAt: now }).where(eq(oauthGrants.id, grant.id));
   await tx.update(oauthClients).set({ lastUsedAt: now }).where(eq(oauthClients.id, client.id));

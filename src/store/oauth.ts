@@ -35,10 +35,20 @@ export async function holdRequest(tx: Tx, userId: number, request: PendingReques
 
 /** Takes a held request out (single use); null when unknown, someone else's, or expired. */
 export async function takeRequest(tx: Tx, secret: string, userId: number, now = Date.now()): Promise<PendingRequest | null> {
-  const rows = await tx.delete(oauthRequests).where(and(eq(oauthRequests.id, storedHash(secret)), eq(oauthRequests.userId, userId))).returning();
+  const rows = await tx
+    .delete(oauthRequests)
+    .where(and(eq(oauthRequests.id, storedHash(secret)), eq(oauthRequests.userId, userId)))
+    .returning();
   const row = rows[0];
   if (!row || row.expiresAt <= now) return null;
-  return { clientId: row.clientId, redirectUri: row.redirectUri, scope: row.scope, state: row.state, codeChallenge: row.codeChallenge, resource: row.resource };
+  return {
+    clientId: row.clientId,
+    redirectUri: row.redirectUri,
+    scope: row.scope,
+    state: row.state,
+    codeChallenge: row.codeChallenge,
+    resource: row.resource,
+  };
 }
 
 // ---- grants
@@ -62,7 +72,11 @@ function toGrant(r: typeof oauthGrants.$inferSelect): Grant {
 
 /** The user's standing grant to this client, if it is not revoked. */
 export async function activeGrant(db: Db, userId: number, clientId: string): Promise<Grant | null> {
-  const row = await db.select().from(oauthGrants).where(and(eq(oauthGrants.userId, userId), eq(oauthGrants.clientId, clientId), isNull(oauthGrants.revokedAt))).get();
+  const row = await db
+    .select()
+    .from(oauthGrants)
+    .where(and(eq(oauthGrants.userId, userId), eq(oauthGrants.clientId, clientId), isNull(oauthGrants.revokedAt)))
+    .get();
   return row ? toGrant(row) : null;
 }
 
@@ -80,16 +94,35 @@ export async function consent(
   now = Date.now(),
 ): Promise<Grant> {
   const restriction = labels === null ? null : formatLabels(labels);
-  const existing = await tx.select().from(oauthGrants).where(and(eq(oauthGrants.userId, userId), eq(oauthGrants.clientId, clientId))).get();
+  const existing = await tx
+    .select()
+    .from(oauthGrants)
+    .where(and(eq(oauthGrants.userId, userId), eq(oauthGrants.clientId, clientId)))
+    .get();
   if (existing && existing.revokedAt === null) {
     const uris = [...new Set([...(JSON.parse(existing.redirectUris) as string[]), redirectUri])];
     const scopes = [...new Set([...existing.scope.split(' '), ...scope.split(' ')].filter((s) => s !== ''))].sort().join(' ');
-    const rows = await tx.update(oauthGrants).set({ scope: scopes, redirectUris: JSON.stringify(uris), labels: restriction }).where(eq(oauthGrants.id, existing.id)).returning();
+    const rows = await tx
+      .update(oauthGrants)
+      .set({ scope: scopes, redirectUris: JSON.stringify(uris), labels: restriction })
+      .where(eq(oauthGrants.id, existing.id))
+      .returning();
     return toGrant(rows[0]!);
   }
   // A revoked grant is replaced: consenting again starts afresh.
   if (existing) await tx.delete(oauthGrants).where(eq(oauthGrants.id, existing.id));
-  const rows = await tx.insert(oauthGrants).values({ id: `gr_${randomId(12)}`, userId, clientId, scope, redirectUris: JSON.stringify([redirectUri]), labels: restriction, createdAt: now }).returning();
+  const rows = await tx
+    .insert(oauthGrants)
+    .values({
+      id: `gr_${randomId(12)}`,
+      userId,
+      clientId,
+      scope,
+      redirectUris: JSON.stringify([redirectUri]),
+      labels: restriction,
+      createdAt: now,
+    })
+    .returning();
   return toGrant(rows[0]!);
 }
 
@@ -111,21 +144,38 @@ export async function listGrants(db: Db, userId: number): Promise<GrantListing[]
 
 /** Ends a grant and everything issued under it: refresh families and access tokens, at once. */
 export async function endGrant(tx: Tx, grantId: string, now = Date.now()): Promise<void> {
-  await tx.update(oauthGrants).set({ revokedAt: now }).where(and(eq(oauthGrants.id, grantId), isNull(oauthGrants.revokedAt)));
-  await tx.update(oauthRefreshTokens).set({ revokedAt: now }).where(and(eq(oauthRefreshTokens.grantId, grantId), isNull(oauthRefreshTokens.revokedAt)));
-  await tx.update(tokens).set({ revokedAt: now }).where(and(eq(tokens.grantId, grantId), isNull(tokens.revokedAt)));
+  await tx
+    .update(oauthGrants)
+    .set({ revokedAt: now })
+    .where(and(eq(oauthGrants.id, grantId), isNull(oauthGrants.revokedAt)));
+  await tx
+    .update(oauthRefreshTokens)
+    .set({ revokedAt: now })
+    .where(and(eq(oauthRefreshTokens.grantId, grantId), isNull(oauthRefreshTokens.revokedAt)));
+  await tx
+    .update(tokens)
+    .set({ revokedAt: now })
+    .where(and(eq(tokens.grantId, grantId), isNull(tokens.revokedAt)));
 }
 
 /** Ends every grant of a user (an admin revoking all of their tokens); returns how many. */
 export async function endUserGrants(tx: Tx, userId: number, now = Date.now()): Promise<number> {
-  const grants = await tx.select({ id: oauthGrants.id }).from(oauthGrants).where(and(eq(oauthGrants.userId, userId), isNull(oauthGrants.revokedAt))).all();
+  const grants = await tx
+    .select({ id: oauthGrants.id })
+    .from(oauthGrants)
+    .where(and(eq(oauthGrants.userId, userId), isNull(oauthGrants.revokedAt)))
+    .all();
   for (const g of grants) await endGrant(tx, g.id, now);
   return grants.length;
 }
 
 /** Revokes one of the user's own grants; someone else's is not found (false). */
 export async function revokeGrant(tx: Tx, userId: number, grantId: string): Promise<boolean> {
-  const grant = await tx.select({ id: oauthGrants.id }).from(oauthGrants).where(and(eq(oauthGrants.id, grantId), eq(oauthGrants.userId, userId), isNull(oauthGrants.revokedAt))).get();
+  const grant = await tx
+    .select({ id: oauthGrants.id })
+    .from(oauthGrants)
+    .where(and(eq(oauthGrants.id, grantId), eq(oauthGrants.userId, userId), isNull(oauthGrants.revokedAt)))
+    .get();
   if (!grant) return false;
   await endGrant(tx, grant.id);
   return true;
@@ -138,8 +188,14 @@ const CODE_TTL_MS = 10 * 60_000;
 export async function issueCode(tx: Tx, grant: Grant, request: PendingRequest, now = Date.now()): Promise<string> {
   const code = randomId(20);
   await tx.insert(oauthCodes).values({
-    id: storedHash(code), grantId: grant.id, clientId: request.clientId, redirectUri: request.redirectUri,
-    codeChallenge: request.codeChallenge, resource: request.resource, scope: request.scope, expiresAt: now + CODE_TTL_MS,
+    id: storedHash(code),
+    grantId: grant.id,
+    clientId: request.clientId,
+    redirectUri: request.redirectUri,
+    codeChallenge: request.codeChallenge,
+    resource: request.resource,
+    scope: request.scope,
+    expiresAt: now + CODE_TTL_MS,
   });
   return code;
 }
@@ -155,7 +211,10 @@ export interface CodeRedemption {
 
 export type CodeUse =
   | { readonly ok: true; readonly grantId: string; readonly resource: string; readonly scope: string }
-  | { readonly ok: false; readonly why: 'unknown' | 'expired' | 'reused' | 'other_client' | 'revoked' | 'redirect_uri' | 'verifier' | 'resource' };
+  | {
+      readonly ok: false;
+      readonly why: 'unknown' | 'expired' | 'reused' | 'other_client' | 'revoked' | 'redirect_uri' | 'verifier' | 'resource';
+    };
 
 /**
  * Redeems a code once. Everything is checked before it is used up (client, expiry, grant, redirect URI, PKCE,
@@ -163,7 +222,11 @@ export type CodeUse =
  * one issued.
  */
 export async function useCode(tx: Tx, code: string, redemption: CodeRedemption, now = Date.now()): Promise<CodeUse> {
-  const row = await tx.select().from(oauthCodes).where(eq(oauthCodes.id, storedHash(code))).get();
+  const row = await tx
+    .select()
+    .from(oauthCodes)
+    .where(eq(oauthCodes.id, storedHash(code)))
+    .get();
   if (!row) return { ok: false, why: 'unknown' };
   if (row.clientId !== redemption.clientId) return { ok: false, why: 'other_client' };
   if (row.usedAt !== null) {
@@ -175,7 +238,11 @@ export async function useCode(tx: Tx, code: string, redemption: CodeRedemption, 
   if (redemption.redirectUri !== row.redirectUri) return { ok: false, why: 'redirect_uri' };
   if (!redemption.verifierMatches(row.codeChallenge)) return { ok: false, why: 'verifier' };
   if (redemption.resource !== undefined && redemption.resource !== row.resource) return { ok: false, why: 'resource' };
-  const used = await tx.update(oauthCodes).set({ usedAt: now, familyId: redemption.familyId }).where(and(eq(oauthCodes.id, row.id), isNull(oauthCodes.usedAt))).returning({ id: oauthCodes.id });
+  const used = await tx
+    .update(oauthCodes)
+    .set({ usedAt: now, familyId: redemption.familyId })
+    .where(and(eq(oauthCodes.id, row.id), isNull(oauthCodes.usedAt)))
+    .returning({ id: oauthCodes.id });
   if (used.length === 0) return { ok: false, why: 'reused' };
   return { ok: true, grantId: row.grantId, resource: row.resource, scope: row.scope };
 }
@@ -209,13 +276,27 @@ export async function issueTokens(
   const accessToken = mintToken();
   // The access token carries the grant's label restriction, as a personal token carries its own.
   await tx.insert(tokens).values({
-    id: `tok_${randomId(10)}`, hash: storedHash(accessToken), userId: grant.userId, name: family.clientName.slice(0, 100),
-    createdAt: now, expiresAt: now + ttl.accessSeconds * 1000, grantId, familyId: family.id, labels: grant.labels,
+    id: `tok_${randomId(10)}`,
+    hash: storedHash(accessToken),
+    userId: grant.userId,
+    name: family.clientName.slice(0, 100),
+    createdAt: now,
+    expiresAt: now + ttl.accessSeconds * 1000,
+    grantId,
+    familyId: family.id,
+    labels: grant.labels,
   });
   const refreshToken = `${REFRESH_PREFIX}${randomId(30)}`;
   await tx.insert(oauthRefreshTokens).values({
-    id: storedHash(refreshToken), familyId: family.id, parentId: family.parentId ?? null, grantId, clientId: family.clientId, resource: family.resource, scope: family.scope,
-    createdAt: now, expiresAt: now + ttl.refreshSeconds * 1000,
+    id: storedHash(refreshToken),
+    familyId: family.id,
+    parentId: family.parentId ?? null,
+    grantId,
+    clientId: family.clientId,
+    resource: family.resource,
+    scope: family.scope,
+    createdAt: now,
+    expiresAt: now + ttl.refreshSeconds * 1000,
   });
   await tx.update(oauthGrants).set({ lastUsedAt: now }).where(eq(oauthGrants.id, grantId));
   await tx.update(oauthClients).set({ lastUsedAt: now }).where(eq(oauthClients.id, family.clientId));
@@ -223,12 +304,25 @@ export async function issueTokens(
 }
 
 export async function revokeFamily(tx: Tx, familyId: string, now = Date.now()): Promise<void> {
-  await tx.update(oauthRefreshTokens).set({ revokedAt: now }).where(and(eq(oauthRefreshTokens.familyId, familyId), isNull(oauthRefreshTokens.revokedAt)));
-  await tx.update(tokens).set({ revokedAt: now }).where(and(eq(tokens.familyId, familyId), isNull(tokens.revokedAt)));
+  await tx
+    .update(oauthRefreshTokens)
+    .set({ revokedAt: now })
+    .where(and(eq(oauthRefreshTokens.familyId, familyId), isNull(oauthRefreshTokens.revokedAt)));
+  await tx
+    .update(tokens)
+    .set({ revokedAt: now })
+    .where(and(eq(tokens.familyId, familyId), isNull(tokens.revokedAt)));
 }
 
 export type RefreshUse =
-  | { readonly ok: true; readonly grantId: string; readonly familyId: string; readonly tokenId: string; readonly resource: string; readonly scope: string }
+  | {
+      readonly ok: true;
+      readonly grantId: string;
+      readonly familyId: string;
+      readonly tokenId: string;
+      readonly resource: string;
+      readonly scope: string;
+    }
   | { readonly ok: false; readonly why: 'unknown' | 'revoked' | 'expired' | 'reused' | 'other_client' | 'resource' };
 
 /**
@@ -244,7 +338,11 @@ export async function useRefresh(
 ): Promise<RefreshUse> {
   const { clientId, graceSeconds } = use;
   if (!token.startsWith(REFRESH_PREFIX)) return { ok: false, why: 'unknown' };
-  const row = await tx.select().from(oauthRefreshTokens).where(eq(oauthRefreshTokens.id, storedHash(token))).get();
+  const row = await tx
+    .select()
+    .from(oauthRefreshTokens)
+    .where(eq(oauthRefreshTokens.id, storedHash(token)))
+    .get();
   if (!row) return { ok: false, why: 'unknown' };
   if (row.clientId !== clientId) return { ok: false, why: 'other_client' };
   if (row.revokedAt !== null || !(await grantIsActive(tx, row.grantId))) return { ok: false, why: 'revoked' };
@@ -262,7 +360,9 @@ export async function useRefresh(
       const sibling = await tx
         .select({ id: oauthRefreshTokens.id })
         .from(oauthRefreshTokens)
-        .where(and(eq(oauthRefreshTokens.parentId, row.parentId), ne(oauthRefreshTokens.id, row.id), isNotNull(oauthRefreshTokens.rotatedAt)))
+        .where(
+          and(eq(oauthRefreshTokens.parentId, row.parentId), ne(oauthRefreshTokens.id, row.id), isNotNull(oauthRefreshTokens.rotatedAt)),
+        )
         .get();
       if (sibling) return reused();
     }
@@ -274,7 +374,11 @@ export async function useRefresh(
 /** RFC 7009: a refresh token ends its family; an access token of this client ends itself. Unknown: nothing. */
 export async function revokeOauthToken(tx: Tx, token: string, clientId: string, now = Date.now()): Promise<void> {
   if (token.startsWith(REFRESH_PREFIX)) {
-    const row = await tx.select().from(oauthRefreshTokens).where(eq(oauthRefreshTokens.id, storedHash(token))).get();
+    const row = await tx
+      .select()
+      .from(oauthRefreshTokens)
+      .where(eq(oauthRefreshTokens.id, storedHash(token)))
+      .get();
     if (row && row.clientId === clientId) await revokeFamily(tx, row.familyId, now);
     return;
   }
@@ -284,5 +388,9 @@ export async function revokeOauthToken(tx: Tx, token: string, clientId: string, 
     .innerJoin(oauthGrants, eq(oauthGrants.id, tokens.grantId))
     .where(and(eq(tokens.hash, storedHash(token)), eq(oauthGrants.clientId, clientId)))
     .get();
-  if (access) await tx.update(tokens).set({ revokedAt: now }).where(and(eq(tokens.id, access.id), isNull(tokens.revokedAt)));
+  if (access)
+    await tx
+      .update(tokens)
+      .set({ revokedAt: now })
+      .where(and(eq(tokens.id, access.id), isNull(tokens.revokedAt)));
 }

@@ -24,7 +24,10 @@ export async function startFlow(tx: Tx, flow: Flow, now = Date.now()): Promise<s
 
 /** Takes the flow out (single use); null when unknown, used already, or expired. */
 export async function takeFlow(tx: Tx, id: string, now = Date.now()): Promise<Flow | null> {
-  const rows = await tx.delete(oidcFlows).where(eq(oidcFlows.id, storedHash(id))).returning();
+  const rows = await tx
+    .delete(oidcFlows)
+    .where(eq(oidcFlows.id, storedHash(id)))
+    .returning();
   const row = rows[0];
   if (!row || row.expiresAt <= now) return null;
   return { state: row.state, nonce: row.nonce, verifier: row.verifier, next: row.next };

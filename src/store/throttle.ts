@@ -27,12 +27,19 @@ async function retryAfter(tx: Tx, key: string, limit: number, now: number): Prom
 export type Reservation = { readonly ok: true; readonly ids: readonly number[] } | { readonly ok: false; readonly retryAfter: number };
 
 /** Counts an attempt against every key, unless one of them is at its limit already. */
-export async function reserveAttempt(tx: Tx, limits: readonly (readonly [key: string, limit: number])[], now = Date.now()): Promise<Reservation> {
+export async function reserveAttempt(
+  tx: Tx,
+  limits: readonly (readonly [key: string, limit: number])[],
+  now = Date.now(),
+): Promise<Reservation> {
   await tx.delete(loginFailures).where(lt(loginFailures.at, now - WINDOW_MS));
   let wait = 0;
   for (const [key, limit] of limits) wait = Math.max(wait, await retryAfter(tx, key, limit, now));
   if (wait > 0) return { ok: false, retryAfter: wait };
-  const rows = await tx.insert(loginFailures).values(limits.map(([key]) => ({ key, at: now }))).returning({ id: loginFailures.id });
+  const rows = await tx
+    .insert(loginFailures)
+    .values(limits.map(([key]) => ({ key, at: now })))
+    .returning({ id: loginFailures.id });
   return { ok: true, ids: rows.map((r) => r.id) };
 }
 

@@ -98,8 +98,14 @@ export async function createToken(
   const now = await databaseNow(tx);
   const expiresAt = seconds === null ? null : now + seconds * 1000;
   await tx.insert(tokens).values({
-    id, hash: storedHash(token), userId, name: checkedName, createdAt: now, expiresAt,
-    labels: restriction === null ? null : formatLabels(restriction), scopes: formatScopes(checkedScopes),
+    id,
+    hash: storedHash(token),
+    userId,
+    name: checkedName,
+    createdAt: now,
+    expiresAt,
+    labels: restriction === null ? null : formatLabels(restriction),
+    scopes: formatScopes(checkedScopes),
   });
   return { id, token, name: checkedName, createdAt: now, expiresAt, labels: restriction, scopes: checkedScopes };
 }
@@ -116,8 +122,11 @@ export async function restrictToken(tx: Tx, userId: number, id: string, labels: 
   const current = await tx.select({ scopes: tokens.scopes }).from(tokens).where(personal).get();
   if (!current) throw notFound('no such token');
   if (restriction !== null) checkScopesFor(storedScopes(current.scopes), { admin: true }, true);
-  const rows = await tx.update(tokens).set({ labels: restriction === null ? null : formatLabels(restriction) })
-    .where(personal).returning();
+  const rows = await tx
+    .update(tokens)
+    .set({ labels: restriction === null ? null : formatLabels(restriction) })
+    .where(personal)
+    .returning();
   if (rows.length === 0) throw notFound('no such token');
   return tokenInfo(rows[0]!, Date.now());
 }
@@ -143,23 +152,37 @@ export async function databaseNow(db: Db): Promise<number> {
 
 export async function listTokens(db: Db, userId: number, now = Date.now()): Promise<TokenInfo[]> {
   // Personal tokens only: those issued to OAuth clients are listed with their grants ("Connected apps").
-  const rows = await db.select().from(tokens).where(and(eq(tokens.userId, userId), isNull(tokens.grantId))).orderBy(desc(tokens.createdAt)).all();
+  const rows = await db
+    .select()
+    .from(tokens)
+    .where(and(eq(tokens.userId, userId), isNull(tokens.grantId)))
+    .orderBy(desc(tokens.createdAt))
+    .all();
   return rows.map((r) => tokenInfo(r, now));
 }
 
 /** Revokes one of the user's own tokens; someone else's id is indistinguishable from an unknown one. */
 export async function revokeToken(tx: Tx, userId: number, id: string, now = Date.now()): Promise<void> {
-  const found = await tx.select({ revokedAt: tokens.revokedAt }).from(tokens)
-    .where(and(eq(tokens.id, id), eq(tokens.userId, userId))).get();
+  const found = await tx
+    .select({ revokedAt: tokens.revokedAt })
+    .from(tokens)
+    .where(and(eq(tokens.id, id), eq(tokens.userId, userId)))
+    .get();
   if (!found) throw notFound('no such token');
   if (found.revokedAt === null) {
-    await tx.update(tokens).set({ revokedAt: now }).where(and(eq(tokens.id, id), isNull(tokens.revokedAt)));
+    await tx
+      .update(tokens)
+      .set({ revokedAt: now })
+      .where(and(eq(tokens.id, id), isNull(tokens.revokedAt)));
   }
 }
 
 export async function revokeAllTokens(tx: Tx, userId: number, now = Date.now()): Promise<number> {
-  const rows = await tx.update(tokens).set({ revokedAt: now })
-    .where(and(eq(tokens.userId, userId), isNull(tokens.revokedAt))).returning({ id: tokens.id });
+  const rows = await tx
+    .update(tokens)
+    .set({ revokedAt: now })
+    .where(and(eq(tokens.userId, userId), isNull(tokens.revokedAt)))
+    .returning({ id: tokens.id });
   return rows.length;
 }
 
@@ -203,16 +226,30 @@ function prepareLookup(db: Db): Lookup {
         grantId: r[15] as string | null,
         grantRevoked: r[16] === 1,
         user: {
-          id: r[4] as number, uid: r[5] as string, email: r[6] as string, name: r[7] as string,
-          labels: storedLabels(r[8] as string), admin: r[9] === 1, hasPassword: r[10] === 1,
-          createdAt: r[11] as number, updatedAt: r[12] as number,
+          id: r[4] as number,
+          uid: r[5] as string,
+          email: r[6] as string,
+          name: r[7] as string,
+          labels: storedLabels(r[8] as string),
+          admin: r[9] === 1,
+          hasPassword: r[10] === 1,
+          createdAt: r[11] as number,
+          updatedAt: r[12] as number,
         },
       };
     };
   }
   const query = db
     .select({
-      t: { id: tokens.id, expiresAt: tokens.expiresAt, revokedAt: tokens.revokedAt, lastUsedAt: tokens.lastUsedAt, labels: tokens.labels, scopes: tokens.scopes, grantId: tokens.grantId },
+      t: {
+        id: tokens.id,
+        expiresAt: tokens.expiresAt,
+        revokedAt: tokens.revokedAt,
+        lastUsedAt: tokens.lastUsedAt,
+        labels: tokens.labels,
+        scopes: tokens.scopes,
+        grantId: tokens.grantId,
+      },
       g: { id: oauthGrants.id, revokedAt: oauthGrants.revokedAt },
       u: users,
     })
@@ -223,11 +260,19 @@ function prepareLookup(db: Db): Lookup {
     .prepare();
   return async (hash) => {
     const row = await query.get({ hash });
-    return row && {
-      tokenId: row.t.id, expiresAt: row.t.expiresAt, revokedAt: row.t.revokedAt, lastUsedAt: row.t.lastUsedAt,
-      restriction: row.t.labels === null ? null : storedLabels(row.t.labels), user: toUser(row.u),
-      scopes: storedScopes(row.t.scopes), grantId: row.t.grantId, grantRevoked: row.t.grantId !== null && (row.g === null || row.g.revokedAt !== null),
-    };
+    return (
+      row && {
+        tokenId: row.t.id,
+        expiresAt: row.t.expiresAt,
+        revokedAt: row.t.revokedAt,
+        lastUsedAt: row.t.lastUsedAt,
+        restriction: row.t.labels === null ? null : storedLabels(row.t.labels),
+        user: toUser(row.u),
+        scopes: storedScopes(row.t.scopes),
+        grantId: row.t.grantId,
+        grantRevoked: row.t.grantId !== null && (row.g === null || row.g.revokedAt !== null),
+      }
+    );
   };
 }
 const lookups = new WeakMap<Db, Lookup>();
@@ -260,7 +305,9 @@ function touchToken(database: Database, id: string, now: number): void {
     void (async () => {
       await database.write(
         async (tx) => {
-          await tx.update(tokens).set({ lastUsedAt: now })
+          await tx
+            .update(tokens)
+            .set({ lastUsedAt: now })
             .where(and(eq(tokens.id, id), or(isNull(tokens.lastUsedAt), lt(tokens.lastUsedAt, now - LAST_USED_GRANULARITY_MS))));
         },
         { waitMs: 0 },

@@ -114,11 +114,7 @@ export async function createUser(tx: Tx, input: NewUser, now = Date.now()): Prom
 }
 
 /** Creates a user under the first free uid of `candidates` (single sign-on: base, base-2, …). */
-export async function createUserWithFreeUid(
-  tx: Tx,
-  candidates: Iterable<string>,
-  input: Omit<NewUser, 'uid'>,
-): Promise<User> {
+export async function createUserWithFreeUid(tx: Tx, candidates: Iterable<string>, input: Omit<NewUser, 'uid'>): Promise<User> {
   let tries = 0;
   for (const uid of candidates) {
     if (++tries > 1000) break;
@@ -178,15 +174,19 @@ export async function listUsers(db: Db): Promise<User[]> {
 // Once svc has an admin it keeps one: a statement that would demote or remove the last admin changes nothing.
 // The condition sits inside the same statement, and SQLite runs writers one at a time, so two admins demoting
 // each other at once cannot both succeed.
-const anotherAdminExists = (uid: string) =>
-  sql`(SELECT count(*) FROM users AS other WHERE other.admin = 1 AND other.uid <> ${uid}) > 0`;
+const anotherAdminExists = (uid: string) => sql`(SELECT count(*) FROM users AS other WHERE other.admin = 1 AND other.uid <> ${uid}) > 0`;
 const LAST_ADMIN = 'the last admin cannot be removed or lose the admin flag; make another user admin first';
 
 /**
  * Applies a change in one UPDATE, so concurrent changes of different fields both land. A new or removed password
  * ends the user's sessions, except `keepSessionId` (the browser that made the change); tokens stay, as on GitHub.
  */
-export async function updateUser(tx: Tx, uidGiven: string, change: UserChange, options: { keepSessionId?: string; now?: number } = {}): Promise<User> {
+export async function updateUser(
+  tx: Tx,
+  uidGiven: string,
+  change: UserChange,
+  options: { keepSessionId?: string; now?: number } = {},
+): Promise<User> {
   const uid = (await findUser(tx, uidGiven))?.uid;
   if (uid === undefined) throw notFound(`no user "${uidGiven}"`);
   const set: Partial<typeof users.$inferInsert> = { updatedAt: options.now ?? Date.now() };
@@ -200,7 +200,11 @@ export async function updateUser(tx: Tx, uidGiven: string, change: UserChange, o
     if (target?.sso) throw badRequest('password: this user signs in with single sign-on and cannot have a password', 'password');
   }
   const keepsAnAdmin = change.admin === false ? or(eq(users.admin, false), anotherAdminExists(uid)) : undefined;
-  const rows = await tx.update(users).set(set).where(and(eq(users.uid, uid), keepsAnAdmin)).returning();
+  const rows = await tx
+    .update(users)
+    .set(set)
+    .where(and(eq(users.uid, uid), keepsAnAdmin))
+    .returning();
   if (rows.length === 0) throw conflict(LAST_ADMIN, 'admin');
   const user = toUser(rows[0]!);
   if (change.passwordHash !== undefined) {

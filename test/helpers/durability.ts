@@ -32,13 +32,16 @@ function assertCliBusyOrOk(r: CliResult, what: string): boolean {
 
 /** Everything the locked-database scenario may change, read by sqlite3 (a separate process). */
 function snapshot(inst: Installation): Promise<string> {
-  return sqlOn(inst, [
-    "SELECT 'users:' || group_concat(uid, ',') FROM (SELECT uid FROM users ORDER BY uid);",
-    "SELECT 'tokens:' || group_concat(name || '=' || coalesce(revoked_at, 'active'), ',') FROM (SELECT name, revoked_at FROM tokens ORDER BY name);",
-    "SELECT 'sessions:' || count(*) FROM sessions;",
-    "SELECT 'pat password:' || substr(password_hash, -12) FROM users WHERE uid = 'pat';",
-    "SELECT 'audit rows:' || count(*) FROM audit;",
-  ].join('\n'));
+  return sqlOn(
+    inst,
+    [
+      "SELECT 'users:' || group_concat(uid, ',') FROM (SELECT uid FROM users ORDER BY uid);",
+      "SELECT 'tokens:' || group_concat(name || '=' || coalesce(revoked_at, 'active'), ',') FROM (SELECT name, revoked_at FROM tokens ORDER BY name);",
+      "SELECT 'sessions:' || count(*) FROM sessions;",
+      "SELECT 'pat password:' || substr(password_hash, -12) FROM users WHERE uid = 'pat';",
+      "SELECT 'audit rows:' || count(*) FROM audit;",
+    ].join('\n'),
+  );
 }
 
 export async function lockedDatabase(runner: Runner, t: TestContext): Promise<void> {
@@ -47,11 +50,17 @@ export async function lockedDatabase(runner: Runner, t: TestContext): Promise<vo
   const busyRetries = async () => (await scrape(`http://127.0.0.1:${metricsPort}/metrics`)).value('svc_database_busy_retries_total');
   let server: Serving | null = null;
   try {
-    ok(await inst.cli(['user', 'add', 'admin', '--email', 'admin@example.com', '--admin', '--password-stdin'], 'admin password 1\n'), 'add admin');
+    ok(
+      await inst.cli(['user', 'add', 'admin', '--email', 'admin@example.com', '--admin', '--password-stdin'], 'admin password 1\n'),
+      'add admin',
+    );
     ok(await inst.cli(['user', 'add', 'victim', '--email', 'victim@example.com']), 'add victim');
     ok(await inst.cli(['user', 'add', 'pat', '--email', 'pat@example.com', '--password-stdin'], 'pat password 1\n'), 'add pat');
     const adminToken = ok(await inst.cli(['token', 'create', 'admin', '--name', 'ops', '--scopes', 'admin']), 'admin token').stdout.trim();
-    const victimToken = ok(await inst.cli(['token', 'create', 'victim', '--name', 'victim-agent', '--scopes', 'api']), 'victim token').stdout.trim();
+    const victimToken = ok(
+      await inst.cli(['token', 'create', 'victim', '--name', 'victim-agent', '--scopes', 'api']),
+      'victim token',
+    ).stdout.trim();
     const patToken = ok(await inst.cli(['token', 'create', 'pat', '--name', 'pat-agent', '--scopes', 'api']), 'pat token').stdout.trim();
     server = await inst.serve();
     const admin = new Browser(inst.url);
@@ -106,7 +115,10 @@ export async function lockedDatabase(runner: Runner, t: TestContext): Promise<vo
     // retries, and the writes asked a moment after the first retry a few times each until their own (nearly
     // equal) deadlines. Six waits of 5 s one after another would take about six times as many.
     const queuedRetries = (await busyRetries()) - retriesBefore;
-    assert.ok(queuedRetries <= 104 + 5 * 10, `six queued writes retried ${queuedRetries} times: they waited one after another, not together`);
+    assert.ok(
+      queuedRetries <= 104 + 5 * 10,
+      `six queued writes retried ${queuedRetries} times: they waited one after another, not together`,
+    );
     assert.equal(await snapshot(inst), before, 'nothing changed while the database was locked');
 
     for (const [name, [act, status]] of Object.entries(actions)) {
@@ -122,7 +134,11 @@ export async function lockedDatabase(runner: Runner, t: TestContext): Promise<vo
       assert.match(now, /^tokens:minted-later=active,ops=active,pat-agent=\d+$/m, when);
       assert.doesNotMatch(now, /victim-agent/, when);
       assert.notEqual(/^pat password:(.*)$/m.exec(now)![1], /^pat password:(.*)$/m.exec(before)![1], `${when}: the password changed`);
-      assert.equal(Number(/^audit rows:(\d+)$/m.exec(now)![1]) - Number(/^audit rows:(\d+)$/m.exec(before)![1]), 5, `${when}: one audit row per admin or token action`);
+      assert.equal(
+        Number(/^audit rows:(\d+)$/m.exec(now)![1]) - Number(/^audit rows:(\d+)$/m.exec(before)![1]),
+        5,
+        `${when}: one audit row per admin or token action`,
+      );
       assert.equal((await fetch(`${inst.url}/auth/tokens`, { headers: bearer(victimToken) })).status, 401, when);
       assert.equal((await fetch(`${inst.url}/auth/tokens`, { headers: bearer(patToken) })).status, 401, when);
       assert.equal((await pat.request('/')).status, 303, `${when}: pat's session ended`);
@@ -131,7 +147,9 @@ export async function lockedDatabase(runner: Runner, t: TestContext): Promise<vo
     await stop(server);
     server = await inst.serve();
     await expectAfter('after a restart');
-    t.diagnostic(`${runner.name}: 6 writes during a 5 s+ lock answered 503 in ${waited} ms (${queuedRetries} lock retries) and changed nothing; after release all 6 committed`);
+    t.diagnostic(
+      `${runner.name}: 6 writes during a 5 s+ lock answered 503 in ${waited} ms (${queuedRetries} lock retries) and changed nothing; after release all 6 committed`,
+    );
   } finally {
     if (server) await stop(server);
     inst.remove();
@@ -149,7 +167,10 @@ export async function crashRounds(runner: Runner, t: TestContext, rounds: number
   let server: Serving | null = null;
   const lost = { tokens: 0, revocations: 0, users: 0, items: 0 };
   try {
-    ok(await inst.cli(['user', 'add', 'admin', '--email', 'admin@example.com', '--admin', '--password-stdin'], 'admin password 1\n'), 'add admin');
+    ok(
+      await inst.cli(['user', 'add', 'admin', '--email', 'admin@example.com', '--admin', '--password-stdin'], 'admin password 1\n'),
+      'add admin',
+    );
     server = await inst.serve();
     for (let round = 0; round < rounds; round++) {
       const admin = new Browser(inst.url);
@@ -200,7 +221,8 @@ export async function crashRounds(runner: Runner, t: TestContext, rounds: number
       };
       const cliWriter = (async () => {
         const id = `crash/${round}`;
-        if (assertCliBusyOrOk(await inst.cli(['item', 'put', id, '--title', `round ${round}`], `written in round ${round}`), 'item put')) items.push(id);
+        if (assertCliBusyOrOk(await inst.cli(['item', 'put', id, '--title', `round ${round}`], `written in round ${round}`), 'item put'))
+          items.push(id);
       })();
       const workers = [minter(), revoker(), creator()];
       await sleep(100 + Math.random() * 900);
@@ -214,11 +236,13 @@ export async function crashRounds(runner: Runner, t: TestContext, rounds: number
       assert.equal((await verifier.login('admin', 'admin password 1')).status, 303);
       const entries = [...minted];
       for (let i = 0; i < entries.length; i += 25) {
-        await Promise.all(entries.slice(i, i + 25).map(async ([id, token]) => {
-          const status = (await fetch(`${inst.url}/auth/tokens`, { headers: bearer(token) })).status;
-          if (revoked.has(id) && status !== 401) lost.revocations++;
-          if (!revoked.has(id) && !unanswered.has(id) && status !== 200) lost.tokens++;
-        }));
+        await Promise.all(
+          entries.slice(i, i + 25).map(async ([id, token]) => {
+            const status = (await fetch(`${inst.url}/auth/tokens`, { headers: bearer(token) })).status;
+            if (revoked.has(id) && status !== 401) lost.revocations++;
+            if (!revoked.has(id) && !unanswered.has(id) && status !== 200) lost.tokens++;
+          }),
+        );
       }
       const known = new Set(((await (await verifier.request('/admin/api/users')).json()) as { uid: string }[]).map((u) => u.uid));
       lost.users = users.filter((u) => !known.has(u)).length;
@@ -241,7 +265,10 @@ export async function cliBesideServer(runner: Runner, t: TestContext, options: I
   const inst = await install(runner, options);
   let server: Serving | null = null;
   try {
-    ok(await inst.cli(['user', 'add', 'admin', '--email', 'admin@example.com', '--admin', '--password-stdin'], 'admin password 1\n'), 'add admin');
+    ok(
+      await inst.cli(['user', 'add', 'admin', '--email', 'admin@example.com', '--admin', '--password-stdin'], 'admin password 1\n'),
+      'add admin',
+    );
     const token = ok(await inst.cli(['token', 'create', 'admin', '--name', 'reader']), 'token').stdout.trim();
     server = await inst.serve();
     const admin = new Browser(inst.url);
@@ -300,13 +327,19 @@ export async function cliBesideServer(runner: Runner, t: TestContext, options: I
         assert.equal(status, revoked.has(id) ? 401 : 200, `${when}: token ${id}`);
       }
       const listed = JSON.parse(ok(await inst.cli(['item', 'list', '--json']), 'item list').stdout) as { id: string }[];
-      for (const id of items) assert.ok(listed.some((i) => i.id === id), `${when}: item ${id}`);
+      for (const id of items)
+        assert.ok(
+          listed.some((i) => i.id === id),
+          `${when}: item ${id}`,
+        );
     };
     await check('at once');
     await stop(server);
     server = await inst.serve();
     await check('after a restart');
-    t.diagnostic(`${runner.name}: 50 connections beside 3 CLI writers: ${JSON.stringify(Object.fromEntries(statuses))} by status; ${minted.size} tokens, ${revoked.size} revoked, ${items.length} CLI items, none lost`);
+    t.diagnostic(
+      `${runner.name}: 50 connections beside 3 CLI writers: ${JSON.stringify(Object.fromEntries(statuses))} by status; ${minted.size} tokens, ${revoked.size} revoked, ${items.length} CLI items, none lost`,
+    );
   } finally {
     if (server) await stop(server);
     inst.remove();

@@ -6,7 +6,10 @@ export class Browser {
   readonly cookies = new Map<string, string>();
   constructor(readonly base: string) {}
 
-  async request(path: string, init: RequestInit & { form?: Record<string, string>; json?: unknown; origin?: string | null } = {}): Promise<Response> {
+  async request(
+    path: string,
+    init: RequestInit & { form?: Record<string, string>; json?: unknown; origin?: string | null } = {},
+  ): Promise<Response> {
     const headers = new Headers(init.headers);
     if (this.cookies.size > 0 && !headers.has('cookie')) {
       headers.set('cookie', [...this.cookies].map(([k, v]) => `${k}=${v}`).join('; '));
@@ -52,18 +55,26 @@ export function bearer(token: string): Record<string, string> {
  * Sends a request exactly as written (repeated header lines stay separate lines), optionally from another local
  * address such as 127.0.0.2; returns the status and body.
  */
-export function rawRequest(url: string, head: string[], options: { localAddress?: string; body?: string } = {}): Promise<{ status: number; body: string }> {
+export function rawRequest(
+  url: string,
+  head: string[],
+  options: { localAddress?: string; body?: string } = {},
+): Promise<{ status: number; body: string }> {
   const u = new URL(url);
   const body = options.body ?? '';
   const lines = [...head, `Host: ${u.host}`, 'Connection: close', ...(body ? [`Content-Length: ${Buffer.byteLength(body)}`] : [])];
   return new Promise((resolve, reject) => {
-    const socket = connect({ port: Number(u.port), host: u.hostname, ...(options.localAddress ? { localAddress: options.localAddress } : {}) }, () =>
-      // Written without half-closing: a proxy such as nginx drops a request whose client has closed its side.
-      socket.write(`${lines.join('\r\n')}\r\n\r\n${body}`),
+    const socket = connect(
+      { port: Number(u.port), host: u.hostname, ...(options.localAddress ? { localAddress: options.localAddress } : {}) },
+      () =>
+        // Written without half-closing: a proxy such as nginx drops a request whose client has closed its side.
+        socket.write(`${lines.join('\r\n')}\r\n\r\n${body}`),
     );
     let out = '';
     socket.on('data', (d) => (out += d));
     socket.on('error', reject);
-    socket.on('close', () => resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(out)?.[1]), body: out.slice(out.indexOf('\r\n\r\n') + 4) }));
+    socket.on('close', () =>
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(out)?.[1]), body: out.slice(out.indexOf('\r\n\r\n') + 4) }),
+    );
   });
 }

@@ -44,8 +44,10 @@ export async function enableIdJag(issuer: string, options: IdJagOptions): Promis
         TOKEN_EXCHANGE,
         async (ctx) => {
           const p = ctx.oidc.params as Record<string, unknown>;
-          if (p.requested_token_type !== ID_JAG_TOKEN_TYPE) throw new errors.InvalidRequest(`requested_token_type must be ${ID_JAG_TOKEN_TYPE}`);
-          if (p.subject_token_type !== ID_TOKEN_TYPE || typeof p.subject_token !== 'string') throw new errors.InvalidRequest('subject_token must be an ID token');
+          if (p.requested_token_type !== ID_JAG_TOKEN_TYPE)
+            throw new errors.InvalidRequest(`requested_token_type must be ${ID_JAG_TOKEN_TYPE}`);
+          if (p.subject_token_type !== ID_TOKEN_TYPE || typeof p.subject_token !== 'string')
+            throw new errors.InvalidRequest('subject_token must be an ID token');
           if (typeof p.audience !== 'string') throw new errors.InvalidRequest('audience is required');
           const clientId = ctx.oidc.client!.clientId;
           let idToken: JWTPayload;
@@ -57,10 +59,20 @@ export async function enableIdJag(issuer: string, options: IdJagOptions): Promis
           const atService = options.clientIds[clientId];
           if (!atService) throw new errors.InvalidGrant('this app may not reach that service');
           const now = Math.floor(Date.now() / 1000);
-          const carried = Object.fromEntries(['email', 'email_verified', 'name', 'preferred_username', 'groups'].filter((k) => k in idToken).map((k) => [k, idToken[k]]));
+          const carried = Object.fromEntries(
+            ['email', 'email_verified', 'name', 'preferred_username', 'groups'].filter((k) => k in idToken).map((k) => [k, idToken[k]]),
+          );
           const jag = await sign({
-            iss: issuer, sub: idToken.sub!, aud: p.audience, client_id: atService, jti: randomUUID(), iat: now, exp: now + lifetime,
-            ...(typeof p.resource === 'string' ? { resource: p.resource } : {}), ...(typeof p.scope === 'string' ? { scope: p.scope } : {}), ...carried,
+            iss: issuer,
+            sub: idToken.sub!,
+            aud: p.audience,
+            client_id: atService,
+            jti: randomUUID(),
+            iat: now,
+            exp: now + lifetime,
+            ...(typeof p.resource === 'string' ? { resource: p.resource } : {}),
+            ...(typeof p.scope === 'string' ? { scope: p.scope } : {}),
+            ...carried,
           });
           ctx.body = { access_token: jag, issued_token_type: ID_JAG_TOKEN_TYPE, token_type: 'N_A', expires_in: lifetime };
         },

@@ -60,10 +60,19 @@ export async function install(runner: Runner, options: InstallOptions = {}): Pro
   const configPath = join(dir, 'svc.ini');
   const database = options.remote?.url ?? 'file:svc.db';
   const tokenLine = options.remote?.token ? 'database_token_env = SVC_DATABASE_TOKEN\n' : '';
-  writeFileSync(configPath, `[server]\nlisten = 127.0.0.1:${port}\nbase_url = ${url}\ndatabase = ${database}\n${tokenLine}${options.server ?? ''}\n[auth]\n${options.auth ?? DEFAULT_AUTH}\n`);
+  writeFileSync(
+    configPath,
+    `[server]\nlisten = 127.0.0.1:${port}\nbase_url = ${url}\ndatabase = ${database}\n${tokenLine}${options.server ?? ''}\n[auth]\n${options.auth ?? DEFAULT_AUTH}\n`,
+  );
   // tsx looks for tsconfig.json (JSX settings) from the working directory; from source, name the project's.
-  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SVC_SESSION_SECRET: newSecret(), TSX_TSCONFIG_PATH: join(ROOT, 'tsconfig.json'),
-    ...(options.remote?.token ? { SVC_DATABASE_TOKEN: options.remote.token } : {}), ...options.env };
+  const env = {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '',
+    SVC_SESSION_SECRET: newSecret(),
+    TSX_TSCONFIG_PATH: join(ROOT, 'tsconfig.json'),
+    ...(options.remote?.token ? { SVC_DATABASE_TOKEN: options.remote.token } : {}),
+    ...options.env,
+  };
   // Started from another folder than the config's: the relative database path must follow the config file.
   const cwd = tmpdir();
   const start = (args: string[], stdio: 'pipe' | 'ignore') => {
@@ -149,9 +158,13 @@ export async function sqlOn(inst: Installation, script: string): Promise<string>
   const client = createClient({ url: inst.remote.url, ...(inst.remote.token ? { authToken: inst.remote.token } : {}) });
   try {
     const out: string[] = [];
-    for (const statement of script.split(/;\s*(?:\n|$)/).map((x) => x.trim()).filter((x) => x !== '')) {
+    for (const statement of script
+      .split(/;\s*(?:\n|$)/)
+      .map((x) => x.trim())
+      .filter((x) => x !== '')) {
       const result = await client.execute(statement);
-      for (const row of result.rows) out.push(Array.from({ length: row.length }, (_, i) => (row[i] === null ? '' : String(row[i]))).join('|'));
+      for (const row of result.rows)
+        out.push(Array.from({ length: row.length }, (_, i) => (row[i] === null ? '' : String(row[i]))).join('|'));
     }
     return out.join('\n');
   } finally {

@@ -33,12 +33,19 @@ export interface NginxOptions {
 
 const READY_TOKEN = `ready-${process.pid}-${Date.now()}`;
 
-
 export async function startNginx(o: NginxOptions): Promise<Nginx> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-nginx-'));
   mkdirSync(join(dir, 'tmp'));
-  writeFileSync(join(dir, 'htpasswd'), `${Object.entries(o.users).map(([u, p]) => `${u}:{PLAIN}${p}`).join('\n')}\n`);
-  const mapLines = (m: Record<string, string> = {}) => Object.entries(m).map(([u, v]) => `    ${u} "${v}";`).join('\n');
+  writeFileSync(
+    join(dir, 'htpasswd'),
+    `${Object.entries(o.users)
+      .map(([u, p]) => `${u}:{PLAIN}${p}`)
+      .join('\n')}\n`,
+  );
+  const mapLines = (m: Record<string, string> = {}) =>
+    Object.entries(m)
+      .map(([u, v]) => `    ${u} "${v}";`)
+      .join('\n');
   const conf = `
 master_process off;
 daemon off;
@@ -99,7 +106,9 @@ ${(Array.isArray(o.upstreamPort) ? o.upstreamPort : [o.upstreamPort]).map((p) =>
 }
 `;
   writeFileSync(join(dir, 'nginx.conf'), conf);
-  const child: ChildProcess = spawn(nginxProgram(), ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child: ChildProcess = spawn(nginxProgram(), ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
   try {

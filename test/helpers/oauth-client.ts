@@ -22,7 +22,11 @@ export async function consentAs(browser: Browser, authorizationUrl: URL, decisio
   const access = /<input type="radio" name="access" value="(\w+)" checked/.exec(html)?.[1];
   if (access) fields.set('access', access);
   for (const m of html.matchAll(/<input type="checkbox" name="labels" value="([^"]+)" checked/g)) fields.append('labels', m[1]!);
-  const answer = await browser.request('/oauth/authorize', { method: 'POST', body: fields.toString(), headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' } });
+  const answer = await browser.request('/oauth/authorize', {
+    method: 'POST',
+    body: fields.toString(),
+    headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' },
+  });
   if (answer.status !== 302) assert.fail(`consent answered ${answer.status}: ${await answer.text()}`);
   return new URL(answer.headers.get('location')!);
 }
@@ -43,7 +47,13 @@ export class Provider implements OAuthClientProvider {
     return REDIRECT;
   }
   get clientMetadata(): OAuthClientMetadata {
-    return { client_name: 'SDK test client', redirect_uris: [REDIRECT], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' };
+    return {
+      client_name: 'SDK test client',
+      redirect_uris: [REDIRECT],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    };
   }
   clientInformation() {
     return this.info;
@@ -87,4 +97,3 @@ export async function connect(url: string, provider: Provider): Promise<Client> 
   await again.connect(new StreamableHTTPClientTransport(endpoint, { authProvider: provider }));
   return again;
 }
-

@@ -47,8 +47,18 @@ export async function startProvider(options: {
     // As an enterprise provider: its own key, and ID tokens that carry the profile claims an ID-JAG passes on.
     ...(jag ? { jwks: { keys: [jag.privateJwk] }, conformIdTokenClaims: false } : {}),
     clients: [
-      { client_id: CLIENT_ID, client_secret: CLIENT_SECRET, redirect_uris: options.redirectUris, grant_types: ['authorization_code'], response_types: ['code'] },
-      ...(options.extraClients ?? []).map((c) => ({ ...c, grant_types: ['authorization_code', ...(jag ? [jag.grantType] : [])], response_types: ['code'] })),
+      {
+        client_id: CLIENT_ID,
+        client_secret: CLIENT_SECRET,
+        redirect_uris: options.redirectUris,
+        grant_types: ['authorization_code'],
+        response_types: ['code'],
+      },
+      ...(options.extraClients ?? []).map((c) => ({
+        ...c,
+        grant_types: ['authorization_code', ...(jag ? [jag.grantType] : [])],
+        response_types: ['code'],
+      })),
     ],
     claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name', 'preferred_username'], groups: ['groups'] },
     findAccount: async (_ctx: unknown, id: string) => ({
@@ -83,7 +93,11 @@ export async function startProvider(options: {
         if (typeof json.id_token === 'string') json.id_token = substitute;
         substitute = null;
         const out = JSON.stringify(json);
-        res.writeHead(up.statusCode ?? 200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out), 'cache-control': 'no-store' });
+        res.writeHead(up.statusCode ?? 200, {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(out),
+          'cache-control': 'no-store',
+        });
         res.end(out);
       });
     });
@@ -94,10 +108,11 @@ export async function startProvider(options: {
   });
   await new Promise<void>((resolve) => front.listen(options.port, '127.0.0.1', resolve));
 
-  const close = (server: Server) => new Promise<void>((resolve) => {
-    server.closeAllConnections();
-    server.close(() => resolve());
-  });
+  const close = (server: Server) =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
   return {
     issuer,
     accounts,
@@ -109,22 +124,41 @@ export async function startProvider(options: {
       const verifier = randomBytes(32).toString('base64url');
       const auth = new URL(`${issuer}/auth`);
       auth.search = new URLSearchParams({
-        client_id: o.clientId, redirect_uri: o.redirectUri, response_type: 'code', scope: 'openid email profile',
-        state: 'test-state', nonce: o.nonce, code_challenge: createHash('sha256').update(verifier).digest('base64url'), code_challenge_method: 'S256',
+        client_id: o.clientId,
+        redirect_uri: o.redirectUri,
+        response_type: 'code',
+        scope: 'openid email profile',
+        state: 'test-state',
+        nonce: o.nonce,
+        code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+        code_challenge_method: 'S256',
       }).toString();
       const agent = new Agent();
       const atRedirect = (u: URL) => u.href.startsWith(o.redirectUri);
       let at = await agent.follow(auth.href, atRedirect);
       for (let step = 0; step < 4 && !atRedirect(new URL(at.url)); step++) {
         const html = await at.res.text();
-        at = await agent.follow(html.includes('name="login"') ? await agent.submit(at.url, html, { login: o.login, password: 'any' }) : await agent.submit(at.url, html), atRedirect);
+        at = await agent.follow(
+          html.includes('name="login"')
+            ? await agent.submit(at.url, html, { login: o.login, password: 'any' })
+            : await agent.submit(at.url, html),
+          atRedirect,
+        );
       }
       const code = new URL(at.url).searchParams.get('code');
       if (!code) throw new Error(`no code in ${at.url}`);
       const res = await fetch(`${issuer}/token`, {
         method: 'POST',
-        headers: { authorization: `Basic ${Buffer.from(`${o.clientId}:${o.clientSecret}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
-        body: new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: o.redirectUri, code_verifier: verifier }).toString(),
+        headers: {
+          authorization: `Basic ${Buffer.from(`${o.clientId}:${o.clientSecret}`).toString('base64')}`,
+          'content-type': 'application/x-www-form-urlencoded',
+        },
+        body: new URLSearchParams({
+          grant_type: 'authorization_code',
+          code,
+          redirect_uri: o.redirectUri,
+          code_verifier: verifier,
+        }).toString(),
       });
       const json = (await res.json()) as { id_token?: string };
       if (!json.id_token) throw new Error(`no id_token: ${JSON.stringify(json)}`);
@@ -200,7 +234,11 @@ export class Agent {
     for (const m of html.matchAll(/<input[^>]*type="hidden"[^>]*name="([^"]+)"[^>]*value="([^"]*)"/g)) body.set(m[1]!, m[2]!);
     for (const [k, v] of Object.entries(fields)) body.set(k, v);
     const target = new URL(action.replace(/&amp;/g, '&'), pageUrl).href;
-    const res = await this.send(target, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: body.toString() });
+    const res = await this.send(target, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: body.toString(),
+    });
     const location = res.headers.get('location');
     if (!location) throw new Error(`form post to ${target} answered ${res.status}`);
     return new URL(location, target).href;
@@ -210,7 +248,11 @@ export class Agent {
    * Signs in at svc through the provider: /oidc/login, the provider's login and consent pages, and back. Returns
    * svc's answer to the callback (not followed) and the callback URL, for replay tests.
    */
-  async signIn(svcUrl: string, login: string, options: { next?: string; beforeProvider?: (authorizationUrl: URL) => Promise<void> } = {}): Promise<{ res: Response; callbackUrl: string }> {
+  async signIn(
+    svcUrl: string,
+    login: string,
+    options: { next?: string; beforeProvider?: (authorizationUrl: URL) => Promise<void> } = {},
+  ): Promise<{ res: Response; callbackUrl: string }> {
     const start = await this.get(`${svcUrl}/oidc/login${options.next ? `?next=${encodeURIComponent(options.next)}` : ''}`);
     if (start.status !== 302) return { res: start, callbackUrl: '' };
     await options.beforeProvider?.(new URL(start.headers.get('location')!));
@@ -218,7 +260,9 @@ export class Agent {
     let at = await this.follow(new URL(start.headers.get('location')!).href, isCallback);
     for (let step = 0; step < 4 && !isCallback(new URL(at.url)); step++) {
       const html = await at.res.text();
-      const next = html.includes('name="login"') ? await this.submit(at.url, html, { login, password: 'any' }) : await this.submit(at.url, html);
+      const next = html.includes('name="login"')
+        ? await this.submit(at.url, html, { login, password: 'any' })
+        : await this.submit(at.url, html);
       at = await this.follow(next, isCallback);
     }
     if (!isCallback(new URL(at.url))) throw new Error(`did not come back to svc: ${at.url}`);

@@ -7,7 +7,9 @@ export function requireProgram(path: string, debianPackage: string): string {
   try {
     accessSync(path, constants.X_OK);
   } catch {
-    throw new Error(`${path} is missing or not executable; these tests need it: install the Debian package ${debianPackage} (apt-get install ${debianPackage})`);
+    throw new Error(
+      `${path} is missing or not executable; these tests need it: install the Debian package ${debianPackage} (apt-get install ${debianPackage})`,
+    );
   }
   return path;
 }

@@ -40,8 +40,16 @@ export async function startSmtpPeer(port: number, credentials: { user: string; p
         const raw = Buffer.concat(chunks).toString('utf8');
         simpleParser(raw).then(
           (m) => {
-            const address = (a: typeof m.from) => (Array.isArray(a) ? a : a ? [a] : []).flatMap((x) => x.value.map((v: { address?: string }) => v.address ?? '')).join(',');
-            received.push({ from: address(m.from), to: address(m.to as typeof m.from), subject: m.subject ?? '', text: m.text ?? '', html: typeof m.html === 'string' ? m.html : '', raw });
+            const address = (a: typeof m.from) =>
+              (Array.isArray(a) ? a : a ? [a] : []).flatMap((x) => x.value.map((v: { address?: string }) => v.address ?? '')).join(',');
+            received.push({
+              from: address(m.from),
+              to: address(m.to as typeof m.from),
+              subject: m.subject ?? '',
+              text: m.text ?? '',
+              html: typeof m.html === 'string' ? m.html : '',
+              raw,
+            });
             callback();
           },
           (e: Error) => callback(e),

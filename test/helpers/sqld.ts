@@ -66,7 +66,11 @@ export async function startSqldWith(args: string[], token: string | null, dir: s
   let output = '';
 
   const start = async () => {
-    const proc = spawn(SQLD, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '', RUST_LOG: 'error' } });
+    const proc = spawn(SQLD, args, {
+      cwd: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { PATH: process.env.PATH ?? '', RUST_LOG: 'error' },
+    });
     child = proc;
     proc.stdout!.on('data', (d) => (output += d));
     proc.stderr!.on('data', (d) => (output += d));
@@ -78,9 +82,13 @@ export async function startSqldWith(args: string[], token: string | null, dir: s
         method: 'POST',
         headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
         body: JSON.stringify({ requests: [{ type: 'execute', stmt: { sql: 'SELECT 1' } }, { type: 'close' }] }),
-      }).then((r) => r.ok, () => false);
+      }).then(
+        (r) => r.ok,
+        () => false,
+      );
       if (ready) return;
-      if (proc.exitCode !== null || proc.signalCode !== null || Date.now() > deadline) throw new Error(`sqld did not come up on ${url}:\n${output}`);
+      if (proc.exitCode !== null || proc.signalCode !== null || Date.now() > deadline)
+        throw new Error(`sqld did not come up on ${url}:\n${output}`);
       await new Promise((r) => setTimeout(r, 25));
     }
   };

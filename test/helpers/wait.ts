@@ -14,7 +14,11 @@ export function listening(port: number): Promise<boolean> {
   });
 }
 
-export async function waitFor(what: string, check: () => boolean | Promise<boolean>, options: { timeoutMs?: number; everyMs?: number } = {}): Promise<void> {
+export async function waitFor(
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  options: { timeoutMs?: number; everyMs?: number } = {},
+): Promise<void> {
   const deadline = Date.now() + (options.timeoutMs ?? 30_000);
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);

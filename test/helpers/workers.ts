@@ -13,7 +13,11 @@ import { scrape } from './metrics.ts';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const children = (pid: number) => {
   try {
-    return execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).trim().split('\n').filter((l) => l !== '').map(Number);
+    return execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' })
+      .trim()
+      .split('\n')
+      .filter((l) => l !== '')
+      .map(Number);
   } catch {
     return [];
   }

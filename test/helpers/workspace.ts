@@ -157,11 +157,23 @@ export async function createWorkspace(options: WorkspaceOptions = {}): Promise<W
     baseUrl,
     env: { SVC_SESSION_SECRET: newSecret(), ...(options.remote?.token ? { SVC_DATABASE_TOKEN: options.remote.token } : {}) },
     writeConfig(auth = DEFAULT_AUTH, server) {
-      const serverSection = server ?? `listen = 127.0.0.1:${port}\nbase_url = ${baseUrl}\ndatabase = ${dbUrl}\n${tokenLine}${options.serverExtra ?? ''}`;
+      const serverSection =
+        server ?? `listen = 127.0.0.1:${port}\nbase_url = ${baseUrl}\ndatabase = ${dbUrl}\n${tokenLine}${options.serverExtra ?? ''}`;
       writeFileSync(configPath, `[server]\n${serverSection}\n[auth]\n${auth}\n`);
     },
     svc(args, opts = {}) {
-      return runSvc(['--import', TSX, MAIN, ...args, ...(args.some((a) => a === '--config' || a.startsWith('--config=')) ? [] : ['--config', configPath])], { ...ws.env, ...opts.env }, opts.stdin, dir);
+      return runSvc(
+        [
+          '--import',
+          TSX,
+          MAIN,
+          ...args,
+          ...(args.some((a) => a === '--config' || a.startsWith('--config=')) ? [] : ['--config', configPath]),
+        ],
+        { ...ws.env, ...opts.env },
+        opts.stdin,
+        dir,
+      );
     },
     remove() {
       rmSync(dir, { recursive: true, force: true });

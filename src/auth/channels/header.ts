@@ -37,13 +37,20 @@ export function headerChannel(database: Database, header: HeaderConfig, groups: 
     async authenticate(request) {
       const subject = request.headers.get(header.userHeader);
       if (subject === null) return null;
-      if (!trusted(request.peer)) return refuse('untrusted_peer', request.peer, 'untrusted peer', 'identity headers are accepted only from the trusted proxy');
+      if (!trusted(request.peer))
+        return refuse('untrusted_peer', request.peer, 'untrusted peer', 'identity headers are accepted only from the trusted proxy');
       const secret = request.headers.get(header.secretHeader);
       if (secret === null || !secretMatches(secret)) {
-        return refuse('bad_secret', request.peer, secret === null ? 'missing proxy secret' : 'wrong proxy secret', 'the proxy secret is missing or wrong');
+        return refuse(
+          'bad_secret',
+          request.peer,
+          secret === null ? 'missing proxy secret' : 'wrong proxy secret',
+          'the proxy secret is missing or wrong',
+        );
       }
       // Repeated headers arrive joined by commas; an identity must be exactly one value.
-      if (subject.trim() === '' || subject.includes(',')) return refuse('malformed', request.peer, 'malformed identity', 'the identity header must hold one user');
+      if (subject.trim() === '' || subject.includes(','))
+        return refuse('malformed', request.peer, 'malformed identity', 'the identity header must hold one user');
       const email = request.headers.get(header.emailHeader);
       const result = await provision(
         database,
@@ -56,7 +63,12 @@ export function headerChannel(database: Database, header: HeaderConfig, groups: 
           name: header.nameHeader ? request.headers.get(header.nameHeader) : null,
           uidClaim: subject.trim(),
           peer: request.peer,
-          groups: header.groupsHeader ? (request.headers.get(header.groupsHeader) ?? '').split(',').map((g) => g.trim()).filter((g) => g !== '') : [],
+          groups: header.groupsHeader
+            ? (request.headers.get(header.groupsHeader) ?? '')
+                .split(',')
+                .map((g) => g.trim())
+                .filter((g) => g !== '')
+            : [],
         },
         { jit: header.jit, defaultAcl: header.defaultAcl, groups },
       );

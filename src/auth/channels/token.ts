@@ -17,14 +17,36 @@ export function tokenChannel(database: Database, enabled: boolean): Channel {
       if (header === null) return null;
       // Two Authorization headers arrive joined by a comma, which no token contains.
       const m = BEARER.exec(header.trim());
-      if (!m) return invalid('malformed', 'malformed authorization header', 'send exactly one "Authorization: Bearer <token>" header', 'unauthorized');
+      if (!m)
+        return invalid(
+          'malformed',
+          'malformed authorization header',
+          'send exactly one "Authorization: Bearer <token>" header',
+          'unauthorized',
+        );
       if (!enabled) return invalid('disabled', 'token channel disabled', 'personal access tokens are disabled on this server');
       const check = await checkToken(database, m[1]!);
       if (!check.ok) {
-        const message = check.reason === 'expired' ? 'the token has expired' : check.reason === 'revoked' ? 'the token has been revoked' : 'the token is not valid';
-        return invalid(check.reason === 'expired' || check.reason === 'revoked' ? check.reason : 'invalid', `token ${check.reason}`, message);
+        const message =
+          check.reason === 'expired'
+            ? 'the token has expired'
+            : check.reason === 'revoked'
+              ? 'the token has been revoked'
+              : 'the token is not valid';
+        return invalid(
+          check.reason === 'expired' || check.reason === 'revoked' ? check.reason : 'invalid',
+          `token ${check.reason}`,
+          message,
+        );
       }
-      return { user: check.user, via: 'token', tokenId: check.tokenId, restriction: check.restriction, scopes: check.scopes, grantId: check.grantId };
+      return {
+        user: check.user,
+        via: 'token',
+        tokenId: check.tokenId,
+        restriction: check.restriction,
+        scopes: check.scopes,
+        grantId: check.grantId,
+      };
     },
   };
 }

@@ -5,8 +5,16 @@ import { secretFrom, type AuthContext, type Section, type Spec } from './section
 import type { HeaderConfig } from '../types.ts';
 
 export const HEADER_KEYS: Spec = {
-  enabled: 'bool', user_header: 'header', email_header: 'header', name_header: 'header', groups_header: 'header',
-  secret_header: 'header', shared_secret_env: 'env', trusted_proxy: 'text', jit: 'bool', default_acl: 'labels',
+  enabled: 'bool',
+  user_header: 'header',
+  email_header: 'header',
+  name_header: 'header',
+  groups_header: 'header',
+  secret_header: 'header',
+  shared_secret_env: 'env',
+  trusted_proxy: 'text',
+  jit: 'bool',
+  default_acl: 'labels',
 };
 
 const HEADER_NAME = /^[A-Za-z0-9-]+$/;
@@ -29,7 +37,9 @@ export function readHeader(section: Section, context: AuthContext): HeaderConfig
   const secretHeader = headerName('secret_header', true) ?? '';
   const sharedSecret = secretFrom(section, 'shared_secret_env', why, context);
   if (sharedSecret !== null && context.mode === 'serve' && Buffer.byteLength(sharedSecret) < 16) {
-    problems.push(`${section.path('shared_secret_env')}: the secret in ${section.raw('shared_secret_env')} is too short; use at least 16 bytes (better 32)`);
+    problems.push(
+      `${section.path('shared_secret_env')}: the secret in ${section.raw('shared_secret_env')} is too short; use at least 16 bytes (better 32)`,
+    );
   }
   const proxyText = section.required('trusted_proxy', why);
   const trustedProxies = proxyText.split(/[\s,]+/).filter((p) => p !== '');
@@ -37,7 +47,11 @@ export function readHeader(section: Section, context: AuthContext): HeaderConfig
     if (isIP(p) === 0) problems.push(`${section.path('trusted_proxy')}: "${p}" is not an IP address`);
   }
   return {
-    userHeader, emailHeader, nameHeader, groupsHeader, secretHeader,
+    userHeader,
+    emailHeader,
+    nameHeader,
+    groupsHeader,
+    secretHeader,
     sharedSecret: Buffer.from(sharedSecret ?? ''),
     trustedProxies: trustedProxies.map(normalizeIp),
     jit: section.bool('jit'),

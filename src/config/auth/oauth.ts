@@ -5,10 +5,24 @@ import { checkIssuer, isHttpUrl } from './urls.ts';
 import type { EnterpriseConfig, OauthConfig, OidcConfig } from '../types.ts';
 
 export const OAUTH_KEYS: Spec = {
-  enabled: 'bool', access_ttl: 'duration', refresh_ttl: 'duration', refresh_grace: 'duration', dynamic_registration: 'bool',
-  client_metadata_documents: 'bool', advertise_on_mcp: 'bool', client_metadata_allow_private: 'bool', enterprise: 'block',
+  enabled: 'bool',
+  access_ttl: 'duration',
+  refresh_ttl: 'duration',
+  refresh_grace: 'duration',
+  dynamic_registration: 'bool',
+  client_metadata_documents: 'bool',
+  advertise_on_mcp: 'bool',
+  client_metadata_allow_private: 'bool',
+  enterprise: 'block',
 };
-const ENTERPRISE_KEYS: BlockSpec = { issuer: 'text', audience: 'text', jit: 'bool', default_acl: 'labels', subject_claim: 'text', uid_claim: 'text' };
+const ENTERPRISE_KEYS: BlockSpec = {
+  issuer: 'text',
+  audience: 'text',
+  jit: 'bool',
+  default_acl: 'labels',
+  subject_claim: 'text',
+  uid_claim: 'text',
+};
 
 export interface OauthContext {
   /** local, oidc or header is on */

@@ -4,8 +4,15 @@ import { checkIssuer, isHttpUrl } from './urls.ts';
 import type { OidcConfig } from '../types.ts';
 
 export const OIDC_KEYS: Spec = {
-  enabled: 'bool', issuer: 'text', client_id: 'text', client_secret_env: 'env', redirect_url: 'text', jit: 'bool',
-  default_acl: 'labels', uid_claim: 'text', subject_claim: 'text',
+  enabled: 'bool',
+  issuer: 'text',
+  client_id: 'text',
+  client_secret_env: 'env',
+  redirect_url: 'text',
+  jit: 'bool',
+  default_acl: 'labels',
+  uid_claim: 'text',
+  subject_claim: 'text',
 };
 
 /** Called only when oidc is enabled. */
@@ -23,7 +30,10 @@ export function readOidc(section: Section, context: AuthContext): OidcConfig {
     }
   }
   return {
-    issuer, clientId, clientSecret, redirectUrl,
+    issuer,
+    clientId,
+    clientSecret,
+    redirectUrl,
     jit: section.bool('jit'),
     defaultAcl: section.labels('default_acl'),
     uidClaim: section.raw('uid_claim') || 'preferred_username',

@@ -14,7 +14,13 @@ import { OAUTH_KEYS, readOauth } from './oauth.ts';
 
 /** The sub-sections of [auth], in the order error messages list them. */
 const AUTH_SPEC: Readonly<Record<string, Spec>> = {
-  session: SESSION_KEYS, local: LOCAL_KEYS, oidc: OIDC_KEYS, header: HEADER_KEYS, token: TOKEN_KEYS, groups: GROUPS_KEYS, oauth: OAUTH_KEYS,
+  session: SESSION_KEYS,
+  local: LOCAL_KEYS,
+  oidc: OIDC_KEYS,
+  header: HEADER_KEYS,
+  token: TOKEN_KEYS,
+  groups: GROUPS_KEYS,
+  oauth: OAUTH_KEYS,
 };
 
 export function readAuth(lines: Lines, env: Env, options: LoadOptions, server: ServerConfig | null, problems: string[]): AuthConfig {

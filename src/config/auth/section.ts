@@ -84,7 +84,8 @@ export function block(parent: Section, key: string, spec: BlockSpec, problems: s
   for (const child of node.children) {
     const path = section.path(child.key);
     if (!spec[child.key]) problems.push(`${path}: unknown key (line ${child.line}); ${key} takes ${Object.keys(spec).join(', ')}`);
-    else if (section.values.has(child.key)) problems.push(`${path}: given twice (lines ${section.values.get(child.key)!.line} and ${child.line})`);
+    else if (section.values.has(child.key))
+      problems.push(`${path}: given twice (lines ${section.values.get(child.key)!.line} and ${child.line})`);
     else if (child.children.length > 0) problems.push(`${path}: takes a value, not indented lines below it (line ${child.line})`);
     else section.values.set(child.key, child);
   }

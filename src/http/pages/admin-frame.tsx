@@ -9,8 +9,16 @@ export interface Frame {
 export function Notices(p: { notice?: string | undefined; error?: string | undefined }) {
   return (
     <>
-      {p.notice && <p class="notice ok" role="status">{p.notice}</p>}
-      {p.error && <p class="notice error" role="alert">{p.error}</p>}
+      {p.notice && (
+        <p class="notice ok" role="status">
+          {p.notice}
+        </p>
+      )}
+      {p.error && (
+        <p class="notice error" role="alert">
+          {p.error}
+        </p>
+      )}
     </>
   );
 }

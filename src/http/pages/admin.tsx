@@ -8,7 +8,10 @@ import { itemPath } from './admin-items.tsx';
 import { Notices, Pager, type Frame } from './admin-frame.tsx';
 
 export function signInText(u: User, s: SignInSummary | undefined): string {
-  const ways = [...(u.hasPassword ? ['password'] : []), ...(s?.providers ?? []).map((p) => (p === 'header' ? 'proxy header' : p.replace(/^oidc:/, 'SSO ')))];
+  const ways = [
+    ...(u.hasPassword ? ['password'] : []),
+    ...(s?.providers ?? []).map((p) => (p === 'header' ? 'proxy header' : p.replace(/^oidc:/, 'SSO '))),
+  ];
   return ways.length === 0 ? 'not yet (pre-provisioned)' : ways.join(', ');
 }
 
@@ -35,18 +38,32 @@ export function UsersPage(p: UsersPageProps) {
           Search
           <input name="q" value={p.query} placeholder="uid, email or name" />
         </label>
-        <button type="submit" class="secondary">Search</button>
+        <button type="submit" class="secondary">
+          Search
+        </button>
       </form>
-      <p class="muted">{p.total} user(s){p.pages > 1 ? `, page ${p.page} of ${p.pages}` : ''}</p>
+      <p class="muted">
+        {p.total} user(s){p.pages > 1 ? `, page ${p.page} of ${p.pages}` : ''}
+      </p>
       <div class="table-wrap">
         <table>
           <thead>
-            <tr><th>User</th><th>Email</th><th>Labels</th><th>Admin</th><th>Signs in with</th><th>Active tokens</th></tr>
+            <tr>
+              <th>User</th>
+              <th>Email</th>
+              <th>Labels</th>
+              <th>Admin</th>
+              <th>Signs in with</th>
+              <th>Active tokens</th>
+            </tr>
           </thead>
           <tbody>
             {p.users.map((u) => (
               <tr data-uid={u.uid}>
-                <td><a href={`/admin/users/${encodeURIComponent(u.uid)}`}>{u.uid}</a>{u.name && <div class="muted">{u.name}</div>}</td>
+                <td>
+                  <a href={`/admin/users/${encodeURIComponent(u.uid)}`}>{u.uid}</a>
+                  {u.name && <div class="muted">{u.name}</div>}
+                </td>
                 <td>{u.email}</td>
                 <td>{u.labels.length ? u.labels.join(', ') : <span class="muted">none</span>}</td>
                 <td>{u.admin ? 'yes' : ''}</td>
@@ -61,18 +78,32 @@ export function UsersPage(p: UsersPageProps) {
 
       <h2>Add a user</h2>
       <form method="post" action="/admin/users" class="stack">
-        <label>uid <input name="uid" required maxlength={64} value={p.form?.uid ?? ''} autocomplete="off" /></label>
-        <label>Email <input name="email" type="email" required value={p.form?.email ?? ''} /></label>
-        <label>Name <input name="name" value={p.form?.name ?? ''} /></label>
-        <label>Labels <input name="labels" value={p.form?.labels ?? ''} placeholder="eng, finance" /></label>
-        <label>Password <input name="password" type="password" autocomplete="new-password" placeholder="empty: single sign-on only" /></label>
-        <label class="inline"><input type="checkbox" name="admin" checked={p.form?.admin === 'on'} /> Administrator</label>
+        <label>
+          uid <input name="uid" required maxlength={64} value={p.form?.uid ?? ''} autocomplete="off" />
+        </label>
+        <label>
+          Email <input name="email" type="email" required value={p.form?.email ?? ''} />
+        </label>
+        <label>
+          Name <input name="name" value={p.form?.name ?? ''} />
+        </label>
+        <label>
+          Labels <input name="labels" value={p.form?.labels ?? ''} placeholder="eng, finance" />
+        </label>
+        <label>
+          Password <input name="password" type="password" autocomplete="new-password" placeholder="empty: single sign-on only" />
+        </label>
+        <label class="inline">
+          <input type="checkbox" name="admin" checked={p.form?.admin === 'on'} /> Administrator
+        </label>
         <button type="submit">Add user</button>
       </form>
 
       <h2>Recent activity</h2>
       <AuditTable entries={p.audit} />
-      <p><a href="/admin/audit">The whole audit trail →</a></p>
+      <p>
+        <a href="/admin/audit">The whole audit trail →</a>
+      </p>
     </Layout>
   );
 }
@@ -83,16 +114,27 @@ function AuditTable(p: { entries: readonly AuditEntry[] }) {
     <div class="table-wrap">
       <table>
         <thead>
-          <tr><th>When</th><th>Who</th><th>Action</th><th>Target</th><th>Details</th><th>From</th></tr>
+          <tr>
+            <th>When</th>
+            <th>Who</th>
+            <th>Action</th>
+            <th>Target</th>
+            <th>Details</th>
+            <th>From</th>
+          </tr>
         </thead>
         <tbody>
           {p.entries.map((e) => (
             <tr>
               <td>{formatTime(e.at)}</td>
-              <td>{e.actor ?? <span class="muted">anonymous</span>} <span class="muted">({e.via})</span></td>
+              <td>
+                {e.actor ?? <span class="muted">anonymous</span>} <span class="muted">({e.via})</span>
+              </td>
               <td>{e.action}</td>
               <td>{e.target ?? ''}</td>
-              <td><code>{e.detail ? JSON.stringify(e.detail) : ''}</code></td>
+              <td>
+                <code>{e.detail ? JSON.stringify(e.detail) : ''}</code>
+              </td>
               <td>{e.peer ?? ''}</td>
             </tr>
           ))}
@@ -106,9 +148,13 @@ function AuditTable(p: { entries: readonly AuditEntry[] }) {
 export function AuditPage(p: Frame & { entries: readonly AuditEntry[]; newer: boolean; older: number | null }) {
   return (
     <Layout title="Audit trail" nonce={p.nonce} signedIn={{ uid: p.me.uid, admin: true, canLogout: p.me.canLogout }}>
-      <p><a href="/admin/users">← Users</a></p>
+      <p>
+        <a href="/admin/users">← Users</a>
+      </p>
       <h1>Audit trail</h1>
-      <p class="muted">Newest first. Export it with <code>svc audit list --json</code>.</p>
+      <p class="muted">
+        Newest first. Export it with <code>svc audit list --json</code>.
+      </p>
       <AuditTable entries={p.entries} />
       <nav class="row" aria-label="pages">
         {p.newer && <a href="/admin/audit">← Newest</a>}
@@ -132,31 +178,55 @@ export function UserPage(p: UserPageProps) {
   const base = `/admin/users/${encodeURIComponent(u.uid)}`;
   return (
     <Layout title={u.uid} nonce={p.nonce} signedIn={{ uid: p.me.uid, admin: true, canLogout: p.me.canLogout }}>
-      <p><a href="/admin/users">← Users</a></p>
+      <p>
+        <a href="/admin/users">← Users</a>
+      </p>
       <h1>{u.uid}</h1>
       <Notices notice={p.notice} error={p.error} />
       <p class="muted">
         Signs in with: {signInText(u, p.summary)} · active tokens: {p.summary?.activeTokens ?? 0} · created {formatTime(u.createdAt)}
       </p>
       <form method="post" action={base} class="stack">
-        <label>Email <input name="email" type="email" required value={u.email} /></label>
-        <label>Name <input name="name" value={u.name} /></label>
-        <label>Labels <input name="labels" value={u.labels.join(', ')} placeholder="eng, finance" /></label>
-        <label class="inline"><input type="checkbox" name="admin" checked={u.admin} /> Administrator</label>
+        <label>
+          Email <input name="email" type="email" required value={u.email} />
+        </label>
+        <label>
+          Name <input name="name" value={u.name} />
+        </label>
+        <label>
+          Labels <input name="labels" value={u.labels.join(', ')} placeholder="eng, finance" />
+        </label>
+        <label class="inline">
+          <input type="checkbox" name="admin" checked={u.admin} /> Administrator
+        </label>
         {(p.summary?.providers.length ?? 0) > 0 ? (
           <p class="muted">Signs in with single sign-on only: no password can be set.</p>
         ) : (
           <>
-            <label>New password <input name="password" type="password" autocomplete="new-password" placeholder="leave empty to keep" /></label>
-            {u.hasPassword && <label class="inline"><input type="checkbox" name="clear_password" /> Remove the password (single sign-on only)</label>}
+            <label>
+              New password <input name="password" type="password" autocomplete="new-password" placeholder="leave empty to keep" />
+            </label>
+            {u.hasPassword && (
+              <label class="inline">
+                <input type="checkbox" name="clear_password" /> Remove the password (single sign-on only)
+              </label>
+            )}
           </>
         )}
         <button type="submit">Save changes</button>
       </form>
       <h2>Access</h2>
       <div class="row">
-        <form method="post" action={`${base}/revoke-tokens`} class="inline"><button type="submit" class="danger">Revoke all tokens</button></form>
-        <form method="post" action={`${base}/end-sessions`} class="inline"><button type="submit" class="danger">End all sessions</button></form>
+        <form method="post" action={`${base}/revoke-tokens`} class="inline">
+          <button type="submit" class="danger">
+            Revoke all tokens
+          </button>
+        </form>
+        <form method="post" action={`${base}/end-sessions`} class="inline">
+          <button type="submit" class="danger">
+            End all sessions
+          </button>
+        </form>
         <a href={`${base}/remove`}>Remove user…</a>
       </div>
       {p.grants !== null && (
@@ -168,8 +238,16 @@ export function UserPage(p: UserPageProps) {
             <ul class="grants">
               {p.grants.map((g) => (
                 <li data-grant-id={g.id}>
-                  {g.clientName} <span class="muted">granted {formatTime(g.createdAt)}{g.labels ? `, only ${g.labels.join(', ') || 'unlabelled documents'}` : ''}</span>{' '}
-                  <form method="post" action={`${base}/grants/${g.id}/revoke`} class="inline"><button type="submit" class="danger">Revoke</button></form>
+                  {g.clientName}{' '}
+                  <span class="muted">
+                    granted {formatTime(g.createdAt)}
+                    {g.labels ? `, only ${g.labels.join(', ') || 'unlabelled documents'}` : ''}
+                  </span>{' '}
+                  <form method="post" action={`${base}/grants/${g.id}/revoke`} class="inline">
+                    <button type="submit" class="danger">
+                      Revoke
+                    </button>
+                  </form>
                 </li>
               ))}
             </ul>
@@ -180,14 +258,22 @@ export function UserPage(p: UserPageProps) {
       <p>{p.sees.count} document(s), through a session or an unrestricted token; a label-restricted token sees a part of them.</p>
       {/* biome-ignore lint/a11y/useSemanticElements: a search form with role=search works in every browser; <search> does not yet */}
       <form method="get" action={`${base}#sees`} class="row" role="search">
-        <label>Search their documents <input name="see" value={p.sees.query} placeholder="words" /></label>
-        <button type="submit" class="secondary">Search</button>
+        <label>
+          Search their documents <input name="see" value={p.sees.query} placeholder="words" />
+        </label>
+        <button type="submit" class="secondary">
+          Search
+        </button>
       </form>
       {p.sees.items.length === 0 ? (
         <p class="muted">{p.sees.query ? 'Nothing they can see matches.' : 'Nothing.'}</p>
       ) : (
         <ul class="sees">
-          {p.sees.items.map((i) => <li data-item={i.id}><a href={itemPath('view', i.id)}>{i.id}</a> <span class="muted">{i.title}</span></li>)}
+          {p.sees.items.map((i) => (
+            <li data-item={i.id}>
+              <a href={itemPath('view', i.id)}>{i.id}</a> <span class="muted">{i.title}</span>
+            </li>
+          ))}
         </ul>
       )}
     </Layout>
@@ -201,11 +287,15 @@ export function RemovePage(p: Frame & { user: User }) {
       <h1>Remove {p.user.uid}?</h1>
       <Notices error={p.error} />
       <p>
-        This removes the user, ends their sessions and revokes their tokens at once. The uid <code>{p.user.uid}</code> stays
-        reserved and can never be used again.
+        This removes the user, ends their sessions and revokes their tokens at once. The uid <code>{p.user.uid}</code> stays reserved and
+        can never be used again.
       </p>
       <div class="row">
-        <form method="post" action={`${base}/remove`} class="inline"><button type="submit" class="danger">Remove {p.user.uid}</button></form>
+        <form method="post" action={`${base}/remove`} class="inline">
+          <button type="submit" class="danger">
+            Remove {p.user.uid}
+          </button>
+        </form>
         <a href={base}>Cancel</a>
       </div>
     </Layout>

@@ -56,13 +56,21 @@ export function AccessChoice(p: { labels: readonly string[]; who: string; restri
   return (
     <fieldset class="access">
       <legend>Access</legend>
-      <label class="choice"><input type="radio" name="access" value="all" checked={!restricted} /> Everything I can see</label>
-      <label class="choice"><input type="radio" name="access" value="labels" checked={restricted} /> Only documents with these labels (and unlabelled ones):</label>
+      <label class="choice">
+        <input type="radio" name="access" value="all" checked={!restricted} /> Everything I can see
+      </label>
+      <label class="choice">
+        <input type="radio" name="access" value="labels" checked={restricted} /> Only documents with these labels (and unlabelled ones):
+      </label>
       <div class="labels">
         {p.labels.length === 0 ? (
           <span class="muted">You have no labels: {p.who} would read unlabelled documents only.</span>
         ) : (
-          p.labels.map((l) => <label class="choice"><input type="checkbox" name="labels" value={l} checked={restricted && p.restriction!.includes(l)} /> <code>{l}</code></label>)
+          p.labels.map((l) => (
+            <label class="choice">
+              <input type="checkbox" name="labels" value={l} checked={restricted && p.restriction!.includes(l)} /> <code>{l}</code>
+            </label>
+          ))
         )}
       </div>
     </fieldset>
@@ -92,7 +100,9 @@ export function Layout(props: LayoutProps) {
       </head>
       <body>
         <header>
-          <a class="brand" href="/">svc</a>
+          <a class="brand" href="/">
+            svc
+          </a>
           {props.signedIn && (
             <nav aria-label="account">
               {props.signedIn.admin && <a href="/admin/users">Users</a>}
@@ -100,7 +110,9 @@ export function Layout(props: LayoutProps) {
               <span class="muted">{props.signedIn.uid}</span>
               {props.signedIn.canLogout && (
                 <form method="post" action="/logout" class="inline">
-                  <button class="secondary" type="submit">Sign out</button>
+                  <button class="secondary" type="submit">
+                    Sign out
+                  </button>
                 </form>
               )}
             </nav>

@@ -14,7 +14,11 @@ export function LoginPage(p: LoginProps) {
   return (
     <Layout title="Sign in" nonce={p.nonce}>
       <h1>Sign in</h1>
-      {p.error && <p class="notice error" role="alert">{p.error}</p>}
+      {p.error && (
+        <p class="notice error" role="alert">
+          {p.error}
+        </p>
+      )}
       {p.local && (
         <form method="post" action="/login" class="stack">
           <input type="hidden" name="next" value={p.next} />
@@ -31,7 +35,9 @@ export function LoginPage(p: LoginProps) {
       )}
       {p.oidc && (
         <p>
-          <a class="sso" href={oidcHref}>Sign in with single sign-on</a>
+          <a class="sso" href={oidcHref}>
+            Sign in with single sign-on
+          </a>
         </p>
       )}
       {!p.local && !p.oidc && <p>This server has no sign-in page; use a personal access token or your company's proxy.</p>}

@@ -5,8 +5,14 @@ export function MessagePage(p: { nonce: string; title: string; message: string; 
   return (
     <Layout title={p.title} nonce={p.nonce}>
       <h1>{p.title}</h1>
-      <p class="notice error" role="alert">{p.message}</p>
-      {p.link && <p><a href={p.link.href}>{p.link.text}</a></p>}
+      <p class="notice error" role="alert">
+        {p.message}
+      </p>
+      {p.link && (
+        <p>
+          <a href={p.link.href}>{p.link.text}</a>
+        </p>
+      )}
     </Layout>
   );
 }

@@ -80,19 +80,32 @@ export function TokensPage(p: TokensProps) {
   return (
     <Layout title="Access tokens" nonce={p.nonce} signedIn={{ uid: p.uid, admin: p.admin, canLogout: p.canLogout }}>
       <h1>Personal access tokens</h1>
-      <p class="muted">A token lets an AI agent or MCP client act as you, with exactly your access, at <code>{p.baseUrl}/mcp</code>.</p>
-      {p.error && <p class="notice error" role="alert">{p.error}</p>}
+      <p class="muted">
+        A token lets an AI agent or MCP client act as you, with exactly your access, at <code>{p.baseUrl}/mcp</code>.
+      </p>
+      {p.error && (
+        <p class="notice error" role="alert">
+          {p.error}
+        </p>
+      )}
       {p.created && (
         <section class="notice ok" aria-live="polite">
           <h2>New token “{p.created.name}”</h2>
-          <p>Copy it now: it is shown only once. Expires: {when(p.created.expiresAt)}. Access: {accessText(p.created.labels)}. Scopes: {scopesText(p.created.scopes)}.</p>
+          <p>
+            Copy it now: it is shown only once. Expires: {when(p.created.expiresAt)}. Access: {accessText(p.created.labels)}. Scopes:{' '}
+            {scopesText(p.created.scopes)}.
+          </p>
           <div class="secret">
             <code id="new-token">{p.created.token}</code>
-            <button type="button" class="secondary" data-copy="new-token" hidden>Copy</button>
+            <button type="button" class="secondary" data-copy="new-token" hidden>
+              Copy
+            </button>
           </div>
           <p>MCP client configuration (Claude Code, VS Code, Cursor and others):</p>
           <pre id="new-config">{mcpClientConfig(p.baseUrl, p.created.token)}</pre>
-          <button type="button" class="secondary" data-copy="new-config" hidden>Copy configuration</button>
+          <button type="button" class="secondary" data-copy="new-config" hidden>
+            Copy configuration
+          </button>
         </section>
       )}
       <h2>Create a token</h2>
@@ -105,7 +118,9 @@ export function TokensPage(p: TokensProps) {
           Lifetime
           <select name="ttl">
             {LIFETIMES.map(([value, label]) => (
-              <option value={value} selected={value === '90d'}>{label}</option>
+              <option value={value} selected={value === '90d'}>
+                {label}
+              </option>
             ))}
           </select>
         </label>
@@ -120,7 +135,18 @@ export function TokensPage(p: TokensProps) {
         <div class="table-wrap">
           <table>
             <thead>
-              <tr><th>Name</th><th>Access</th><th>Scopes</th><th>Created</th><th>Expires</th><th>Last used</th><th>State</th><th><span class="muted">Action</span></th></tr>
+              <tr>
+                <th>Name</th>
+                <th>Access</th>
+                <th>Scopes</th>
+                <th>Created</th>
+                <th>Expires</th>
+                <th>Last used</th>
+                <th>State</th>
+                <th>
+                  <span class="muted">Action</span>
+                </th>
+              </tr>
             </thead>
             <tbody>
               {p.tokens.map((t) => (
@@ -135,7 +161,9 @@ export function TokensPage(p: TokensProps) {
                   <td>
                     {t.state === 'active' && (
                       <form method="post" action={`/auth/tokens/${t.id}/revoke`} class="inline">
-                        <button type="submit" class="danger" aria-label={`Revoke ${t.name}`}>Revoke</button>
+                        <button type="submit" class="danger" aria-label={`Revoke ${t.name}`}>
+                          Revoke
+                        </button>
                       </form>
                     )}
                   </td>
@@ -153,16 +181,30 @@ export function TokensPage(p: TokensProps) {
           ) : (
             <div class="table-wrap">
               <table>
-                <thead><tr><th>App</th><th>Granted</th><th>Last used</th><th><span class="muted">Action</span></th></tr></thead>
+                <thead>
+                  <tr>
+                    <th>App</th>
+                    <th>Granted</th>
+                    <th>Last used</th>
+                    <th>
+                      <span class="muted">Action</span>
+                    </th>
+                  </tr>
+                </thead>
                 <tbody>
                   {p.grants.map((g) => (
                     <tr data-grant-id={g.id}>
-                      <td>{g.clientName}{g.clientKind === 'dynamic' && <div class="muted">self-registered</div>}</td>
+                      <td>
+                        {g.clientName}
+                        {g.clientKind === 'dynamic' && <div class="muted">self-registered</div>}
+                      </td>
                       <td>{when(g.createdAt)}</td>
                       <td>{when(g.lastUsedAt, '—')}</td>
                       <td>
                         <form method="post" action={`/auth/grants/${g.id}/revoke`} class="inline">
-                          <button type="submit" class="danger" aria-label={`Revoke ${g.clientName}`}>Revoke</button>
+                          <button type="submit" class="danger" aria-label={`Revoke ${g.clientName}`}>
+                            Revoke
+                          </button>
                         </form>
                       </td>
                     </tr>

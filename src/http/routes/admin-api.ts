@@ -9,11 +9,18 @@ import { listAllItems, getAnyItem } from '../../store/items.ts';
 import { listAudit } from '../../store/audit.ts';
 import { badRequest } from '../../domain/errors.ts';
 import {
-  adminCreateUser, adminUpdateUser, adminRemoveUser, adminRevokeTokens, adminEndSessions, adminPutItem, adminRemoveItem,
+  adminCreateUser,
+  adminUpdateUser,
+  adminRemoveUser,
+  adminRevokeTokens,
+  adminEndSessions,
+  adminPutItem,
+  adminRemoveItem,
 } from '../../admin/actions.ts';
 
 async function jsonBody(c: Ctx): Promise<Record<string, unknown>> {
-  if (!/^application\/json\b/i.test(c.req.header('content-type') ?? '')) throw badRequest('send a JSON object with Content-Type: application/json');
+  if (!/^application\/json\b/i.test(c.req.header('content-type') ?? ''))
+    throw badRequest('send a JSON object with Content-Type: application/json');
   return readBody(c);
 }
 
@@ -33,13 +40,19 @@ export function adminApiRoutes(services: Services): Hono<Env> {
     const user = await getUser(db, c.req.param('uid'));
     return c.json(userJson(user, (await signInSummaries(db)).get(user.id) ?? { providers: [], activeTokens: 0 }));
   });
-  app.patch('/admin/api/users/:uid', async (c) => c.json(userJson(await adminUpdateUser(database, actorOf(c), c.req.param('uid'), await jsonBody(c), caller(c).sessionId))));
+  app.patch('/admin/api/users/:uid', async (c) =>
+    c.json(userJson(await adminUpdateUser(database, actorOf(c), c.req.param('uid'), await jsonBody(c), caller(c).sessionId))),
+  );
   app.delete('/admin/api/users/:uid', async (c) => {
     await adminRemoveUser(database, actorOf(c), c.req.param('uid'));
     return c.body(null, 204);
   });
-  app.post('/admin/api/users/:uid/tokens/revoke', async (c) => c.json({ revoked: await adminRevokeTokens(database, actorOf(c), c.req.param('uid')) }));
-  app.post('/admin/api/users/:uid/sessions/end', async (c) => c.json({ ended: await adminEndSessions(database, actorOf(c), c.req.param('uid')) }));
+  app.post('/admin/api/users/:uid/tokens/revoke', async (c) =>
+    c.json({ revoked: await adminRevokeTokens(database, actorOf(c), c.req.param('uid')) }),
+  );
+  app.post('/admin/api/users/:uid/sessions/end', async (c) =>
+    c.json({ ended: await adminEndSessions(database, actorOf(c), c.req.param('uid')) }),
+  );
 
   // Item ids are paths and may contain slashes.
   app.get('/admin/api/items', async (c) => c.json((await listAllItems(db)).map(itemSummaryJson)));
@@ -57,7 +70,18 @@ export function adminApiRoutes(services: Services): Hono<Env> {
     const limit = Math.min(Math.max(Number(c.req.query('limit') ?? 100) || 100, 1), 1000);
     const before = c.req.query('before');
     const entries = await listAudit(db, limit, before === undefined ? undefined : Number(before) || undefined);
-    return c.json(entries.map((e) => ({ id: e.id, at: iso(e.at), actor: e.actor, via: e.via, action: e.action, target: e.target, detail: e.detail, peer: e.peer })));
+    return c.json(
+      entries.map((e) => ({
+        id: e.id,
+        at: iso(e.at),
+        actor: e.actor,
+        via: e.via,
+        action: e.action,
+        target: e.target,
+        detail: e.detail,
+        peer: e.peer,
+      })),
+    );
   });
   return app;
 }

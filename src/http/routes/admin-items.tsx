@@ -28,7 +28,8 @@ async function itemFromForm(body: Record<string, unknown>): Promise<FormItem> {
   let id = field('id').trim();
   let title = field('title').trim();
   const action = field('labels_action');
-  let labels: string | undefined = action === 'set' ? field('labels') : action === 'keep' || field('labels').trim() === '' ? undefined : field('labels');
+  let labels: string | undefined =
+    action === 'set' ? field('labels') : action === 'keep' || field('labels').trim() === '' ? undefined : field('labels');
   // The confirmation sends the text back encoded: a browser would turn its line ends into CRLF.
   let text = body.text_b64 === undefined ? field('text') : Buffer.from(field('text_b64'), 'base64').toString('utf8');
   if (file) {
@@ -40,7 +41,10 @@ async function itemFromForm(body: Record<string, unknown>): Promise<FormItem> {
       throw e;
     }
     if (doc.labels !== null && labels !== undefined && formatLabels(checkLabels(labels)) !== doc.labels) {
-      throw badRequest(`labels: the file says "${doc.labels || '(none)'}" and the form says "${labels.trim()}"; give them in one place`, 'labels');
+      throw badRequest(
+        `labels: the file says "${doc.labels || '(none)'}" and the form says "${labels.trim()}"; give them in one place`,
+        'labels',
+      );
     }
     if (doc.labels !== null) labels = doc.labels;
     id ||= basename(file.name).replace(/\.md$/i, '');
@@ -61,7 +65,12 @@ export function adminItemRoutes(services: Services): Hono<Env> {
 
   const frame = (c: Ctx, error?: string) => {
     const principal = caller(c);
-    return { nonce: nonceOf(c), me: { uid: principal.user.uid, canLogout: principal.via === 'session' }, notice: DONE[c.req.query('done') ?? ''], ...(error ? { error } : {}) };
+    return {
+      nonce: nonceOf(c),
+      me: { uid: principal.user.uid, canLogout: principal.via === 'session' },
+      notice: DONE[c.req.query('done') ?? ''],
+      ...(error ? { error } : {}),
+    };
   };
 
   const listPage = async (c: Ctx, status: 200 | 400 | 404, error?: string, form?: Record<string, string>) => {
@@ -70,7 +79,16 @@ export function adminItemRoutes(services: Services): Hono<Env> {
     const page = Math.max(1, Number.parseInt(c.req.query('page') ?? '1', 10) || 1);
     const { items, total } = await listItemsWithReaders(db, { query, label, page });
     return c.html(
-      <ItemsPage {...frame(c, error)} items={items} total={total} query={query} label={label} page={page} pages={Math.max(1, Math.ceil(total / ITEM_PAGE))} form={form} />,
+      <ItemsPage
+        {...frame(c, error)}
+        items={items}
+        total={total}
+        query={query}
+        label={label}
+        page={page}
+        pages={Math.max(1, Math.ceil(total / ITEM_PAGE))}
+        form={form}
+      />,
       status,
     );
   };
@@ -78,7 +96,10 @@ export function adminItemRoutes(services: Services): Hono<Env> {
   const itemPage = async (c: Ctx, id: string, status: 200 | 400 = 200, error?: string) => {
     const item = await getAnyItem(db, id);
     const readers = (await readersOf(db, id))!;
-    return c.html(<ItemPage {...frame(c, error)} item={item} readers={readers.users} restrictedTokens={readers.restrictedTokens} />, status);
+    return c.html(
+      <ItemPage {...frame(c, error)} item={item} readers={readers.users} restrictedTokens={readers.restrictedTokens} />,
+      status,
+    );
   };
 
   app.get('/admin/items', (c) => listPage(c, 200));
@@ -91,10 +112,16 @@ export function adminItemRoutes(services: Services): Hono<Env> {
       // Replacing asks first, saying what happens to the labels, so nobody declassifies a document unawares.
       const existing = body.confirm === 'replace' ? null : await findItem(db, checkItemId(item.id));
       if (existing) return c.html(<ReplaceItemPage {...frame(c)} existing={existing} item={item} />);
-      await adminPutItem(database, actorOf(c), item.id, { title: item.title, text: item.text, ...(item.labels === undefined ? {} : { labels: item.labels }) });
+      await adminPutItem(database, actorOf(c), item.id, {
+        title: item.title,
+        text: item.text,
+        ...(item.labels === undefined ? {} : { labels: item.labels }),
+      });
     } catch (e) {
       if (e instanceof AppError && e.code === 'bad_request') {
-        const form = Object.fromEntries(['id', 'title', 'labels', 'text'].map((k) => [k, typeof body[k] === 'string' ? (body[k] as string) : '']));
+        const form = Object.fromEntries(
+          ['id', 'title', 'labels', 'text'].map((k) => [k, typeof body[k] === 'string' ? (body[k] as string) : '']),
+        );
         return listPage(c, 400, e.message, form);
       }
       throw e;
@@ -109,7 +136,11 @@ export function adminItemRoutes(services: Services): Hono<Env> {
     const body = await readBody(c);
     const item = await getAnyItem(db, id);
     try {
-      await adminPutItem(database, actorOf(c), id, { title: item.title, text: item.text, labels: typeof body.labels === 'string' ? body.labels : '' });
+      await adminPutItem(database, actorOf(c), id, {
+        title: item.title,
+        text: item.text,
+        labels: typeof body.labels === 'string' ? body.labels : '',
+      });
     } catch (e) {
       if (e instanceof AppError && e.code === 'bad_request') return itemPage(c, id, 400, e.message);
       throw e;
@@ -117,7 +148,9 @@ export function adminItemRoutes(services: Services): Hono<Env> {
     return c.redirect(`${itemPath('view', id)}?done=labels`, 303);
   });
 
-  app.get('/admin/items/remove/:id{.+}', async (c) => c.html(<RemoveItemPage {...frame(c)} item={await getAnyItem(db, c.req.param('id'))} />));
+  app.get('/admin/items/remove/:id{.+}', async (c) =>
+    c.html(<RemoveItemPage {...frame(c)} item={await getAnyItem(db, c.req.param('id'))} />),
+  );
 
   app.post('/admin/items/remove/:id{.+}', async (c) => {
     await adminRemoveItem(database, actorOf(c), c.req.param('id'));

@@ -11,7 +11,14 @@ import { listAudit } from '../../store/audit.ts';
 import { listVisible, searchVisible } from '../../store/items.ts';
 import { countVisible } from '../../store/item-access.ts';
 import { AppError } from '../../domain/errors.ts';
-import { adminCreateUser, adminUpdateUser, adminRemoveUser, adminRevokeTokens, adminEndSessions, adminRevokeGrant } from '../../admin/actions.ts';
+import {
+  adminCreateUser,
+  adminUpdateUser,
+  adminRemoveUser,
+  adminRevokeTokens,
+  adminEndSessions,
+  adminRevokeGrant,
+} from '../../admin/actions.ts';
 import { listGrants } from '../../store/oauth.ts';
 
 const PAGE_SIZE = 50;
@@ -83,7 +90,16 @@ export function adminPageRoutes(services: Services): Hono<Env> {
     const items = query ? await searchVisible(db, query, access, 50) : (await listVisible(db, access, undefined, 50)).items;
     const sees = { count: await countVisible(db, access), query, items };
     const grants = services.config.auth.oauth ? await listGrants(db, user.id) : null;
-    return c.html(<UserPage {...frame(c, error ? { error } : {})} user={user} summary={(await signInSummaries(db)).get(user.id)} sees={sees} grants={grants} />, status);
+    return c.html(
+      <UserPage
+        {...frame(c, error ? { error } : {})}
+        user={user}
+        summary={(await signInSummaries(db)).get(user.id)}
+        sees={sees}
+        grants={grants}
+      />,
+      status,
+    );
   };
 
   const back = (uid: string, done: string) => `/admin/users/${encodeURIComponent(uid)}?done=${done}`;

@@ -15,9 +15,13 @@ let mcpModules: Promise<{
   buildMcpServer: typeof import('../../mcp/server.ts').buildMcpServer;
 }> | null = null;
 const loadMcp = () =>
-  (mcpModules ??= Promise.all([import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'), import('../../mcp/server.ts')]).then(
-    ([transport, server]) => ({ Transport: transport.WebStandardStreamableHTTPServerTransport, buildMcpServer: server.buildMcpServer }),
-  ));
+  (mcpModules ??= Promise.all([
+    import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'),
+    import('../../mcp/server.ts'),
+  ]).then(([transport, server]) => ({
+    Transport: transport.WebStandardStreamableHTTPServerTransport,
+    buildMcpServer: server.buildMcpServer,
+  })));
 
 function rpcError(status: number, code: number, message: string): Response {
   return new Response(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }), {

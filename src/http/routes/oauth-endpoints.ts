@@ -18,13 +18,18 @@ export function oauthServerOf(services: Services, oauth: OauthConfig): OauthServ
 export function oauthClientEndpoints(services: Services, oauth: OauthConfig): Hono<Env> {
   const server = oauthServerOf(services, oauth);
   const app = new Hono<Env>();
-  const error = (c: Ctx, e: OauthError, status: 400 | 401 = 400) => c.json(e, status, status === 401 ? { 'WWW-Authenticate': 'Basic realm="svc"' } : {});
-  const clientOf = async (c: Ctx, body: Record<string, unknown>) => authenticateClient(server, { authorization: c.req.header('authorization'), body });
+  const error = (c: Ctx, e: OauthError, status: 400 | 401 = 400) =>
+    c.json(e, status, status === 401 ? { 'WWW-Authenticate': 'Basic realm="svc"' } : {});
+  const clientOf = async (c: Ctx, body: Record<string, unknown>) =>
+    authenticateClient(server, { authorization: c.req.header('authorization'), body });
   const badClient = oauthError('invalid_client', 'unknown client, or its credentials are wrong');
   // One per process: it keeps the enterprise provider's keys between requests.
   const enterprise: ExchangeContext | null = oauth.enterprise && {
-    database: services.database, issuer: new EnterpriseIssuer(oauth.enterprise, services.log), groups: services.config.auth.groups,
-    accessSeconds: oauth.accessTtlSeconds, resources: [resourceFor(server.base), `${server.base}/mcp`],
+    database: services.database,
+    issuer: new EnterpriseIssuer(oauth.enterprise, services.log),
+    groups: services.config.auth.groups,
+    accessSeconds: oauth.accessTtlSeconds,
+    resources: [resourceFor(server.base), `${server.base}/mcp`],
   };
 
   app.post('/oauth/token', async (c) => {

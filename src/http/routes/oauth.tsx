@@ -86,9 +86,16 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
 
   // ---- the caller's grants ("Connected apps")
   app.get('/auth/grants', requireCaller({ scope: 'api' }), async (c) =>
-    c.json((await listGrants(services.database.db, caller(c).user.id)).map((g) => ({
-      id: g.id, client_id: g.clientId, client_name: g.clientName, scope: g.scope, created_at: iso(g.createdAt), last_used_at: iso(g.lastUsedAt),
-    }))),
+    c.json(
+      (await listGrants(services.database.db, caller(c).user.id)).map((g) => ({
+        id: g.id,
+        client_id: g.clientId,
+        client_name: g.clientName,
+        scope: g.scope,
+        created_at: iso(g.createdAt),
+        last_used_at: iso(g.lastUsedAt),
+      })),
+    ),
   );
   app.post('/auth/grants/:id/revoke', requireCaller({ scope: 'api' }), async (c) => {
     const id = c.req.param('id');

@@ -49,7 +49,12 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
       if (e instanceof OidcUnavailable) return page(c, 503, 'Single sign-on unavailable', e.message);
       throw e;
     }
-    const result = await signInWithProvider(database, arrival, { jit: rp.config.jit, defaultAcl: rp.config.defaultAcl, groups: config.auth.groups }, session.ttlSeconds);
+    const result = await signInWithProvider(
+      database,
+      arrival,
+      { jit: rp.config.jit, defaultAcl: rp.config.defaultAcl, groups: config.auth.groups },
+      session.ttlSeconds,
+    );
     if (result.outcome === 'refused') {
       services.metrics.login('oidc', 'refused');
       return page(c, 403, 'Not set up in svc', result.message);

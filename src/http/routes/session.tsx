@@ -38,7 +38,11 @@ export function sessionRoutes(services: Services): Hono<Env> {
     if (result.outcome === 'throttled') {
       services.metrics.login('password', 'throttled');
       c.header('Retry-After', String(result.retryAfter));
-      return page(c, 429, { next, username, error: `Too many failed sign-ins. Try again in ${Math.ceil(result.retryAfter / 60)} minute(s).` });
+      return page(c, 429, {
+        next,
+        username,
+        error: `Too many failed sign-ins. Try again in ${Math.ceil(result.retryAfter / 60)} minute(s).`,
+      });
     }
     if (result.outcome === 'failed') {
       services.log.warn('login_failed', { peer: c.get('client') });

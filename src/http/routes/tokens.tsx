@@ -55,9 +55,24 @@ export function tokenRoutes(services: Services): Hono<Env> {
     const html = wantsHtml(c);
     try {
       const body = await readBody(c, { lists: ['labels', 'scopes'] });
-      const created = await createPersonalToken(database, actorOf(c), caller(c).user, { name: body.name, ttl: body.ttl, labels: restrictionFromForm(body), scopes: scopesFromForm(body) });
+      const created = await createPersonalToken(database, actorOf(c), caller(c).user, {
+        name: body.name,
+        ttl: body.ttl,
+        labels: restrictionFromForm(body),
+        scopes: scopesFromForm(body),
+      });
       if (html) return renderPage(c, 201, { created });
-      return c.json({ id: created.id, token: created.token, name: created.name, expires_at: iso(created.expiresAt), labels: created.labels, scopes: created.scopes }, 201);
+      return c.json(
+        {
+          id: created.id,
+          token: created.token,
+          name: created.name,
+          expires_at: iso(created.expiresAt),
+          labels: created.labels,
+          scopes: created.scopes,
+        },
+        201,
+      );
     } catch (e) {
       if (html && e instanceof AppError && e.code === 'bad_request') return renderPage(c, 400, { error: e.message });
       throw e;
@@ -67,15 +82,14 @@ export function tokenRoutes(services: Services): Hono<Env> {
   const ownApi = requireCaller({ scope: 'api' });
   app.get('/auth/tokens', ownApi, async (c) => {
     const list = await listTokens(db, caller(c).user.id);
-    return c.json(
-      list.map(tokenJson),
-    );
+    return c.json(list.map(tokenJson));
   });
 
   // Only a signed-in browser (or the proxy) may change what a token can see: a token never widens itself.
   app.patch('/auth/tokens/:id', browserOnly, async (c) => {
     const body = await readBody(c);
-    if (!('labels' in body)) throw badRequest('labels: give an array or a label string to restrict the token, or null for your whole access', 'labels');
+    if (!('labels' in body))
+      throw badRequest('labels: give an array or a label string to restrict the token, or null for your whole access', 'labels');
     const id = c.req.param('id');
     return c.json(tokenJson(await restrictOwnToken(database, actorOf(c), caller(c).user, id, body.labels)));
   });
