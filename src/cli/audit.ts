@@ -3,7 +3,7 @@ import { type Command, withDatabase, str, flag } from './command.ts';
 import { UsageError } from './errors.ts';
 import { exportAudit } from '../store/audit.ts';
 import { parseDuration } from '../domain/duration.ts';
-import { iso } from '../domain/json.ts';
+import { auditEntryJson } from '../domain/json.ts';
 
 // Control characters (C0, DEL, C1), line and paragraph separators and bidirectional controls: any of them in a
 // field could start a new line, move the cursor or recolour the terminal, so a value written by an anonymous
@@ -50,16 +50,7 @@ Options:
       const entries = await withDatabase(ctx.config(), ({ db }) =>
         exportAudit(db, { ...(since === undefined ? {} : { since }), ...(user === undefined ? {} : { uid: user }) }),
       );
-      const rows = entries.map((e) => ({
-        id: e.id,
-        at: iso(e.at),
-        actor: e.actor,
-        via: e.via,
-        action: e.action,
-        target: e.target,
-        detail: e.detail,
-        peer: e.peer,
-      }));
+      const rows = entries.map(auditEntryJson);
       if (flag(ctx, 'json')) ctx.io.out(JSON.stringify(rows, null, 2));
       else {
         for (const r of rows) {

@@ -1,6 +1,7 @@
 // JSON shapes of the contract (snake_case, ISO 8601 UTC times), shared by the HTTP API and the CLI.
 import type { User, SignInSummary } from '../store/users.ts';
 import type { Item, ItemSummary } from '../store/items.ts';
+import type { AuditEntry } from '../store/audit.ts';
 
 export function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();
@@ -27,4 +28,8 @@ export function itemSummaryJson(i: ItemSummary) {
 
 export function itemJson(i: Item) {
   return { id: i.id, title: i.title, text: i.text, labels: [...i.labels], created_at: iso(i.createdAt), updated_at: iso(i.updatedAt) };
+}
+
+export function auditEntryJson(e: AuditEntry) {
+  return { id: e.id, at: iso(e.at), actor: e.actor, via: e.via, action: e.action, target: e.target, detail: e.detail, peer: e.peer };
 }

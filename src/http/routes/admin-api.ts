@@ -3,7 +3,7 @@ import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
 import { requireAdmin, actorOf, caller } from '../guards.ts';
 import { readBody } from '../forms.ts';
-import { userJson, itemJson, itemSummaryJson, iso } from '../../domain/json.ts';
+import { auditEntryJson, userJson, itemJson, itemSummaryJson } from '../../domain/json.ts';
 import { listUsers, getUser, signInSummaries } from '../../store/users.ts';
 import { listAllItems, getAnyItem } from '../../store/items.ts';
 import { listAudit } from '../../store/audit.ts';
@@ -70,18 +70,7 @@ export function adminApiRoutes(services: Services): Hono<Env> {
     const limit = Math.min(Math.max(Number(c.req.query('limit') ?? 100) || 100, 1), 1000);
     const before = c.req.query('before');
     const entries = await listAudit(db, limit, before === undefined ? undefined : Number(before) || undefined);
-    return c.json(
-      entries.map((e) => ({
-        id: e.id,
-        at: iso(e.at),
-        actor: e.actor,
-        via: e.via,
-        action: e.action,
-        target: e.target,
-        detail: e.detail,
-        peer: e.peer,
-      })),
-    );
+    return c.json(entries.map(auditEntryJson));
   });
   return app;
 }
