@@ -70,6 +70,13 @@ describe('svc CLI', () => {
     const twice = await ws.svc(['--config', ws.configPath, 'check', '--config', join(ws.dir, 'nope.ini')]);
     assert.equal(twice.code, 1);
     assert.match(twice.stderr, /--config: give it once/);
+    // An option word is never taken as the path, and `--` still ends the options.
+    const optionLike = await ws.svc(['user', 'set', 'nobody', '--name', 'x', '--config', '--email', join(ws.dir, 'nope.ini')]);
+    assert.equal(optionLike.code, 1);
+    assert.match(optionLike.stderr, /--config: give the PATH/);
+    const marker = await ws.svc(['item', 'remove', 'x', '--config', '--', 'y']);
+    assert.equal(marker.code, 1);
+    assert.match(marker.stderr, /--config: give the PATH/);
     const empty = await ws.svc(['check', '--config']);
     assert.equal(empty.code, 1);
     assert.match(empty.stderr, /--config: give the PATH/);

@@ -4,7 +4,7 @@
 // administrator does to other accounts is in admin/actions.ts.
 import type { Database } from '../db/open.ts';
 import { iso } from '../domain/json.ts';
-import { passwordHashOf, rehashPassword, type User } from '../store/users.ts';
+import { getUser, passwordHashOf, rehashPassword, type User } from '../store/users.ts';
 import { createSession, endSession } from '../store/sessions.ts';
 import { startFlow, takeFlow, type Flow } from '../store/oidc-flows.ts';
 import { reserveAttempt, releaseAttempt, ACCOUNT_LIMIT, ADDRESS_LIMIT } from '../store/throttle.ts';
@@ -136,9 +136,18 @@ export interface TokenRequest {
   readonly scopes: unknown;
 }
 
-/** Mints a personal token for `owner`; by the owner themself, or by an operator on the CLI. */
-export async function createPersonalToken(database: Database, actor: Actor, owner: User, request: TokenRequest): Promise<CreatedToken> {
+/**
+ * Mints a personal token for the user `ownerUid`, by that user or by an operator on the CLI. The owner is read in
+ * the same transaction, so a user removed meanwhile gets "no user", never a token.
+ */
+export async function createPersonalToken(
+  database: Database,
+  actor: Actor,
+  ownerUid: string,
+  request: TokenRequest,
+): Promise<CreatedToken> {
   return database.write(async (tx) => {
+    const owner = await getUser(tx, ownerUid);
     const token = await createToken(tx, owner.id, request.name, request.ttl, request.labels, request.scopes);
     await recordActorAudit(tx, actor, 'token.create', token.id, {
       ...(actor.uid === owner.uid && actor.via !== 'cli' ? {} : { owner: owner.uid }),

@@ -41,12 +41,17 @@ function takeConfigOption(argv: readonly string[]): { args: string[]; config: st
       args.push(...argv.slice(i));
       break;
     }
-    if (arg === '--config') given.push(argv[++i] ?? '');
+    // A value that looks like an option is refused, not taken as a path: `--config --email x` is a mistake.
+    if (arg === '--config') given.push(argv[i + 1]?.startsWith('-') ? '' : (argv[++i] ?? ''));
     else if (arg.startsWith('--config=')) given.push(arg.slice('--config='.length));
     else args.push(arg);
   }
   const problem =
-    given.length > 1 ? '--config: give it once' : given[0] === '' ? '--config: give the PATH of the configuration file' : null;
+    given.length > 1
+      ? '--config: give it once'
+      : given[0] === '' || given[0]?.startsWith('-')
+        ? '--config: give the PATH of the configuration file'
+        : null;
   return { args, config: given[0], problem };
 }
 

@@ -1,5 +1,4 @@
 import { type Command, withDatabase, str, cliActor } from './command.ts';
-import { getUser } from '../store/users.ts';
 import { createPersonalToken } from '../account/actions.ts';
 import { UsageError } from './errors.ts';
 import { SCOPES, SCOPE_MEANING } from '../domain/scopes.ts';
@@ -16,8 +15,8 @@ export const tokenCommands: Command[] = [
     async run(ctx) {
       const name = str(ctx, 'name');
       if (name === undefined) throw new UsageError('--name is required');
-      const created = await withDatabase(ctx.config(), async (database) =>
-        createPersonalToken(database, cliActor(), await getUser(database.db, ctx.positionals[0]!), {
+      const created = await withDatabase(ctx.config(), (database) =>
+        createPersonalToken(database, cliActor(), ctx.positionals[0]!, {
           name,
           ttl: str(ctx, 'ttl'),
           labels: str(ctx, 'labels') ?? null,

@@ -49,7 +49,8 @@ export function mintClientSecret(): string {
 }
 
 // Signed ids (session cookies, single sign-on flow cookies): "<id>.<HMAC-SHA-256 of the id>"; the database keeps
-// only SHA-256(id). Each use has its own key (deriveKey), so one kind can never verify as another.
+// only SHA-256(id). Session cookies are signed with the session secret itself, every other kind with a key derived
+// from it for that use (deriveKey), so no other kind can verify as a session or as each other.
 export function signId(id: string, key: Buffer): string {
   return `${id}.${encodeBase64urlNoPadding(createHmac('sha256', key).update(id).digest())}`;
 }

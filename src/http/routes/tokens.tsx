@@ -55,7 +55,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
     const html = wantsHtml(c);
     try {
       const body = await readBody(c, { lists: ['labels', 'scopes'] });
-      const created = await createPersonalToken(database, actorOf(c), caller(c).user, {
+      const created = await createPersonalToken(database, actorOf(c), caller(c).user.uid, {
         name: body.name,
         ttl: body.ttl,
         labels: restrictionFromForm(body),
