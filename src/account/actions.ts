@@ -12,7 +12,7 @@ import { createToken, restrictToken, revokeToken, type CreatedToken, type TokenI
 import { revokeGrant } from '../store/oauth.ts';
 import { recordAudit, recordActorAudit, type Actor } from '../store/audit.ts';
 import { verifyPassword, dummyHash, needsRehash, hashPassword, PASSWORD_MAX } from '../auth/passwords.ts';
-import { provisionIn, type Arrival, type Policy, type Provisioned } from '../auth/provisioning.ts';
+import { provisionIn, type Arrival, type Policy } from '../auth/provisioning.ts';
 
 export type PasswordSignIn =
   | { readonly outcome: 'ok'; readonly user: User; readonly sessionId: string }
@@ -90,9 +90,9 @@ export async function signInWithProvider(
   policy: Policy,
   sessionSeconds: number,
 ): Promise<ProviderSignIn> {
-  const done = await database.write(async (tx): Promise<{ found: Provisioned; sessionId?: string }> => {
+  const done = await database.write(async (tx) => {
     const found = await provisionIn(tx, arrival, policy);
-    if (!found.ok) return { found };
+    if (!found.ok) return found;
     const sessionId = await createSession(tx, found.user.id, sessionSeconds);
     await recordAudit(tx, {
       actor: found.user.uid,
@@ -106,10 +106,10 @@ export async function signInWithProvider(
       },
       peer: arrival.peer,
     });
-    return { found, sessionId };
+    return { ok: true as const, user: found.user, sessionId };
   });
-  if (done.found.ok) return { outcome: 'ok', user: done.found.user, sessionId: done.sessionId! };
-  const { reason, message } = done.found;
+  if (done.ok) return { outcome: 'ok', user: done.user, sessionId: done.sessionId };
+  const { reason, message } = done;
   const target = (arrival.uidClaim ?? arrival.subject).slice(0, 64);
   await database.write((tx) =>
     recordAudit(tx, {

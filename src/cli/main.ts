@@ -41,11 +41,11 @@ function takeConfigOption(argv: readonly string[]): { args: string[]; config: st
       args.push(...argv.slice(i));
       break;
     }
-    // A value that looks like an option is refused, not taken as a path: `--config --email x` is a mistake.
-    if (arg === '--config') given.push(argv[i + 1]?.startsWith('-') ? '' : (argv[++i] ?? ''));
+    if (arg === '--config') given.push(argv[++i] ?? '');
     else if (arg.startsWith('--config=')) given.push(arg.slice('--config='.length));
     else args.push(arg);
   }
+  // A path that looks like an option (`--config --email x`, `--config --`) is a mistake, never a file name.
   const problem =
     given.length > 1
       ? '--config: give it once'
