@@ -2,18 +2,21 @@
 // drizzle switches a statement to raw mode again on every call, which costs as much as the query itself.
 import type { Db } from './types.ts';
 
-interface RawStatement {
-  raw(on: boolean): RawStatement;
+/** A prepared statement in raw mode: `get` gives the row's values in column order. */
+export interface RawPointQuery {
   get(param: string): unknown[] | undefined;
 }
 
+interface RawStatement extends RawPointQuery {
+  raw(on: boolean): RawStatement;
+}
+
 /**
- * `sql` (one `?` parameter) prepared once in raw mode on the embedded driver: a function from the parameter to
- * the row's values in column order. null on a remote database, where the caller uses a drizzle prepared query.
+ * `sql` (one `?` parameter) prepared once in raw mode on the embedded driver, called directly by the caller (no
+ * wrapper on the hot path). null on a remote database, where the caller uses a drizzle prepared query.
  */
-export function rawPointQuery(db: Db, sql: string): ((param: string) => unknown[] | undefined) | null {
+export function rawPointQuery(db: Db, sql: string): RawPointQuery | null {
   const client = (db as { $client?: { prepare?: (sql: string) => RawStatement } }).$client;
   if (typeof client?.prepare !== 'function') return null;
-  const statement = client.prepare(sql).raw(true);
-  return (param) => statement.get(param);
+  return client.prepare(sql).raw(true);
 }

@@ -214,7 +214,7 @@ function prepareLookup(db: Db): Lookup {
   const raw = rawPointQuery(db, LOOKUP_SQL);
   if (raw) {
     return (hash) => {
-      const r = raw(hash);
+      const r = raw.get(hash);
       if (!r) return undefined;
       return {
         tokenId: r[0] as string,
