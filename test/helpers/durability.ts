@@ -4,7 +4,7 @@
 // processes and still there after a restart.
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
-import { Browser, bearer } from './http.ts';
+import { Browser, bearer, fetchRetryingGet } from './http.ts';
 import { install, holdWriteLock, sqlOn, type Installation, type InstallOptions, type Runner, type Serving } from './installation.ts';
 import { freePort, type CliResult } from './workspace.ts';
 import { scrape } from './metrics.ts';
@@ -19,6 +19,18 @@ function ok(r: CliResult, what: string): CliResult {
 async function stop(server: Serving): Promise<void> {
   server.child.kill('SIGTERM');
   assert.equal(await server.exited, 0, server.log());
+}
+
+/** A GET's status; a request that fails names why and shows the server's log, so a failure says what to look at. */
+async function statusOf(server: Serving, url: string, headers: Record<string, string>): Promise<number> {
+  try {
+    const r = await fetchRetryingGet(url, { headers });
+    await r.arrayBuffer();
+    return r.status;
+  } catch (e) {
+    const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+    throw new Error(`GET ${url} failed (${cause?.code ?? ''} ${cause?.message ?? String(e)}); server log:\n${server.log()}`);
+  }
 }
 
 /** Whatever a CLI failure says, it is the busy message, never the driver's "database is locked". */
@@ -238,7 +250,7 @@ export async function crashRounds(runner: Runner, t: TestContext, rounds: number
       for (let i = 0; i < entries.length; i += 25) {
         await Promise.all(
           entries.slice(i, i + 25).map(async ([id, token]) => {
-            const status = (await fetch(`${inst.url}/auth/tokens`, { headers: bearer(token) })).status;
+            const status = await statusOf(server!, `${inst.url}/auth/tokens`, bearer(token));
             if (revoked.has(id) && status !== 401) lost.revocations++;
             if (!revoked.has(id) && !unanswered.has(id) && status !== 200) lost.tokens++;
           }),

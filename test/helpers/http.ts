@@ -24,12 +24,7 @@ export class Browser {
     }
     const method = init.method ?? (body === undefined ? 'GET' : 'POST');
     if (method !== 'GET' && init.origin !== null && !headers.has('origin')) headers.set('origin', init.origin ?? this.base);
-    const send = () => fetch(this.base + path, { ...init, method, headers, body: body ?? null, redirect: 'manual' });
-    // Like a browser: a GET on a pooled connection the server has closed (say, across a restart) is retried once.
-    const res = await send().catch((e: { cause?: { code?: string } }) => {
-      if (method === 'GET' && e.cause?.code === 'UND_ERR_SOCKET') return send();
-      throw e;
-    });
+    const res = await fetchRetryingGet(this.base + path, { ...init, method, headers, body: body ?? null, redirect: 'manual' });
     for (const line of res.headers.getSetCookie()) {
       const [pair, ...attrs] = line.split(';');
       const eq = pair!.indexOf('=');
@@ -44,6 +39,20 @@ export class Browser {
 
   async login(username: string, password: string, next?: string): Promise<Response> {
     return this.request('/login', { form: { username, password, ...(next === undefined ? {} : { next }) } });
+  }
+}
+
+/**
+ * fetch, and like a browser: a GET whose pooled connection the server had already closed (across a restart, or idle
+ * past its keep-alive while this process was busy) is sent once more on a new connection. A second failure throws.
+ */
+export async function fetchRetryingGet(url: string, init: RequestInit = {}): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (e) {
+    const code = (e as { cause?: { code?: string } }).cause?.code;
+    if ((init.method ?? 'GET') !== 'GET' || (code !== 'UND_ERR_SOCKET' && code !== 'ECONNRESET')) throw e;
+    return fetch(url, init);
   }
 }
 
