@@ -17,6 +17,7 @@ import { safeDatabaseMessage } from './db/errors.ts';
 import { noMetrics, type Metrics } from './metrics/events.ts';
 import type { Database } from './db/open.ts';
 import { population } from './store/population.ts';
+import type { Clock } from './domain/clock.ts';
 
 /**
  * Metrics on metrics_listen: prom-client is loaded only then. A worker answers its primary, which serves the sum
@@ -29,7 +30,8 @@ async function startMetrics(
 ): Promise<{ metrics: Metrics; close(): void }> {
   const { PrometheusMetrics, shareWithPrimary, serveScrapes, processScrape } = await import('./metrics/prometheus.ts');
   const metrics = new PrometheusMetrics({
-    population: () => (sources.database ? population(sources.database.db) : Promise.reject(new Error('the database is not open'))),
+    population: () =>
+      sources.database ? population(sources.database.db, sources.database.now()) : Promise.reject(new Error('the database is not open')),
     oidc: config.auth.oidc ? () => ({ ready: sources.oidc?.ready ?? false, lastErrorAt: sources.oidc?.lastErrorAt ?? null }) : null,
   });
   if (cluster.isWorker) {
@@ -76,7 +78,7 @@ type ConnectionLimits = typeof CONNECTION_LIMITS & {
 export async function startServer(
   config: Config,
   log: Logger,
-  options: { graceMs?: number; limits?: Partial<ConnectionLimits> } = {},
+  options: { graceMs?: number; limits?: Partial<ConnectionLimits>; clock?: Clock } = {},
 ): Promise<Running> {
   const graceMs = options.graceMs ?? SHUTDOWN_GRACE_MS;
   const { max, perAddress, headersTimeoutMs, bodyIdleMs } = config.server.connections;
@@ -91,11 +93,10 @@ export async function startServer(
   const sources = { database: null as Database | null, oidc: null as RelyingParty | null };
   const prometheus = config.server.metrics ? await startMetrics(config, sources, log) : null;
   const metrics = prometheus?.metrics ?? noMetrics;
-  const database = await openDatabase(
-    config.server.database,
-    config.server.databaseToken,
-    prometheus ? { events: prometheus.metrics } : {},
-  ).catch((e: unknown) => {
+  const database = await openDatabase(config.server.database, config.server.databaseToken, {
+    ...(prometheus ? { events: prometheus.metrics } : {}),
+    ...(options.clock ? { clock: options.clock } : {}),
+  }).catch((e: unknown) => {
     prometheus?.close();
     throw e;
   });

@@ -3,12 +3,12 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import Sqlite from 'better-sqlite3';
-import { sql } from 'drizzle-orm';
 import { startTestServer } from './helpers/server.ts';
 import { Browser, bearer } from './helpers/http.ts';
 import { freePort } from './helpers/workspace.ts';
 import { scrape } from './helpers/metrics.ts';
 import { waitFor } from './helpers/wait.ts';
+import { movableClock } from './helpers/clock.ts';
 import { filePath } from '../src/db/open.ts';
 import { createToken } from '../src/store/tokens.ts';
 import { loadConfig, type ConfigError } from '../src/config/load.ts';
@@ -23,18 +23,18 @@ const mcp = (url: string, token: string, body: unknown) =>
 describe('metrics', () => {
   test('counters move with requests, auth outcomes, logins and MCP calls; gauges count users, sessions and tokens', async () => {
     const metricsPort = await freePort();
-    const s = await startTestServer({ serverExtra: `metrics_listen = 127.0.0.1:${metricsPort}\n` });
+    const clock = movableClock();
+    const s = await startTestServer({ serverExtra: `metrics_listen = 127.0.0.1:${metricsPort}\n`, clock: clock.now });
     const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
     try {
       const alice = await s.addUser({ uid: 'alice', email: 'alice@example.com', labels: 'eng', password: 'alice password 1' });
-      const mint = (name: string) => s.database.write((tx) => createToken(tx, alice.id, name, undefined, null, 'mcp api'));
+      const mint = (name: string, ttl?: string) =>
+        s.database.write(async (tx) => createToken(tx, alice.id, name, ttl, null, 'mcp api', await s.database.tokenEpoch(tx)));
       const { token: good } = await mint('good');
       const { token: revoked, id: revokedId } = await mint('revoked');
-      const { token: expired, id: expiredId } = await mint('expired');
+      const { token: expired } = await mint('expired', '1h');
       assert.equal((await fetch(`${s.url}/auth/tokens/${revokedId}/revoke`, { method: 'POST', headers: bearer(revoked) })).status, 200);
-      await s.database.write(
-        async (tx) => void (await tx.run(sql`UPDATE tokens SET expires_at = ${Date.now() - 1000} WHERE id = ${expiredId}`)),
-      );
+      clock.advance(3600_000);
 
       const before = await scrape(metricsUrl);
       assert.equal(before.families.get('svc_users')?.type, 'GAUGE');

@@ -10,11 +10,13 @@ import { Browser, bearer, rawRequest } from './helpers/http.ts';
 import { scrape } from './helpers/metrics.ts';
 import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
 import { consentAs, REDIRECT } from './helpers/oauth-client.ts';
+import { movableClock } from './helpers/clock.ts';
 import { createLogger } from '../src/log.ts';
 import { oauthClients, oauthGrants } from '../src/db/schema.ts';
 import { MAX_UNUSED_CLIENTS } from '../src/store/oauth-clients.ts';
 
 const OAUTH = `${DEFAULT_AUTH}oauth\n    enabled true\n    refresh_grace 30s\n`;
+const DAY = 86400_000;
 const insecure = { [oauth.allowInsecureRequests]: true } as const;
 const invalidGrant = (e: unknown) => e instanceof oauth.ResponseBodyError && e.error === 'invalid_grant';
 
@@ -25,6 +27,8 @@ describe('the grant is the authority', () => {
   let as: oauth.AuthorizationServer;
   let metricsUrl: string;
   const logLines: string[] = [];
+  // svc runs five years ahead of the system time here: codes, tokens and grants must agree with its own clock.
+  const clock = movableClock(5 * 365 * DAY);
   before(async () => {
     const metricsPort = await freePort();
     metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
@@ -32,6 +36,7 @@ describe('the grant is the authority', () => {
       auth: OAUTH,
       serverExtra: `metrics_listen = 127.0.0.1:${metricsPort}\n`,
       log: createLogger((line) => logLines.push(line)),
+      clock: clock.now,
     });
     await s.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1', labels: 'eng, finance' });
     await s.addUser({ uid: 'ops', email: 'ops@example.com', password: 'ops password 1', admin: true });
@@ -283,5 +288,22 @@ describe('the grant is the authority', () => {
     const ids = new Set((await s.database.db.select({ id: oauthClients.id }).from(oauthClients).all()).map((r) => r.id));
     assert.ok(!ids.has('oc_old0000'), 'the oldest never-used client was forgotten');
     assert.ok(ids.has('oc_old0999') && ids.has('oc_used'), 'newer and used clients stay');
+  });
+
+  // Last: it moves the clock past the browsers' sessions.
+  test('a code, an access token and a refresh token each end at their own time by the server clock', async () => {
+    const { client } = await registered();
+    const late = await codeFor(client);
+    clock.advance(10 * 60_000);
+    await assert.rejects(() => exchange(client, late), invalidGrant, 'a code lives ten minutes');
+    const first = await exchange(client, await codeFor(client));
+    assert.equal(await works(first.access_token), true);
+    clock.advance(3600_000);
+    assert.equal(await works(first.access_token), false, 'past access_ttl (1h)');
+    const next = await refresh(client, first.refresh_token!);
+    assert.equal(await works(next.access_token), true, 'the refresh token outlives its access token');
+    clock.advance(30 * DAY);
+    await assert.rejects(() => refresh(client, next.refresh_token!), invalidGrant, 'past refresh_ttl (30d)');
+    assert.equal(await works(next.access_token), false);
   });
 });

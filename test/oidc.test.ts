@@ -19,6 +19,8 @@ import { users, oidcFlows } from '../src/db/schema.ts';
 import { getUser, findUser, updateUser } from '../src/store/users.ts';
 import { verifySignedId } from '../src/domain/secrets.ts';
 import { scrape } from './helpers/metrics.ts';
+import { movableClock } from './helpers/clock.ts';
+import { FLOW_TTL_SECONDS } from '../src/store/oidc-flows.ts';
 
 async function until(check: () => Promise<boolean>, ms = 10_000): Promise<void> {
   const deadline = Date.now() + ms;
@@ -75,10 +77,16 @@ async function whoami(agent: Agent, svcUrl: string): Promise<{ uid: string; via:
 describe('OIDC single sign-on against oidc-provider', () => {
   let s: TestServer;
   let idp: TestProvider;
+  // svc judges the sign-in flows' expiry by this clock.
+  const clock = movableClock();
   before(async () => {
     const idpPort = await freePort();
     const issuer = `http://127.0.0.1:${idpPort}`;
-    s = await startTestServer({ env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET }, auth: ({ baseUrl }) => oidcAuth(issuer, baseUrl, true) });
+    s = await startTestServer({
+      env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET },
+      auth: ({ baseUrl }) => oidcAuth(issuer, baseUrl, true),
+      clock: clock.now,
+    });
     idp = await startProvider({ port: idpPort, redirectUris: [`${s.url}/oidc/callback`], extraClients: [OTHER] });
     await untilReady(s.url);
   });
@@ -217,9 +225,11 @@ describe('OIDC single sign-on against oidc-provider', () => {
     const expiring = new Agent();
     const e = await expiring.get(`${s.url}/oidc/login`);
     const eState = new URL(e.headers.get('location')!).searchParams.get('state')!;
-    await s.database.write(async (tx) => void (await tx.run(sql`UPDATE oidc_flows SET expires_at = 1`)));
+    clock.advance(FLOW_TTL_SECONDS * 1000);
     const expired = await expiring.get(`${s.url}/oidc/callback?code=${code}&state=${eState}&iss=${encodeURIComponent(idp.issuer)}`);
     assert.equal(expired.status, 400, 'expired');
+    // Not the provider refusing the used code ("Sign-in failed"): svc never got that far.
+    assert.match(await expired.text(), /Sign-in expired/);
     for (const a of [fresh, expiring]) assert.equal(a.cookie('127.0.0.1', 'svc_session'), undefined);
     assert.equal(agent.cookie('127.0.0.1', 'svc_session'), session, 'the replay did not issue another session');
     assert.equal(await flowCount(), flowsBefore, 'every flow this test started was used up');

@@ -8,14 +8,18 @@ import { Browser, bearer, rawRequest } from './helpers/http.ts';
 import { tokens } from '../src/db/schema.ts';
 import type { User } from '../src/store/users.ts';
 import { waitFor } from './helpers/wait.ts';
+import { movableClock } from './helpers/clock.ts';
 
 describe('personal access tokens', () => {
   let s: TestServer;
   let alice: User;
   let bob: User;
   let b: Browser;
+  // The server judges expiry by this clock, which runs five years ahead: whatever it stamps and checks must agree
+  // with itself, never with the system time. Times below are read from it too.
+  const clock = movableClock(5 * 365 * 86400_000);
   before(async () => {
-    s = await startTestServer();
+    s = await startTestServer({ clock: clock.now });
     alice = await s.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1', labels: 'eng' });
     bob = await s.addUser({ uid: 'bob', email: 'bob@example.com', password: 'bob password 12' });
     b = new Browser(s.url);
@@ -26,9 +30,9 @@ describe('personal access tokens', () => {
   const tokenRows = async () => (await s.database.db.select({ n: count() }).from(tokens).get())!.n;
 
   test('create from a session: 201 with the plaintext once; list shows no secret', async () => {
-    const before = Date.now();
+    const before = clock.now();
     const res = await b.request('/auth/tokens', { form: { name: 'laptop', ttl: '30d', scopes: 'mcp api' } });
-    const after = Date.now();
+    const after = clock.now();
     assert.equal(res.status, 201);
     const body = await res.json();
     assert.deepEqual(Object.keys(body).sort(), ['expires_at', 'id', 'labels', 'name', 'scopes', 'token']);
@@ -154,8 +158,8 @@ describe('personal access tokens', () => {
       await b.request('/auth/tokens', { form: { name: 'one second', ttl: '1s', scopes: 'api' } })
     ).json();
     assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) })).status, 200);
-    // The server runs in this process, on this clock: once it has passed expires_at, the token is past its time.
-    await waitFor("the token's expiry to pass", () => Date.now() > Date.parse(expires_at));
+    clock.advance(1001);
+    assert.ok(clock.now() > Date.parse(expires_at), 'the clock is past the expiry');
     const res = await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) });
     assert.equal(res.status, 401);
     assert.match(res.headers.get('www-authenticate')!, /error="invalid_token"/);
@@ -191,7 +195,7 @@ describe('personal access tokens', () => {
 
   test('last_used_at is recorded on use', async () => {
     const token = await s.tokenFor(alice, undefined, 'api');
-    const before = Date.now();
+    const before = clock.now();
     await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) });
     // The stamp is written after the answer, so the listing that shows it may be a later one.
     let used: { last_used_at: string }[] = [];
@@ -201,7 +205,10 @@ describe('personal access tokens', () => {
       return used.length >= 1;
     });
     const stamped = Date.parse(used[0]!.last_used_at);
-    assert.ok(Math.floor(before / 1000) * 1000 <= stamped && stamped <= Date.now(), `last used ${used[0]!.last_used_at}: during this test`);
+    assert.ok(
+      Math.floor(before / 1000) * 1000 <= stamped && stamped <= clock.now(),
+      `last used ${used[0]!.last_used_at}: during this test`,
+    );
   });
 
   test('the token page renders for a session, with revoke buttons; a bearer token cannot open it', async () => {

@@ -30,10 +30,14 @@ export async function signInWithPassword(
   const { username, password, peer } = attempt;
   const accountKey = `account:${username.toLowerCase()}`;
   const reserved = await database.write((tx) =>
-    reserveAttempt(tx, [
-      [accountKey, ACCOUNT_LIMIT],
-      [`address:${peer}`, ADDRESS_LIMIT],
-    ]),
+    reserveAttempt(
+      tx,
+      [
+        [accountKey, ACCOUNT_LIMIT],
+        [`address:${peer}`, ADDRESS_LIMIT],
+      ],
+      database.now(),
+    ),
   );
   if (!reserved.ok) return { outcome: 'throttled', retryAfter: reserved.retryAfter };
 
@@ -52,7 +56,7 @@ export async function signInWithPassword(
   const sessionId = await database.write(async (tx) => {
     await releaseAttempt(tx, reserved.ids, accountKey);
     if (rehashed) await rehashPassword(tx, found.user.id, rehashed);
-    const id = await createSession(tx, found.user.id, attempt.sessionSeconds);
+    const id = await createSession(tx, found.user.id, attempt.sessionSeconds, database.now());
     await recordAudit(tx, {
       actor: found.user.uid,
       via: 'session',
@@ -68,12 +72,12 @@ export async function signInWithPassword(
 
 /** Keeps a single sign-on flow (state, nonce, PKCE verifier) until its callback; the id goes into a signed cookie. */
 export function beginSignInFlow(database: Database, flow: Flow): Promise<string> {
-  return database.write((tx) => startFlow(tx, flow));
+  return database.write((tx) => startFlow(tx, flow, database.now()));
 }
 
 /** Takes a flow out, so its callback works once; null when expired or used. */
 export function takeSignInFlow(database: Database, id: string): Promise<Flow | null> {
-  return database.write((tx) => takeFlow(tx, id));
+  return database.write((tx) => takeFlow(tx, id, database.now()));
 }
 
 export type ProviderSignIn =
@@ -93,7 +97,7 @@ export async function signInWithProvider(
   const done = await database.write(async (tx) => {
     const found = await provisionIn(tx, arrival, policy);
     if (!found.ok) return found;
-    const sessionId = await createSession(tx, found.user.id, sessionSeconds);
+    const sessionId = await createSession(tx, found.user.id, sessionSeconds, database.now());
     await recordAudit(tx, {
       actor: found.user.uid,
       via: 'session',
@@ -148,7 +152,7 @@ export async function createPersonalToken(
 ): Promise<CreatedToken> {
   return database.write(async (tx) => {
     const owner = await getUser(tx, ownerUid);
-    const token = await createToken(tx, owner.id, request.name, request.ttl, request.labels, request.scopes);
+    const token = await createToken(tx, owner.id, request.name, request.ttl, request.labels, request.scopes, await database.tokenEpoch(tx));
     await recordActorAudit(tx, actor, 'token.create', token.id, {
       ...(actor.uid === owner.uid && actor.via !== 'cli' ? {} : { owner: owner.uid }),
       name: token.name,
@@ -163,7 +167,7 @@ export async function createPersonalToken(
 /** Sets or lifts (null) the restriction of one of the caller's own personal tokens. */
 export async function restrictOwnToken(database: Database, actor: Actor, owner: User, id: string, labels: unknown): Promise<TokenInfo> {
   return database.write(async (tx) => {
-    const changed = await restrictToken(tx, owner.id, id, labels);
+    const changed = await restrictToken(tx, owner.id, id, labels, database.now());
     await recordActorAudit(tx, actor, 'token.restrict', id, { labels: changed.labels });
     return changed;
   });

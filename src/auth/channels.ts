@@ -10,6 +10,6 @@ import { silentLogger, type Logger } from '../log.ts';
 export function channelsFor(config: Config, database: Database, log: Logger = silentLogger): Channel[] {
   const channels: Channel[] = [tokenChannel(database, config.auth.token)];
   if (config.auth.header) channels.push(headerChannel(database, config.auth.header, config.auth.groups, log));
-  if (config.auth.session) channels.push(sessionChannel(database.db, config.auth.session));
+  if (config.auth.session) channels.push(sessionChannel(database, config.auth.session));
   return channels;
 }

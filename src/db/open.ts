@@ -32,6 +32,8 @@ import { migrationText } from '../runtime/assets.ts';
 
 export type { Db, Tx } from './types.ts';
 import type { Db, Tx } from './types.ts';
+import { systemClock, type Clock } from '../domain/clock.ts';
+import { databaseClock } from './clock.ts';
 
 export interface WriteOptions {
   /** how long to wait for another process's lock (default BUSY_WAIT_MS); 0 for best-effort writes such as last-used stamps */
@@ -40,6 +42,13 @@ export interface WriteOptions {
 
 export interface Database {
   readonly driver: 'embedded' | 'client';
+  /** the time expiries are judged by, and short-lived things (sessions, codes, flows) stamped with: this process's clock */
+  readonly now: Clock;
+  /**
+   * Where a token's lifetime starts: the database's clock, so a host whose clock is off (a CLI on another machine)
+   * cannot mint a token that is already expired or lives too long.
+   */
+  tokenEpoch(tx: Tx): Promise<number>;
   /** the absolute path for file: databases, else the URL without credentials */
   readonly location: string;
   /** reads only: committed data */
@@ -60,12 +69,17 @@ export interface OpenOptions {
   readonly forceClient?: boolean;
   /** told of lock retries and failed writes (the metrics) */
   readonly events?: DatabaseEvents;
+  /** for tests that move time (both clocks above): never set from svc.ini or the environment */
+  readonly clock?: Clock;
 }
 
 export interface DatabaseEvents {
   busyRetry(): void;
   databaseError(kind: 'busy' | 'failed'): void;
 }
+
+/** A database as a driver opens it; openDatabase adds the clock. */
+type Opened = Omit<Database, 'now' | 'tokenEpoch'>;
 
 const quiet: DatabaseEvents = { busyRetry() {}, databaseError() {} };
 
@@ -77,8 +91,13 @@ export class DatabaseOpenError extends Error {}
 
 export async function openDatabase(url: string, authToken: string | null, options: OpenOptions = {}): Promise<Database> {
   const events = options.events ?? quiet;
-  const database =
+  const opened =
     url.startsWith('file:') && !options.forceClient ? await openEmbedded(filePath(url), events) : await openClient(url, authToken, events);
+  // A clock set by a test stands for both: svc then agrees with itself however far it was moved.
+  const clock = options.clock;
+  const database: Database = clock
+    ? { ...opened, now: clock, tokenEpoch: async () => clock() }
+    : { ...opened, now: systemClock, tokenEpoch: databaseClock };
   if (events === quiet) return database;
   return {
     ...database,
@@ -132,7 +151,7 @@ type LibsqlDatabase = Parameters<typeof replacingConnection>[0] extends () => in
 const WRITE_PROBE = sql`CREATE TABLE svc_write_probe (x)`;
 class ProbeRollback extends Error {}
 
-async function openEmbedded(path: string, events: DatabaseEvents): Promise<Database> {
+async function openEmbedded(path: string, events: DatabaseEvents): Promise<Opened> {
   const { default: Sqlite } = await import('better-sqlite3');
   const { drizzle } = await import('drizzle-orm/better-sqlite3');
   const inMemory = path === ':memory:';
@@ -197,7 +216,7 @@ async function openEmbedded(path: string, events: DatabaseEvents): Promise<Datab
     });
   };
 
-  const database: Database = {
+  const database: Opened = {
     driver: 'embedded',
     location: path,
     db: readDb as unknown as Db,
@@ -276,7 +295,7 @@ function callsWithin(client: LibsqlClient, limitMs: () => number): LibsqlClient 
   );
 }
 
-async function openClient(url: string, authToken: string | null, events: DatabaseEvents): Promise<Database> {
+async function openClient(url: string, authToken: string | null, events: DatabaseEvents): Promise<Opened> {
   const { createClient } = await import('@libsql/client');
   const { drizzle } = await import('drizzle-orm/libsql');
   const isFile = url.startsWith('file:');

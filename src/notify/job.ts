@@ -48,7 +48,7 @@ export function startNoticeJob(database: Database, notify: NotifyConfig, baseUrl
   let prunedAt = 0;
 
   const send = async (notice: ClaimedNotice): Promise<void> => {
-    const now = Date.now();
+    const now = database.now();
     if (notice.user.email.trim() === '') {
       await database.write((tx) => settleNotice(tx, notice.id, 'no_email', now));
       log.info('notice_skipped', { notice: notice.id, kind: notice.kind, reason: 'no email address' });
@@ -58,7 +58,7 @@ export function startNoticeJob(database: Database, notify: NotifyConfig, baseUrl
     try {
       await transport.sendMail({ from: notify.from, to: notice.user.email, subject: mail.subject, text: mail.text, html: mail.html });
     } catch (e) {
-      const failedAt = Date.now();
+      const failedAt = database.now();
       const error = mailError(e, notify.smtpUrl!);
       if (failedAt - notice.createdAt > GIVE_UP_MS) {
         await database.write((tx) => settleNotice(tx, notice.id, 'gave_up', failedAt));
@@ -70,18 +70,18 @@ export function startNoticeJob(database: Database, notify: NotifyConfig, baseUrl
       log.warn('notice_failed', { notice: notice.id, kind: notice.kind, attempts: notice.attempts, retry_in_s: pause / 1000, error });
       return;
     }
-    await database.write((tx) => settleNotice(tx, notice.id, 'sent', Date.now()));
+    await database.write((tx) => settleNotice(tx, notice.id, 'sent', database.now()));
     log.info('notice_sent', { notice: notice.id, kind: notice.kind });
   };
 
   const round = async () => {
-    const now = Date.now();
+    const now = database.now();
     if (await derivationDue(database.db, now, warningMs)) {
       const made = await database.write((tx) => deriveNotices(tx, now, warningMs));
       if (made > 0) log.info('notices_made', { count: made });
     }
-    while (!stopped && (await noticesDue(database.db, Date.now()))) {
-      const claimed = await database.write((tx) => claimNotices(tx, Date.now(), LEASE_MS, CLAIM_BATCH));
+    while (!stopped && (await noticesDue(database.db, database.now()))) {
+      const claimed = await database.write((tx) => claimNotices(tx, database.now(), LEASE_MS, CLAIM_BATCH));
       for (const notice of claimed) await send(notice);
       if (claimed.length < CLAIM_BATCH) break;
     }

@@ -87,10 +87,10 @@ export async function authorize(
   };
   const grant = await activeGrant(server.database.db, user.id, client.id);
   if (grant && grantCovers(grant, redirectUri, request.scope) && !mustAskEveryTime(client, redirectUri)) {
-    const code = await server.database.write((tx) => issueCode(tx, grant, request));
+    const code = await server.database.write((tx) => issueCode(tx, grant, request, server.database.now()));
     return { kind: 'redirect', to: redirectBack(server.base, redirectUri, { code, state }) };
   }
-  const secret = await server.database.write((tx) => holdRequest(tx, user.id, request));
+  const secret = await server.database.write((tx) => holdRequest(tx, user.id, request, server.database.now()));
   return { kind: 'consent', client, request, secret, restriction: grant?.labels ?? null, known: grant !== null };
 }
 
@@ -119,21 +119,22 @@ export async function answerConsent(
     }
   }
   const secret = answer.request;
-  const request = typeof secret === 'string' ? await server.database.write((tx) => takeRequest(tx, secret, user.id)) : null;
+  const request =
+    typeof secret === 'string' ? await server.database.write((tx) => takeRequest(tx, secret, user.id, server.database.now())) : null;
   if (!request) return page('This request has expired or was answered already. Start again from the app.');
   if (!answer.approve) {
     await server.database.write((tx) => recordActorAudit(tx, actor, 'oauth.deny', request.clientId));
     return { kind: 'redirect', to: redirectBack(server.base, request.redirectUri, { error: 'access_denied', state: request.state }) };
   }
   const code = await server.database.write(async (tx) => {
-    const grant = await consent(tx, user.id, request.clientId, request.scope, request.redirectUri, labels);
+    const grant = await consent(tx, user.id, request.clientId, request.scope, request.redirectUri, labels, server.database.now());
     await recordActorAudit(tx, actor, 'oauth.grant', request.clientId, {
       grant: grant.id,
       scope: grant.scope,
       redirect_uri: request.redirectUri,
       labels: grant.labels,
     });
-    return issueCode(tx, grant, request);
+    return issueCode(tx, grant, request, server.database.now());
   });
   return { kind: 'redirect', to: redirectBack(server.base, request.redirectUri, { code, state: request.state }) };
 }

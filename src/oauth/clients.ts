@@ -18,7 +18,12 @@ const found = (client: OauthClient): ClientLookup => ({ ok: true, client });
 const refused = (message: string): ClientLookup => ({ ok: false, message });
 
 /** The client of an authorization request; `from` is the asking address, whose fetches are limited. */
-export async function resolveClient(server: OauthServer, id: string | undefined, from: string, now = Date.now()): Promise<ClientLookup> {
+export async function resolveClient(
+  server: OauthServer,
+  id: string | undefined,
+  from: string,
+  now = server.database.now(),
+): Promise<ClientLookup> {
   const unknown = 'svc does not know this app (client_id). Register it first.';
   if (!id) return refused(unknown);
   const known = await getClient(server.database.db, id);
@@ -27,14 +32,14 @@ export async function resolveClient(server: OauthServer, id: string | undefined,
   if (!server.config.clientMetadataDocuments) return refused('svc does not accept client metadata documents; register the app instead.');
   if (known && (known.refreshAt ?? 0) > now) return found(known);
   const lastGood = known && (known.refreshAt ?? 0) + METADATA_STALE_MS > now ? known : null;
-  const allowed = await server.database.write((tx) => reserveAttempt(tx, [[`metadata-fetch:${from}`, METADATA_FETCHES_PER_ADDRESS]]));
+  const allowed = await server.database.write((tx) => reserveAttempt(tx, [[`metadata-fetch:${from}`, METADATA_FETCHES_PER_ADDRESS]], now));
   if (!allowed.ok)
     return lastGood
       ? found(lastGood)
       : refused(`too many new apps from this address; try again in ${Math.ceil(allowed.retryAfter / 60)} minute(s).`);
   try {
     const meta = await fetchClientMetadata(id, { allowPrivate: server.config.clientMetadataAllowPrivate });
-    return found(await server.database.write((tx) => saveMetadataClient(tx, id, meta)));
+    return found(await server.database.write((tx) => saveMetadataClient(tx, id, meta, now)));
   } catch (e) {
     if (e instanceof MetadataUnreachable) {
       server.log.warn('oauth_client_metadata_unreachable', { client_id: id, reason: e.detail, served_last_copy: lastGood !== null });

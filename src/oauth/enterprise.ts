@@ -157,18 +157,19 @@ export async function exchangeAssertion(
   assertion: string,
   peer: string,
 ): Promise<{ accessToken: string; expiresIn: number }> {
-  const verified = await ctx.issuer.verify(assertion, { clientId: client.id, resources: ctx.resources });
+  const now = ctx.database.now();
+  const verified = await ctx.issuer.verify(assertion, { clientId: client.id, resources: ctx.resources }, now);
   const config = ctx.issuer.config;
   const arrival = arrivalOf(verified, config, ctx.groups, peer);
   return ctx.database.write(async (tx) => {
-    if (!(await claimAssertion(tx, config.issuer, verified.jti, verified.expiresAt)))
+    if (!(await claimAssertion(tx, config.issuer, verified.jti, verified.expiresAt, now)))
       throw new AssertionRefused('the assertion was used already');
     const found = await provisionIn(tx, arrival, { jit: config.jit, defaultAcl: config.defaultAcl, groups: ctx.groups });
     if (!found.ok) throw new AssertionRefused(found.message);
     const user = found.user;
-    const grant = await enterpriseGrant(tx, user.id, client.id);
+    const grant = await enterpriseGrant(tx, user.id, client.id, now);
     if (!grant) throw new AssertionRefused("the person revoked this app's access in svc (Connected apps)");
-    const issued = await issueAssertionToken(tx, grant, user.id, client, ctx.accessSeconds);
+    const issued = await issueAssertionToken(tx, grant, user.id, client, ctx.accessSeconds, await ctx.database.tokenEpoch(tx));
     await recordAudit(tx, {
       actor: user.uid,
       via: 'oauth',

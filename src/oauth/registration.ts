@@ -26,7 +26,9 @@ interface CheckedRegistration {
 }
 
 export async function register(server: OauthServer, body: Record<string, unknown> | null, from: string): Promise<Registration> {
-  const reserved = await server.database.write((tx) => reserveAttempt(tx, [[`register:${from}`, REGISTRATIONS_PER_ADDRESS]]));
+  const reserved = await server.database.write((tx) =>
+    reserveAttempt(tx, [[`register:${from}`, REGISTRATIONS_PER_ADDRESS]], server.database.now()),
+  );
   if (!reserved.ok) {
     return {
       status: 429,

@@ -94,19 +94,26 @@ async function exchangeCode(server: OauthServer, client: OauthClient, body: Para
   const familyId = `fam_${randomId(12)}`;
   const verifier = str(body, 'code_verifier') ?? '';
   return server.database.write(async (tx) => {
-    const use = await useCode(tx, code, {
-      clientId: client.id,
-      redirectUri: str(body, 'redirect_uri'),
-      verifierMatches: (challenge) => pkceMatches(verifier, challenge),
-      resource: str(body, 'resource'),
-      familyId,
-    });
+    const now = server.database.now();
+    const use = await useCode(
+      tx,
+      code,
+      {
+        clientId: client.id,
+        redirectUri: str(body, 'redirect_uri'),
+        verifierMatches: (challenge) => pkceMatches(verifier, challenge),
+        resource: str(body, 'resource'),
+        familyId,
+      },
+      now,
+    );
     if (!use.ok) return CODE_PROBLEMS[use.why];
     const issued = await issueTokens(
       tx,
       use.grantId,
       { id: familyId, clientId: client.id, clientName: client.name, resource: use.resource, scope: use.scope },
       ttlOf(server),
+      await server.database.tokenEpoch(tx),
     );
     await recordAudit(tx, {
       actor: null,
@@ -124,11 +131,17 @@ async function refresh(server: OauthServer, client: OauthClient, body: Params, f
   const token = str(body, 'refresh_token');
   if (!token) return oauthError('invalid_request', 'refresh_token is required');
   return server.database.write(async (tx) => {
-    const use = await useRefresh(tx, token, {
-      clientId: client.id,
-      resource: str(body, 'resource'),
-      graceSeconds: server.config.refreshGraceSeconds,
-    });
+    const now = server.database.now();
+    const use = await useRefresh(
+      tx,
+      token,
+      {
+        clientId: client.id,
+        resource: str(body, 'resource'),
+        graceSeconds: server.config.refreshGraceSeconds,
+      },
+      now,
+    );
     if (!use.ok) {
       if (use.why === 'reused')
         await recordAudit(tx, {
@@ -149,7 +162,7 @@ async function refresh(server: OauthServer, client: OauthClient, body: Params, f
       resource: use.resource,
       scope: use.scope,
     };
-    const issued = await issueTokens(tx, use.grantId, family, ttlOf(server));
+    const issued = await issueTokens(tx, use.grantId, family, ttlOf(server), await server.database.tokenEpoch(tx));
     await recordAudit(tx, {
       actor: null,
       via: 'oauth',

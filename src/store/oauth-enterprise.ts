@@ -3,10 +3,10 @@
 // token it issues. Functions take a Tx: the whole exchange is one write, so a replay loses on every instance.
 import { and, eq, lt } from 'drizzle-orm';
 import type { Tx } from '../db/open.ts';
+import { databaseClock } from '../db/clock.ts';
 import { oauthAssertions, oauthClients, oauthGrants, tokens } from '../db/schema.ts';
 import { mintToken, randomId, storedHash } from '../domain/secrets.ts';
 import { formatScopes } from '../domain/scopes.ts';
-import { databaseNow } from './tokens.ts';
 
 /**
  * Records an assertion as used until it expires; false when it was used before (a replay). Expired records are
@@ -50,8 +50,9 @@ export async function issueAssertionToken(
   userId: number,
   client: { id: string; name: string },
   accessSeconds: number,
+  epoch?: number,
 ): Promise<{ accessToken: string; expiresIn: number }> {
-  const now = await databaseNow(tx);
+  const now = epoch ?? (await databaseClock(tx));
   const accessToken = mintToken();
   await tx.insert(tokens).values({
     id: `tok_${randomId(10)}`,

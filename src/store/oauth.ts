@@ -4,9 +4,9 @@
 // SHA-256 only. Functions that change data take a Tx: call them inside one write. Clients: oauth-clients.ts.
 import { and, desc, eq, isNull, isNotNull, lt, ne } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
+import { databaseClock } from '../db/clock.ts';
 import { oauthClients, oauthCodes, oauthGrants, oauthRefreshTokens, oauthRequests, tokens } from '../db/schema.ts';
 import { mintToken, randomId, storedHash } from '../domain/secrets.ts';
-import { databaseNow } from './tokens.ts';
 import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
 
 /** How a client came to be known: registered by an administrator, self-registered, or by its metadata document. */
@@ -268,8 +268,9 @@ export async function issueTokens(
   grantId: string,
   family: { id: string; clientId: string; clientName: string; resource: string; scope: string; parentId?: string },
   ttl: { accessSeconds: number; refreshSeconds: number },
+  epoch?: number,
 ): Promise<Issued> {
-  const now = await databaseNow(tx);
+  const now = epoch ?? (await databaseClock(tx));
   const grant = await tx.select().from(oauthGrants).where(eq(oauthGrants.id, grantId)).get();
   // Callers check the grant first; this is the last line, so a revoked grant never yields a live token row.
   if (!grant || grant.revokedAt !== null) throw new Error('svc: tokens asked for under a revoked grant');

@@ -3,6 +3,7 @@ import { eq, and, desc, sql, isNull, lt, or } from 'drizzle-orm';
 import type { Database, Db, Tx } from '../db/open.ts';
 import { oauthGrants, tokens, users } from '../db/schema.ts';
 import { rawPointQuery } from '../db/raw-query.ts';
+import { databaseClock } from '../db/clock.ts';
 import { mintToken, randomId, storedHash, tokenWellFormed } from '../domain/secrets.ts';
 import { parseDuration, DURATION_HINT } from '../domain/duration.ts';
 import { badRequest, notFound } from '../domain/errors.ts';
@@ -84,6 +85,7 @@ export async function createToken(
   ttl: unknown,
   labels: unknown = null,
   scopes: unknown = undefined,
+  epoch?: number,
 ): Promise<CreatedToken> {
   const checkedName = checkTokenName(name);
   const seconds = checkTokenTtl(ttl);
@@ -95,7 +97,7 @@ export async function createToken(
   }
   const token = mintToken();
   const id = `tok_${randomId(10)}`;
-  const now = await databaseNow(tx);
+  const now = epoch ?? (await databaseClock(tx));
   const expiresAt = seconds === null ? null : now + seconds * 1000;
   await tx.insert(tokens).values({
     id,
@@ -114,7 +116,7 @@ export async function createToken(
  * Sets or lifts (null) the restriction of one of the user's own tokens; someone else's is not found. A token with
  * the admin scope cannot be restricted (an admin API sees everything): make a new token instead.
  */
-export async function restrictToken(tx: Tx, userId: number, id: string, labels: unknown): Promise<TokenInfo> {
+export async function restrictToken(tx: Tx, userId: number, id: string, labels: unknown, now = Date.now()): Promise<TokenInfo> {
   const restriction = checkTokenLabels(labels);
   // Personal tokens only: a token issued to an OAuth client carries its grant's restriction, which only a new
   // consent may change; to the owner it is as unknown as someone else's token.
@@ -128,7 +130,7 @@ export async function restrictToken(tx: Tx, userId: number, id: string, labels: 
     .where(personal)
     .returning();
   if (rows.length === 0) throw notFound('no such token');
-  return tokenInfo(rows[0]!, Date.now());
+  return tokenInfo(rows[0]!, now);
 }
 
 function tokenInfo(r: typeof tokens.$inferSelect, now: number): TokenInfo {
@@ -142,12 +144,6 @@ function tokenInfo(r: typeof tokens.$inferSelect, now: number): TokenInfo {
     lastUsedAt: r.lastUsedAt,
     state: stateOf(r, now),
   };
-}
-
-/** The database's clock in milliseconds since the epoch. */
-export async function databaseNow(db: Db): Promise<number> {
-  const row = await db.get<{ now: number }>(sql`SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now`);
-  return Number(row!.now);
 }
 
 export async function listTokens(db: Db, userId: number, now = Date.now()): Promise<TokenInfo[]> {
@@ -278,7 +274,7 @@ function prepareLookup(db: Db): Lookup {
 const lookups = new WeakMap<Db, Lookup>();
 
 /** The bearer hot path: a format check, one SHA-256 and one indexed lookup. No cache: revocation is immediate. */
-export async function checkToken(database: Database, token: string, now = Date.now()): Promise<TokenCheck> {
+export async function checkToken(database: Database, token: string, now = database.now()): Promise<TokenCheck> {
   if (!tokenWellFormed(token)) return { ok: false, reason: 'malformed' };
   const db = database.db;
   let lookup = lookups.get(db);

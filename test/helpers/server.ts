@@ -10,6 +10,7 @@ import { createToken } from '../../src/store/tokens.ts';
 import { hashPassword } from '../../src/auth/passwords.ts';
 import { createWorkspace, type Workspace, type AuthSection } from './workspace.ts';
 import { startSqld, type Sqld } from './sqld.ts';
+import type { Clock } from '../../src/domain/clock.ts';
 
 /**
  * SVC_TEST_DATABASE=sqld (over HTTP) or sqld-ws (over its WebSocket): every test server runs on a sqld of its own
@@ -40,6 +41,8 @@ export interface TestServerOptions {
   serverExtra?: string;
   /** options for startServer */
   serverOptions?: Parameters<typeof startServer>[2];
+  /** the time the server and this test's own connection judge expiries by (default: the system clock) */
+  clock?: Clock;
 }
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
@@ -54,15 +57,16 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   Object.assign(ws.env, options.env);
   const load = () => loadConfig(readFileSync(ws.configPath, 'utf8'), ws.env, { mode: 'serve' });
   let config = load();
+  const serverOptions = { ...options.serverOptions, ...(options.clock ? { clock: options.clock } : {}) };
   let running: Running;
   try {
-    running = await startServer(config, options.log ?? silentLogger, options.serverOptions);
+    running = await startServer(config, options.log ?? silentLogger, serverOptions);
   } catch (e) {
     ws.remove();
     await sqld?.remove();
     throw e;
   }
-  const database = await openDatabase(ws.dbUrl, sqld?.token ?? null);
+  const database = await openDatabase(ws.dbUrl, sqld?.token ?? null, options.clock ? { clock: options.clock } : {});
   return {
     ws,
     url: `http://127.0.0.1:${ws.port}`,
@@ -74,14 +78,14 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       await running.stop();
       if (env) Object.assign(ws.env, env);
       config = load();
-      running = await startServer(config, options.log ?? silentLogger, options.serverOptions);
+      running = await startServer(config, options.log ?? silentLogger, serverOptions);
     },
     async addUser({ password, ...user }) {
       const passwordHash = password ? await hashPassword(password) : null;
       return database.write((tx) => createUser(tx, { ...user, passwordHash }));
     },
     async tokenFor(user, ttl, scopes) {
-      return (await database.write((tx) => createToken(tx, user.id, 'test', ttl, null, scopes))).token;
+      return (await database.write(async (tx) => createToken(tx, user.id, 'test', ttl, null, scopes, await database.tokenEpoch(tx)))).token;
     },
     async stop() {
       await running.stop();

@@ -1,12 +1,12 @@
 // Session cookies from password or single sign-on logins. A stale or forged cookie is not an error: the
 // caller is simply anonymous and gets the login page.
-import type { Db } from '../../db/open.ts';
+import type { Database } from '../../db/open.ts';
 import type { SessionConfig } from '../../config/load.ts';
 import { sessionUser } from '../../store/sessions.ts';
 import { verifySignedId } from '../../domain/secrets.ts';
 import type { Channel } from '../core.ts';
 
-export function sessionChannel(db: Db, session: SessionConfig): Channel {
+export function sessionChannel(database: Database, session: SessionConfig): Channel {
   return {
     name: 'session',
     async authenticate(request) {
@@ -14,7 +14,7 @@ export function sessionChannel(db: Db, session: SessionConfig): Channel {
       if (value === undefined) return null;
       const id = verifySignedId(value, session.secret);
       if (id === null) return null;
-      const user = await sessionUser(db, id);
+      const user = await sessionUser(database.db, id, database.now());
       return user ? { user, via: 'session', sessionId: id } : null;
     },
   };

@@ -31,14 +31,14 @@ export function adminApiRoutes(services: Services): Hono<Env> {
   app.use('/admin/api/*', requireAdmin());
 
   app.get('/admin/api/users', async (c) => {
-    const summaries = await signInSummaries(db);
+    const summaries = await signInSummaries(db, database.now());
     const empty = { providers: [], activeTokens: 0 };
     return c.json((await listUsers(db)).map((u) => userJson(u, summaries.get(u.id) ?? empty)));
   });
   app.post('/admin/api/users', async (c) => c.json(userJson(await adminCreateUser(database, actorOf(c), await jsonBody(c))), 201));
   app.get('/admin/api/users/:uid', async (c) => {
     const user = await getUser(db, c.req.param('uid'));
-    return c.json(userJson(user, (await signInSummaries(db)).get(user.id) ?? { providers: [], activeTokens: 0 }));
+    return c.json(userJson(user, (await signInSummaries(db, database.now())).get(user.id) ?? { providers: [], activeTokens: 0 }));
   });
   app.patch('/admin/api/users/:uid', async (c) =>
     c.json(userJson(await adminUpdateUser(database, actorOf(c), c.req.param('uid'), await jsonBody(c), caller(c).sessionId))),

@@ -95,7 +95,7 @@ export function adminItemRoutes(services: Services): Hono<Env> {
 
   const itemPage = async (c: Ctx, id: string, status: 200 | 400 = 200, error?: string) => {
     const item = await getAnyItem(db, id);
-    const readers = (await readersOf(db, id))!;
+    const readers = (await readersOf(db, id, database.now()))!;
     return c.html(
       <ItemPage {...frame(c, error)} item={item} readers={readers.users} restrictedTokens={readers.restrictedTokens} />,
       status,

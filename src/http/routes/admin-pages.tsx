@@ -71,7 +71,7 @@ export function adminPageRoutes(services: Services): Hono<Env> {
       <UsersPage
         {...frame(c, extra.error ? { error: extra.error } : {})}
         users={all.slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE)}
-        summaries={await signInSummaries(db)}
+        summaries={await signInSummaries(db, database.now())}
         query={c.req.query('q') ?? ''}
         page={page}
         pages={pages}
@@ -94,7 +94,7 @@ export function adminPageRoutes(services: Services): Hono<Env> {
       <UserPage
         {...frame(c, error ? { error } : {})}
         user={user}
-        summary={(await signInSummaries(db)).get(user.id)}
+        summary={(await signInSummaries(db, database.now())).get(user.id)}
         sees={sees}
         grants={grants}
       />,

@@ -40,7 +40,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
         admin={principal.user.admin}
         canLogout={principal.via === 'session'}
         baseUrl={config.server.baseUrl}
-        tokens={await listTokens(db, principal.user.id)}
+        tokens={await listTokens(db, principal.user.id, database.now())}
         grants={config.auth.oauth ? await listGrants(db, principal.user.id) : null}
         labels={principal.user.labels}
         {...extra}
@@ -81,7 +81,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
 
   const ownApi = requireCaller({ scope: 'api' });
   app.get('/auth/tokens', ownApi, async (c) => {
-    const list = await listTokens(db, caller(c).user.id);
+    const list = await listTokens(db, caller(c).user.id, database.now());
     return c.json(list.map(tokenJson));
   });
 
