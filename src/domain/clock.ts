@@ -1,6 +1,7 @@
-// What time it is, for everything svc stores with a time or an expiry. svc runs on the system clock; the server
-// takes another only from code that starts it in-process (tests move time instead of waiting or editing rows).
-// Nothing in svc.ini or the environment can set it.
+// What time it is for what expires: tokens, sessions, sign-in flows, codes, throttle windows, notices. svc runs on
+// the system clock (and the database's, where a token's lifetime starts); the server takes another only from code
+// that starts it in-process, so tests move time instead of waiting or editing rows. Nothing in svc.ini or the
+// environment can set it.
 export type Clock = () => number;
 
 export const systemClock: Clock = () => Date.now();

@@ -74,8 +74,9 @@ function stateOf(row: { expiresAt: number | null; revokedAt: number | null }, no
 }
 
 /**
- * Mints a token. Its times come from the database's clock, not this process's, so a host whose clock is off
- * cannot mint a token that is expired already (or lives longer than asked) for the servers that check it.
+ * Mints a token. Its times start at `epoch` (callers pass `database.tokenEpoch`), by default the database's clock,
+ * not this process's, so a host whose clock is off cannot mint a token that is expired already (or lives longer
+ * than asked) for the servers that check it.
  * `scopes` omitted means `mcp`; `admin` is checked against the owner's record as it is in this transaction.
  */
 export async function createToken(
