@@ -23,7 +23,8 @@ import { openDatabase, type Database } from '../src/db/open.ts';
 import { DatabaseBusy, sqliteCode } from '../src/db/errors.ts';
 import { replacingConnection } from '../src/db/libsql-statements.ts';
 import { createUser } from '../src/store/users.ts';
-import { createToken, checkToken } from '../src/store/tokens.ts';
+import { type createToken, checkToken } from '../src/store/tokens.ts';
+import { createPersonalToken } from '../src/account/actions.ts';
 import { holdWriteLock, sqlite3 } from './helpers/installation.ts';
 import { MAIN, TSX, freePort } from './helpers/workspace.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -199,13 +200,15 @@ describe('Database.write', () => {
   });
 
   test('token expiry comes from the database clock, not the minting process clock', async () => {
-    const user = await database.write((tx) => createUser(tx, { uid: 'clocked', email: 'clocked@example.com' }));
+    await database.write((tx) => createUser(tx, { uid: 'clocked', email: 'clocked@example.com' }));
     const realNow = Date.now;
     Date.now = () => realNow() - 2 * 3600_000; // a host two hours behind
     let minted: Awaited<ReturnType<typeof createToken>>;
     const askedAt = realNow();
     try {
-      minted = await database.write((tx) => createToken(tx, user.id, 'skewed', '1h'));
+      // The way `svc token create` and POST /auth/tokens mint, through database.tokenEpoch.
+      const actor = { uid: 'clocked', via: 'cli', peer: null };
+      minted = await createPersonalToken(database, actor, 'clocked', { name: 'skewed', ttl: '1h', labels: null, scopes: 'mcp' });
     } finally {
       Date.now = realNow;
     }

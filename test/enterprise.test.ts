@@ -15,6 +15,7 @@ import { ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE, TOKEN_EXCHANGE } from './helpers/id-j
 import { freePort, DEFAULT_AUTH } from './helpers/workspace.ts';
 import { bearer } from './helpers/http.ts';
 import { putItem } from '../src/store/items.ts';
+import { claimAssertion, USED_ASSERTION_KEPT_MS } from '../src/store/oauth-enterprise.ts';
 import { oauthAssertions, oauthGrants, tokens, users } from '../src/db/schema.ts';
 import { loadConfig } from '../src/config/load.ts';
 import { startServer } from '../src/server.ts';
@@ -316,6 +317,20 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
       await second.stop();
     }
     assert.ok((await s.database.db.select({ n: count() }).from(oauthAssertions).get())!.n >= 2);
+  });
+
+  test('a used assertion stays remembered past its expiry, so an exchange that judged it a moment earlier finds it used', async () => {
+    // As two requests (or two instances with clocks a little apart) would: one past J's expiry clears old records,
+    // then one that checked J just before its expiry claims it.
+    const issuer = 'https://idp.example';
+    const expiry = Date.now() + 60_000;
+    const claim = (jti: string, expiresAt: number, now: number) =>
+      s.database.write((tx) => claimAssertion(tx, issuer, jti, expiresAt, now));
+    assert.equal(await claim('window-j', expiry, expiry - 5000), true, 'first use');
+    assert.equal(await claim('window-k', expiry + 60_000, expiry + 1000), true, 'another assertion, after J expired');
+    assert.equal(await claim('window-j', expiry, expiry - 1000), false, 'J again: still used');
+    assert.equal(await claim('window-l', expiry + 600_000, expiry + USED_ASSERTION_KEPT_MS + 1000), true);
+    assert.equal(await claim('window-j', expiry, expiry + USED_ASSERTION_KEPT_MS + 1000), true, 'long expired: forgotten');
   });
 
   test('carol sees the app under Connected apps; revoking it ends its token and stops further exchanges', async () => {

@@ -157,11 +157,13 @@ export async function exchangeAssertion(
   assertion: string,
   peer: string,
 ): Promise<{ accessToken: string; expiresIn: number }> {
-  const now = ctx.database.now();
-  const verified = await ctx.issuer.verify(assertion, { clientId: client.id, resources: ctx.resources }, now);
+  const verified = await ctx.issuer.verify(assertion, { clientId: client.id, resources: ctx.resources }, ctx.database.now());
   const config = ctx.issuer.config;
   const arrival = arrivalOf(verified, config, ctx.groups, peer);
   return ctx.database.write(async (tx) => {
+    // Judged again once the write has its turn: fetching the keys and the write queue may have taken it past exp.
+    const now = ctx.database.now();
+    if (verified.expiresAt <= now) throw new AssertionRefused('the assertion has expired');
     if (!(await claimAssertion(tx, config.issuer, verified.jti, verified.expiresAt, now)))
       throw new AssertionRefused('the assertion was used already');
     const found = await provisionIn(tx, arrival, { jit: config.jit, defaultAcl: config.defaultAcl, groups: ctx.groups });

@@ -166,7 +166,7 @@ export async function exportAudit(db: Db, options: { since?: number; uid?: strin
 export const AUDIT_PRUNE_BATCH = 1000;
 
 /** Removes entries older than the retention, a batch per transaction so writers are never held up for long. */
-export async function pruneAudit(database: Database, retentionMs: number, now = database.now()): Promise<number> {
+export async function pruneAudit(database: Database, retentionMs: number, now = Date.now()): Promise<number> {
   let removed = 0;
   for (;;) {
     const n = await database.write(async (tx) => {

@@ -9,11 +9,14 @@ import { mintToken, randomId, storedHash } from '../domain/secrets.ts';
 import { formatScopes } from '../domain/scopes.ts';
 
 /**
- * Records an assertion as used until it expires; false when it was used before (a replay). Expired records are
- * removed first: an assertion past its expiry is refused by its own `exp` anyway.
+ * A used assertion is remembered this long past its expiry before its record goes: another instance whose clock
+ * is a little behind may still take it as unexpired, and must then find it used.
  */
+export const USED_ASSERTION_KEPT_MS = 10 * 60_000;
+
+/** Records an assertion as used; false when it was used before (a replay). Long-expired records are removed first. */
 export async function claimAssertion(tx: Tx, issuer: string, jti: string, expiresAt: number, now = Date.now()): Promise<boolean> {
-  await tx.delete(oauthAssertions).where(lt(oauthAssertions.expiresAt, now));
+  await tx.delete(oauthAssertions).where(lt(oauthAssertions.expiresAt, now - USED_ASSERTION_KEPT_MS));
   const rows = await tx
     .insert(oauthAssertions)
     .values({ id: storedHash(`${issuer}\n${jti}`), expiresAt })
