@@ -431,6 +431,30 @@ describe('OAuth authorization requests that must not get a code', () => {
       `/oauth/authorize?${new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: challenge, code_challenge_method: 'S256', state: 'st', ...params })}`,
       { headers: { accept: 'text/html' } },
     );
+  /** An authorization request of the test client with a fresh PKCE verifier, as its app would build it. */
+  const pkceRequest = async () => {
+    const verifier = oauth.generateRandomCodeVerifier();
+    const url = new URL(`${s.url}/oauth/authorize`);
+    url.search = new URLSearchParams({
+      client_id: clientId,
+      redirect_uri: REDIRECT,
+      response_type: 'code',
+      code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: 'S256',
+    }).toString();
+    return { verifier, url };
+  };
+  /** POST /oauth/token as the test client (a public one: no credentials). */
+  const tokenEndpoint = (fields: Record<string, string>) =>
+    fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ client_id: clientId, ...fields }) });
+  /** Redeems the code on the redirect `back` with its PKCE verifier. */
+  const redeem = (back: URL, verifier: string) =>
+    tokenEndpoint({
+      grant_type: 'authorization_code',
+      code: back.searchParams.get('code')!,
+      code_verifier: verifier,
+      redirect_uri: REDIRECT,
+    });
 
   test('an unknown client or an unregistered redirect: an error page, never a redirect', async () => {
     for (const params of [
@@ -600,9 +624,8 @@ describe('OAuth authorization requests that must not get a code', () => {
     });
     const carl = new Browser(s.url);
     await carl.login('carl', 'carl password 1');
-    const verifier = oauth.generateRandomCodeVerifier();
-    const url = `/oauth/authorize?${new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' })}`;
-    const page = await (await carl.request(url, { headers: { accept: 'text/html' } })).text();
+    const { verifier, url } = await pkceRequest();
+    const page = await (await carl.request(`${url.pathname}${url.search}`, { headers: { accept: 'text/html' } })).text();
     assert.match(page, /<input type="checkbox" name="labels" value="finance"\/>/);
     const request = /name="request" value="([^"]+)"/.exec(page)![1]!;
     const mixed = await carl.request('/oauth/authorize', {
@@ -629,9 +652,7 @@ describe('OAuth authorization requests that must not get a code', () => {
     assert.equal(answer.status, 302, 'the request was still open after the refused answer');
     const code = new URL(answer.headers.get('location')!).searchParams.get('code')!;
     const exchange = (fields: Record<string, string>) =>
-      fetch(`${s.url}/oauth/token`, { method: 'POST', body: new URLSearchParams({ client_id: clientId, ...fields }) }).then(
-        (r) => r.json() as Promise<{ access_token: string; refresh_token: string }>,
-      );
+      tokenEndpoint(fields).then((r) => r.json() as Promise<{ access_token: string; refresh_token: string }>);
     const first = await exchange({ grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: REDIRECT });
     const refreshed = await exchange({ grant_type: 'refresh_token', refresh_token: first.refresh_token });
     for (const token of [first.access_token, refreshed.access_token]) {
@@ -656,25 +677,9 @@ describe('OAuth authorization requests that must not get a code', () => {
     await ops.login('ops', 'ops password 1');
     const carl = new Browser(s.url);
     await carl.login('carl', 'carl password 1');
-    const verifier = oauth.generateRandomCodeVerifier();
-    const known = await consentAs(
-      carl,
-      new URL(
-        `${s.url}/oauth/authorize?${new URLSearchParams({ client_id: clientId, redirect_uri: REDIRECT, response_type: 'code', code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' })}`,
-      ),
-    );
-    const issued = (await (
-      await fetch(`${s.url}/oauth/token`, {
-        method: 'POST',
-        body: new URLSearchParams({
-          grant_type: 'authorization_code',
-          client_id: clientId,
-          code: known.searchParams.get('code')!,
-          code_verifier: verifier,
-          redirect_uri: REDIRECT,
-        }),
-      })
-    ).json()) as { access_token: string };
+    const { verifier, url } = await pkceRequest();
+    const known = await consentAs(carl, url);
+    const issued = (await (await redeem(known, verifier)).json()) as { access_token: string };
     assert.equal(await mcpStatus(s.url, issued.access_token), 200);
     const page = await (await ops.request('/admin/users/carl', { headers: { accept: 'text/html' } })).text();
     const grant = /<li data-grant-id="([^"]+)">app <span class="muted">granted [^<]*, only finance<\/span>/.exec(page)?.[1];
@@ -688,47 +693,16 @@ describe('OAuth authorization requests that must not get a code', () => {
     const leaving = await s.addUser({ uid: 'leaving', email: 'leaving@example.com', password: 'leaving password 1' });
     const b = new Browser(s.url);
     await b.login('leaving', 'leaving password 1');
-    const verifier = oauth.generateRandomCodeVerifier();
-    const url = new URL(`${s.url}/oauth/authorize`);
-    url.search = new URLSearchParams({
-      client_id: clientId,
-      redirect_uri: REDIRECT,
-      response_type: 'code',
-      code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
-      code_challenge_method: 'S256',
-    }).toString();
+    const { verifier, url } = await pkceRequest();
     const back = await consentAs(b, url);
-    const issued = (await (
-      await fetch(`${s.url}/oauth/token`, {
-        method: 'POST',
-        body: new URLSearchParams({
-          grant_type: 'authorization_code',
-          client_id: clientId,
-          code: back.searchParams.get('code')!,
-          code_verifier: verifier,
-          redirect_uri: REDIRECT,
-        }),
-      })
-    ).json()) as { access_token: string; refresh_token: string };
+    const issued = (await (await redeem(back, verifier)).json()) as { access_token: string; refresh_token: string };
     assert.equal(await mcpStatus(s.url, issued.access_token), 200);
     const held = await consentAs(b, url);
     assert.equal((await s.ws.svc(['user', 'remove', 'leaving'])).code, 0);
     assert.equal(await mcpStatus(s.url, issued.access_token), 401);
-    const refreshed = await fetch(`${s.url}/oauth/token`, {
-      method: 'POST',
-      body: new URLSearchParams({ grant_type: 'refresh_token', client_id: clientId, refresh_token: issued.refresh_token }),
-    });
+    const refreshed = await tokenEndpoint({ grant_type: 'refresh_token', refresh_token: issued.refresh_token });
     assert.equal(((await refreshed.json()) as { error: string }).error, 'invalid_grant');
-    const redeemed = await fetch(`${s.url}/oauth/token`, {
-      method: 'POST',
-      body: new URLSearchParams({
-        grant_type: 'authorization_code',
-        client_id: clientId,
-        code: held.searchParams.get('code')!,
-        code_verifier: verifier,
-        redirect_uri: REDIRECT,
-      }),
-    });
+    const redeemed = await redeem(held, verifier);
     assert.equal(((await redeemed.json()) as { error: string }).error, 'invalid_grant', 'a code issued before the removal');
     const grantsLeft = await s.database.db.select({ n: count() }).from(oauthGrants).where(eq(oauthGrants.userId, leaving.id)).get();
     assert.equal(grantsLeft!.n, 0);
