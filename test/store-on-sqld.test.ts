@@ -1,6 +1,6 @@
 // The suites that decide who may do what (the sign-in throttle and sessions, OAuth grants and refresh-token rotation,
-// label-scoped tokens, scopes, enterprise assertions and their replay across instances, /mcp visibility,
-// administration) run a second time here with every test server on a real
+// OAuth expiry by the server's clock, label-scoped tokens, scopes, enterprise assertions and their replay
+// across instances, /mcp visibility, administration) run a second time here with every test server on a real
 // sqld of its own, reached over its WebSocket (ws://, what docs/deploying.md recommends; the HTTP path has the
 // durability, multi-instance, visibility-table and outage tests). test/helpers/server.ts reads SVC_TEST_DATABASE
 // when it is first imported, which is below.
@@ -11,6 +11,7 @@ process.env.SVC_TEST_DATABASE = 'sqld-ws';
 describe('on sqld', async () => {
   await import('./login.test.ts');
   await import('./oauth.test.ts');
+  await import('./oauth-grants.test.ts');
   await import('./scoped-tokens.test.ts');
   await import('./scopes.test.ts');
   await import('./enterprise.test.ts');
