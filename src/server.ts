@@ -65,7 +65,8 @@ const SETTLE_MS = 2_000;
  * headers within header_timeout (10 s), no body left without a byte for body_idle_timeout (10 s), at most
  * max_connections (1,000) at once, more refused at accept, and of them max_connections_per_address (100) for one
  * client. Fixed: the whole request within 60 s (bodies are at most 4 MiB), idle keep-alive connections closed
- * after 5 s, checked every second.
+ * after 5 s, checked every second; half of max_connections for connections still waiting for their request, so
+ * slow clients from many addresses leave the other half to requests that arrived.
  */
 export const CONNECTION_LIMITS = { requestTimeoutMs: REQUEST_TIMEOUT_SECONDS * 1000, keepAliveTimeoutMs: 5_000, checkEveryMs: 1_000 };
 type ConnectionLimits = typeof CONNECTION_LIMITS & {
@@ -73,6 +74,7 @@ type ConnectionLimits = typeof CONNECTION_LIMITS & {
   bodyIdleMs: number;
   maxConnections: number;
   perAddress: number;
+  maxWaiting: number;
 };
 
 export async function startServer(
@@ -88,6 +90,7 @@ export async function startServer(
     bodyIdleMs,
     maxConnections: max,
     perAddress,
+    maxWaiting: Math.max(1, Math.floor(max / 2)),
     ...options.limits,
   };
   const sources = { database: null as Database | null, oidc: null as RelyingParty | null };

@@ -14,7 +14,7 @@ import { openDatabase } from '../src/db/open.ts';
 import { safeDatabaseMessage } from '../src/db/errors.ts';
 import { createUser, findUser } from '../src/store/users.ts';
 import { hashPassword } from '../src/auth/passwords.ts';
-import { clientAddress, addressMatcher } from '../src/domain/addresses.ts';
+import { clientAddress, addressMatcher, limitAddress } from '../src/domain/addresses.ts';
 import { ROOT } from './helpers/workspace.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -164,6 +164,21 @@ describe('login throttling under a burst', () => {
     }
   });
 
+  test('fifty failures from addresses of one IPv6 /64 lock the whole /64, not another one', async () => {
+    const s = await startTestServer({ serverExtra: 'trusted_proxies = 127.0.0.1\n' });
+    try {
+      await s.addUser({ uid: 'victim', email: 'victim@example.com', password: 'the right password' });
+      const from = (address: string, username: string, password: string) =>
+        new Browser(s.url).request('/login', { form: { username, password }, headers: { 'x-forwarded-for': address } });
+      // Each guess from another address of the /64, at another account, so only the address limit (50) can hold.
+      for (let n = 1; n <= 50; n++) assert.equal((await from(`2001:db8:0:7::${n.toString(16)}`, `nobody${n}`, 'guess')).status, 401);
+      assert.equal((await from('2001:db8:0:7:ffff::1', 'victim', 'the right password')).status, 429, 'the /64 is locked');
+      assert.equal((await from('2001:db8:0:8::1', 'victim', 'the right password')).status, 303, 'another /64 signs in');
+    } finally {
+      await s.stop();
+    }
+  });
+
   test('a successful sign-in does not count against the address', async () => {
     const s = await startTestServer();
     try {
@@ -191,6 +206,23 @@ describe('the client address behind trusted proxies', () => {
     assert.equal(clientAddress('127.0.0.1', null, trusted), '127.0.0.1');
     assert.equal(clientAddress('127.0.0.1', 'unknown, 10.0.0.1', trusted), '10.0.0.1', 'garbage stops at the proxy that added it');
     assert.equal(clientAddress('127.0.0.1', '10.0.0.1, 10.0.0.2', trusted), '10.0.0.1');
+  });
+});
+
+describe('per-address limits count an IPv6 client by its /64', () => {
+  test('IPv4 as it is; every spelling of an IPv6 address of one /64 the same, another /64 apart', () => {
+    assert.equal(limitAddress('203.0.113.9'), '203.0.113.9');
+    assert.equal(limitAddress('::ffff:203.0.113.9'), '203.0.113.9', 'an IPv4-mapped peer is its IPv4 address');
+    const one = limitAddress('2001:db8:0:7::1');
+    assert.equal(one, '2001:db8:0:7::/64');
+    for (const same of [
+      '2001:db8:0:7:ffff:ffff:ffff:ffff',
+      '2001:0DB8:0000:0007:0:0:0:2',
+      '2001:db8:0:7:1:2:3.4.5.6',
+      '2001:db8:0:7::9%eth0',
+    ])
+      assert.equal(limitAddress(same), one, same);
+    for (const other of ['2001:db8:0:8::1', '2001:db8::7:0:0:1', '2001:db9:0:7::1']) assert.notEqual(limitAddress(other), one, other);
   });
 });
 
@@ -405,6 +437,56 @@ describe('one client address cannot take every connection', () => {
       const partial = slowClient(s.ws.port, '127.0.0.5', 'GET /healthz HTTP/1.1\r\nHost: x\r\n');
       await untilTrue(() => !silent.isOpen() && !partial.isOpen(), 'both are cut, long before the 10 s default', 8_000);
     } finally {
+      await s.stop();
+    }
+  });
+
+  test('1,000 slow connections from ten addresses (each within its share) leave /healthz answering', async () => {
+    // The defaults: max_connections 1,000, 100 for one address, headers within 10 s.
+    const s = await startTestServer();
+    const attack: ReturnType<typeof slowClient>[] = [];
+    try {
+      for (let a = 0; a < 10; a++)
+        for (let i = 0; i < 100; i++) attack.push(slowClient(s.ws.port, `127.0.1.${a + 1}`, 'GET /healthz HTTP/1.1\r\nHost: x\r\n'));
+      await Promise.all(attack.map((a) => Promise.race([a.written, a.closed])));
+      // Well before their 10 s header deadline: the waiting ones beyond half of the slots were cut as others came.
+      await untilTrue(() => attack.filter((a) => a.isOpen()).length <= 500, 'at most half of the slots wait for a request', 3000);
+      for (let i = 0; i < 5; i++) {
+        const health = await rawRequest(s.url, ['GET /healthz HTTP/1.1'], { localAddress: '127.0.0.3' });
+        assert.equal(health.status, 200, `served while the slow connections are held (${i})`);
+      }
+      const held = attack.filter((a) => a.isOpen()).length;
+      assert.ok(held >= 400, `the slow ones keep half of the slots until their header deadline (${held} held)`);
+    } finally {
+      for (const a of attack) a.socket.destroy();
+      await s.stop();
+    }
+  });
+
+  test('1,000 stalled requests forwarded for addresses of one IPv6 /64 hold one share, and /healthz answers', async () => {
+    const s = await startTestServer({ serverExtra: 'trusted_proxies = 127.0.0.9\n' });
+    const attack: ReturnType<typeof slowClient>[] = [];
+    const forwarded = (n: number) => `X-Forwarded-For: 2001:db8:0:7::${n.toString(16)}\r\n`;
+    try {
+      for (let n = 1; n <= 1000; n++) attack.push(slowClient(s.ws.port, '127.0.0.9', stalledLogin(s.ws.port, forwarded(n))));
+      await Promise.all(attack.map((a) => Promise.race([a.written, a.closed])));
+      // Past its share (100), the /64's requests are answered 429 and their connections closed.
+      await untilTrue(() => attack.filter((a) => a.isOpen()).length <= 100, "at most the /64's share of 100 stays");
+      assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1'], { localAddress: '127.0.0.3' })).status, 200);
+      const sameNet = await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 2001:db8:0:7:abcd::1'], {
+        localAddress: '127.0.0.9',
+      });
+      assert.equal(sameNet.status, 429, 'another address of the same /64 is over the share');
+      const otherNet = await rawRequest(s.url, ['GET /healthz HTTP/1.1', 'X-Forwarded-For: 2001:db8:0:8::1'], {
+        localAddress: '127.0.0.9',
+      });
+      assert.equal(otherNet.status, 200, 'another /64 is served');
+      assert.ok(
+        attack.some((a) => a.isOpen()),
+        'while the share is held',
+      );
+    } finally {
+      for (const a of attack) a.socket.destroy();
       await s.stop();
     }
   });

@@ -13,6 +13,7 @@ import { revokeGrant } from '../store/oauth.ts';
 import { recordAudit, recordActorAudit, type Actor } from '../store/audit.ts';
 import { verifyPassword, dummyHash, needsRehash, hashPassword, PASSWORD_MAX } from '../auth/passwords.ts';
 import { provisionIn, type Arrival, type Policy } from '../auth/provisioning.ts';
+import { limitAddress } from '../domain/addresses.ts';
 
 export type PasswordSignIn =
   | { readonly outcome: 'ok'; readonly user: User; readonly sessionId: string }
@@ -34,7 +35,7 @@ export async function signInWithPassword(
       tx,
       [
         [accountKey, ACCOUNT_LIMIT],
-        [`address:${peer}`, ADDRESS_LIMIT],
+        [`address:${limitAddress(peer)}`, ADDRESS_LIMIT],
       ],
       database.now(),
     ),

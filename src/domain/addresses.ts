@@ -56,6 +56,39 @@ export function clientAddress(peer: string, forwardedFor: string | null, trusted
   return client;
 }
 
+/**
+ * The address a per-address limit counts (connection share, sign-in throttle, client registrations, metadata
+ * fetches): an IPv4 address as it is, an IPv6 address by its /64 prefix, written `2001:db8:0:1::/64`. One IPv6 host
+ * holds a whole /64, so counting its single addresses would give it 2^64 shares.
+ */
+export function limitAddress(address: string): string {
+  const a = normalizeIp(address);
+  if (isIP(a) !== 6) return a;
+  const groups = ipv6Groups(a);
+  return groups === null ? a : `${groups.slice(0, 4).join(':')}::/64`;
+}
+
+/** The eight groups of an IPv6 address, in lower-case hex without leading zeros; null when it is not one. */
+function ipv6Groups(address: string): string[] | null {
+  let text = address.split('%')[0]!;
+  // A dotted IPv4 tail (::ffff:0:1.2.3.4, 64:ff9b::1.2.3.4) is the last two groups.
+  const tail = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (tail) {
+    const [a, b, c, d] = tail.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, tail.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const halves = text.split('::');
+  if (halves.length > 2) return null;
+  const split = (half: string) => (half === '' ? [] : half.split(':'));
+  const head = split(halves[0]!);
+  const rest = halves.length === 2 ? split(halves[1]!) : [];
+  const zeros = 8 - head.length - rest.length;
+  if (halves.length === 2 ? zeros < 1 : zeros !== 0) return null;
+  const groups = [...head, ...Array<string>(halves.length === 2 ? zeros : 0).fill('0'), ...rest];
+  if (!groups.every((g) => /^[0-9a-f]{1,4}$/i.test(g))) return null;
+  return groups.map((g) => Number.parseInt(g, 16).toString(16));
+}
+
 // Loopback hosts, as a URL's hostname spells them (IPv4 normalized, IPv6 in brackets). Two uses need two rules:
 // where svc itself connects, any address of 127.0.0.0/8 is this machine; where svc sends a browser back to a native
 // app, only the hosts RFC 8252 §7.3 names (and localhost, which clients still register) are accepted, and

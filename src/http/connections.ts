@@ -1,14 +1,20 @@
-// Connections as a resource clients share: no one address may hold more than its share of the connection limit,
-// and a request whose body stops arriving is cut, so slow or greedy clients from one address never stop others.
+// Connections as a resource clients share: no one client address may hold more than its share of the connection
+// limit, connections still waiting for a request (its headers or its body) may hold at most half of it, and a request
+// whose body stops arriving is cut, so slow or greedy clients, from one address or from many, never stop others.
 // Node's own timeouts cut a request whose headers are not complete in time and an idle keep-alive connection.
 import type { Server, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { clientAddress, normalizeIp } from '../domain/addresses.ts';
+import { clientAddress, limitAddress, normalizeIp } from '../domain/addresses.ts';
 import type { Logger } from '../log.ts';
 
 export interface ShareLimits {
   /** connections (direct) plus requests in flight (through a trusted proxy) one client address may hold */
   readonly perAddress: number;
+  /**
+   * direct connections that may wait at once for a request to arrive in full (headers, body, or the next request
+   * on a kept-alive connection); past it, the oldest waiting connection of the address that holds the most is cut
+   */
+  readonly maxWaiting: number;
   /** a request body that brings no byte for this long is cut */
   readonly bodyIdleMs: number;
   /** how often stalled bodies are looked for */
@@ -29,6 +35,46 @@ interface Watched {
   readonly socket: Socket;
   bytesRead: number;
   lastProgress: number;
+}
+
+/**
+ * Direct connections waiting for a request, by limit address, oldest first: what a slow client holds without
+ * having asked for anything yet. Sets keep insertion order, so the first of a set is its oldest.
+ */
+class Waiting {
+  private readonly byAddress = new Map<string, Set<Socket>>();
+  private size = 0;
+
+  add(address: string, socket: Socket): void {
+    let set = this.byAddress.get(address);
+    if (!set) {
+      set = new Set();
+      this.byAddress.set(address, set);
+    }
+    if (set.has(socket)) return;
+    set.add(socket);
+    this.size++;
+  }
+
+  remove(address: string, socket: Socket): void {
+    const set = this.byAddress.get(address);
+    if (!set?.delete(socket)) return;
+    this.size--;
+    if (set.size === 0) this.byAddress.delete(address);
+  }
+
+  get count(): number {
+    return this.size;
+  }
+
+  /** The oldest waiting connection of the address that holds the most waiting ones. */
+  victim(): { address: string; socket: Socket } | null {
+    let most: [string, Set<Socket>] | null = null;
+    for (const entry of this.byAddress) if (most === null || entry[1].size > most[1].size) most = entry;
+    if (most === null) return null;
+    const socket = most[1].values().next().value as Socket;
+    return { address: most[0], socket };
+  }
 }
 
 export function shareConnections(
@@ -62,23 +108,60 @@ export function shareConnections(
     refusedSince = 0;
   };
 
+  // Cutting waiting connections is logged like refusals: a line at most every ten seconds.
+  let lastCutWarned = 0;
+  let cutSince = 0;
+  const cutWaiting = () => {
+    const victim = waiting.victim();
+    if (!victim) return;
+    waiting.remove(victim.address, victim.socket);
+    victim.socket.destroy();
+    cutSince++;
+    const now = Date.now();
+    if (now - lastCutWarned < 10_000) return;
+    log.warn('waiting_connections_cut', { peer: victim.address, max_waiting: limits.maxWaiting, cut: cutSince });
+    lastCutWarned = now;
+    cutSince = 0;
+  };
+
   // A trusted proxy carries many clients on its connections: they are counted by the address it forwards, per
-  // request, never as the proxy's own.
+  // request, never as the proxy's own. Every other connection counts for its client's limit address (an IPv6 /64).
+  const waiting = new Waiting();
+  const addressOf = new WeakMap<Socket, string>();
   server.on('connection', (socket: Socket) => {
-    const address = normalizeIp(socket.remoteAddress ?? '');
-    if (trustedProxy(address)) return;
+    const peer = normalizeIp(socket.remoteAddress ?? '');
+    if (trustedProxy(peer)) return;
+    const address = limitAddress(peer);
     if (!take(address)) {
       refused(address, false);
       socket.destroy();
       return;
     }
-    socket.once('close', () => release(address));
+    // Room for this one among the waiting: slow clients from many addresses cannot fill every slot either.
+    while (waiting.count >= limits.maxWaiting) cutWaiting();
+    addressOf.set(socket, address);
+    waiting.add(address, socket);
+    socket.once('close', () => {
+      waiting.remove(address, socket);
+      release(address);
+    });
   });
 
   const watched = new Set<Watched>();
-  server.on('request', (request: IncomingMessage) => {
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    const socket = request.socket;
+    const address = addressOf.get(socket);
+    if (address !== undefined) {
+      // The request is in once its body is; after the response the connection waits for the next one.
+      const arrived = () => waiting.remove(address, socket);
+      if (request.complete) arrived();
+      else request.once('end', arrived);
+      response.once('finish', () => {
+        if (!socket.destroyed) waiting.add(address, socket);
+      });
+    }
     if (request.complete) return;
-    watched.add({ request, socket: request.socket, bytesRead: request.socket.bytesRead, lastProgress: Date.now() });
+    watched.add({ request, socket, bytesRead: socket.bytesRead, lastProgress: Date.now() });
   });
   const sweep = setInterval(() => {
     const now = Date.now();
@@ -103,9 +186,10 @@ export function shareConnections(
       const peer = incoming.socket.remoteAddress ?? '';
       if (!trustedProxy(peer)) return true;
       const forwarded = incoming.headers['x-forwarded-for'];
-      const client = clientAddress(peer, typeof forwarded === 'string' ? forwarded : (forwarded?.join(',') ?? null), trustedProxy);
+      const forwardedClient = clientAddress(peer, typeof forwarded === 'string' ? forwarded : (forwarded?.join(',') ?? null), trustedProxy);
       // Requests the proxy makes for itself (no client named) are not anyone's share.
-      if (trustedProxy(client)) return true;
+      if (trustedProxy(forwardedClient)) return true;
+      const client = limitAddress(forwardedClient);
       if (!take(client)) {
         refused(client, true);
         return false;

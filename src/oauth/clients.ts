@@ -4,6 +4,7 @@
 import { getClient, saveMetadataClient, type OauthClient } from '../store/oauth-clients.ts';
 import { reserveAttempt } from '../store/throttle.ts';
 import { secretEquals, storedHash } from '../domain/secrets.ts';
+import { limitAddress } from '../domain/addresses.ts';
 import { fetchClientMetadata, isMetadataUrl, MetadataRefused, MetadataUnreachable } from './client-metadata.ts';
 import type { OauthServer } from './context.ts';
 
@@ -32,7 +33,9 @@ export async function resolveClient(
   if (!server.config.clientMetadataDocuments) return refused('svc does not accept client metadata documents; register the app instead.');
   if (known && (known.refreshAt ?? 0) > now) return found(known);
   const lastGood = known && (known.refreshAt ?? 0) + METADATA_STALE_MS > now ? known : null;
-  const allowed = await server.database.write((tx) => reserveAttempt(tx, [[`metadata-fetch:${from}`, METADATA_FETCHES_PER_ADDRESS]], now));
+  const allowed = await server.database.write((tx) =>
+    reserveAttempt(tx, [[`metadata-fetch:${limitAddress(from)}`, METADATA_FETCHES_PER_ADDRESS]], now),
+  );
   if (!allowed.ok)
     return lastGood
       ? found(lastGood)

@@ -5,6 +5,7 @@ import { registerClient, type AuthMethod } from '../store/oauth-clients.ts';
 import { reserveAttempt } from '../store/throttle.ts';
 import { recordAudit } from '../store/audit.ts';
 import { mintClientSecret } from '../domain/secrets.ts';
+import { limitAddress } from '../domain/addresses.ts';
 import { redirectUriProblem } from './rules.ts';
 import { clientNameProblem } from './names.ts';
 import { oauthError, type OauthError, type OauthServer } from './context.ts';
@@ -27,7 +28,7 @@ interface CheckedRegistration {
 
 export async function register(server: OauthServer, body: Record<string, unknown> | null, from: string): Promise<Registration> {
   const reserved = await server.database.write((tx) =>
-    reserveAttempt(tx, [[`register:${from}`, REGISTRATIONS_PER_ADDRESS]], server.database.now()),
+    reserveAttempt(tx, [[`register:${limitAddress(from)}`, REGISTRATIONS_PER_ADDRESS]], server.database.now()),
   );
   if (!reserved.ok) {
     return {
