@@ -3,7 +3,7 @@
 // never forks, asking again never widens the restriction, and client credentials never reach the bearer channel.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { count, eq, isNull } from 'drizzle-orm';
+import { and, count, eq, isNull, sql } from 'drizzle-orm';
 import * as oauth from 'oauth4webapi';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { Browser, bearer, rawRequest } from './helpers/http.ts';
@@ -260,8 +260,9 @@ describe('the grant is the authority', () => {
       });
     // A whole office onboarding behind one address (claude.ai registers from its own servers).
     for (let i = 0; i < 60; i++) assert.equal((await reg(i, '127.0.0.2')).status, 201, `registration ${i}`);
-    // The cap: fill it with old never-used clients, one used client among them.
-    const now = Date.now();
+    // The cap: fill it with never-used clients past the authorization window (an hour old by svc's clock), one
+    // used client among them.
+    const now = clock.now();
     await s.database.write(async (tx) => {
       const rows = Array.from({ length: MAX_UNUSED_CLIENTS }, (_, i) => ({
         id: `oc_old${String(i).padStart(4, '0')}`,
@@ -283,7 +284,12 @@ describe('the grant is the authority', () => {
       });
     });
     assert.equal((await reg(1000, '127.0.0.3')).status, 201);
-    const unused = (await s.database.db.select({ n: count() }).from(oauthClients).where(isNull(oauthClients.lastUsedAt)).get())!.n;
+    // Never used: no token exchanged and no grant (a client someone consented to is not forgotten, code redeemed or not).
+    const neverUsed = and(
+      isNull(oauthClients.lastUsedAt),
+      sql`NOT EXISTS (SELECT 1 FROM oauth_grants g WHERE g.client_id = ${oauthClients.id})`,
+    );
+    const unused = (await s.database.db.select({ n: count() }).from(oauthClients).where(neverUsed).get())!.n;
     assert.equal(unused, MAX_UNUSED_CLIENTS);
     const ids = new Set((await s.database.db.select({ id: oauthClients.id }).from(oauthClients).all()).map((r) => r.id));
     assert.ok(!ids.has('oc_old0000'), 'the oldest never-used client was forgotten');

@@ -8,7 +8,7 @@ import { getUser, passwordHashOf, rehashPassword, type User } from '../store/use
 import { createSession, endSession } from '../store/sessions.ts';
 import { startFlow, takeFlow, type Flow } from '../store/oidc-flows.ts';
 import { reserveAttempt, releaseAttempt, ACCOUNT_LIMIT, ADDRESS_LIMIT } from '../store/throttle.ts';
-import { createToken, restrictToken, revokeToken, type CreatedToken, type TokenInfo } from '../store/tokens.ts';
+import { createToken, restrictToken, restrictionDigest, revokeToken, type CreatedToken, type TokenInfo } from '../store/tokens.ts';
 import { revokeGrant } from '../store/oauth.ts';
 import { recordAudit, recordActorAudit, type Actor } from '../store/audit.ts';
 import { verifyPassword, dummyHash, needsRehash, hashPassword, PASSWORD_MAX } from '../auth/passwords.ts';
@@ -158,7 +158,7 @@ export async function createPersonalToken(
       ...(actor.uid === owner.uid && actor.via !== 'cli' ? {} : { owner: owner.uid }),
       name: token.name,
       expires_at: iso(token.expiresAt),
-      labels: token.labels,
+      restriction: restrictionDigest(token.labels),
       scopes: token.scopes,
     });
     return token;
@@ -169,7 +169,7 @@ export async function createPersonalToken(
 export async function restrictOwnToken(database: Database, actor: Actor, owner: User, id: string, labels: unknown): Promise<TokenInfo> {
   return database.write(async (tx) => {
     const changed = await restrictToken(tx, owner.id, id, labels, database.now());
-    await recordActorAudit(tx, actor, 'token.restrict', id, { labels: changed.labels });
+    await recordActorAudit(tx, actor, 'token.restrict', id, { restriction: restrictionDigest(changed.labels) });
     return changed;
   });
 }

@@ -169,19 +169,24 @@ export const oauthClients = sqliteTable('oauth_clients', {
 });
 
 /** Authorization requests waiting for the user's consent; `id` is the SHA-256 of the secret the consent form carries. */
-export const oauthRequests = sqliteTable('oauth_requests', {
-  id: text('id').primaryKey(),
-  userId: integer('user_id')
-    .notNull()
-    .references(() => users.id, { onDelete: 'cascade' }),
-  clientId: text('client_id').notNull(),
-  redirectUri: text('redirect_uri').notNull(),
-  scope: text('scope').notNull(),
-  state: text('state'),
-  codeChallenge: text('code_challenge').notNull(),
-  resource: text('resource').notNull(),
-  expiresAt: integer('expires_at').notNull(),
-});
+export const oauthRequests = sqliteTable(
+  'oauth_requests',
+  {
+    id: text('id').primaryKey(),
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    clientId: text('client_id').notNull(),
+    redirectUri: text('redirect_uri').notNull(),
+    scope: text('scope').notNull(),
+    state: text('state'),
+    codeChallenge: text('code_challenge').notNull(),
+    resource: text('resource').notNull(),
+    expiresAt: integer('expires_at').notNull(),
+  },
+  // A client with a request waiting for consent is never forgotten to make room for another (oauth-clients.ts).
+  (t) => [index('oauth_requests_client').on(t.clientId)],
+);
 
 /** What a user allowed a client: one grant per user and client, widened when they consent to more. */
 export const oauthGrants = sqliteTable(
@@ -201,7 +206,7 @@ export const oauthGrants = sqliteTable(
     lastUsedAt: integer('last_used_at'),
     revokedAt: integer('revoked_at'),
   },
-  (t) => [uniqueIndex('oauth_grants_user_client').on(t.userId, t.clientId)],
+  (t) => [uniqueIndex('oauth_grants_user_client').on(t.userId, t.clientId), index('oauth_grants_client').on(t.clientId)],
 );
 
 /** Authorization codes: single use, short-lived, bound to client, redirect URI, PKCE challenge and resource. */

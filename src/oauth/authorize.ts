@@ -5,7 +5,7 @@
 import { activeGrant, consent, holdRequest, issueCode, takeRequest, type Grant, type PendingRequest } from '../store/oauth.ts';
 import type { OauthClient } from '../store/oauth-clients.ts';
 import { recordActorAudit, type Actor } from '../store/audit.ts';
-import { checkTokenLabels } from '../store/tokens.ts';
+import { checkRestriction, restrictionDigest } from '../store/tokens.ts';
 import { AppError } from '../domain/errors.ts';
 import type { LabelSet } from '../domain/labels.ts';
 import { grantedScope, isLoopbackRedirect, isPrivateUseScheme, redirectMatches, resourceAllowed, resourceFor } from './rules.ts';
@@ -97,14 +97,14 @@ export async function authorize(
 export interface ConsentAnswer {
   readonly request: unknown;
   readonly approve: boolean;
-  /** the label restriction the form asks for (see checkTokenLabels), read only when approving */
+  /** the label restriction the form asks for (see checkRestriction), read only when approving */
   readonly restriction: unknown;
 }
 
 /** POST /oauth/authorize: the person's answer. From here on, errors go back to the app. */
 export async function answerConsent(
   server: OauthServer,
-  user: { id: number },
+  user: { id: number; labels: LabelSet },
   actor: Actor,
   answer: ConsentAnswer,
 ): Promise<AuthorizeAnswer> {
@@ -112,7 +112,7 @@ export async function answerConsent(
   let labels: LabelSet | null = null;
   if (answer.approve) {
     try {
-      labels = checkTokenLabels(answer.restriction);
+      labels = checkRestriction(answer.restriction, user.labels);
     } catch (e) {
       if (e instanceof AppError) return page(e.message);
       throw e;
@@ -132,7 +132,7 @@ export async function answerConsent(
       grant: grant.id,
       scope: grant.scope,
       redirect_uri: request.redirectUri,
-      labels: grant.labels,
+      restriction: restrictionDigest(grant.labels),
     });
     return issueCode(tx, grant, request, server.database.now());
   });

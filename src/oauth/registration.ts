@@ -1,7 +1,8 @@
 // RFC 7591 dynamic registration. Anyone may register, so it is limited: a generous rate per address (claude.ai
 // registers from its own servers, on every fresh connection, for every user), and a cap on clients that never
 // completed a grant, kept in store/oauth-clients.ts.
-import { registerClient, type AuthMethod } from '../store/oauth-clients.ts';
+import { registerClient, RegistrationsFull, type AuthMethod, type OauthClient } from '../store/oauth-clients.ts';
+import type { Tx } from '../db/open.ts';
 import { reserveAttempt } from '../store/throttle.ts';
 import { recordAudit } from '../store/audit.ts';
 import { mintClientSecret } from '../domain/secrets.ts';
@@ -41,24 +42,17 @@ export async function register(server: OauthServer, body: Record<string, unknown
   const checked = checkRegistration(body);
   if ('error' in checked) return { status: 400, body: checked };
   const secret = checked.authMethod === 'none' ? null : mintClientSecret();
-  const client = await server.database.write(async (tx) => {
-    const made = await registerClient(tx, {
-      kind: 'dynamic',
-      name: checked.name,
-      redirectUris: checked.redirectUris,
-      authMethod: checked.authMethod,
-      secret,
-    });
-    await recordAudit(tx, {
-      actor: null,
-      via: 'anonymous',
-      action: 'oauth.client_register',
-      target: made.id,
-      detail: { name: made.name, redirect_uris: made.redirectUris },
-      peer: from,
-    });
-    return made;
-  });
+  let client: OauthClient;
+  try {
+    client = await server.database.write((tx) => registerAndAudit(tx, checked, secret, from, server.database.now()));
+  } catch (e) {
+    if (!(e instanceof RegistrationsFull)) throw e;
+    return {
+      status: 429,
+      body: oauthError('too_many_requests', 'too many apps are registering right now; try again later'),
+      retryAfter: e.retryAfter,
+    };
+  }
   return {
     status: 201,
     body: {
@@ -74,6 +68,29 @@ export async function register(server: OauthServer, body: Record<string, unknown
       scope: 'mcp',
     },
   };
+}
+
+async function registerAndAudit(
+  tx: Tx,
+  checked: CheckedRegistration,
+  secret: string | null,
+  from: string,
+  now: number,
+): Promise<OauthClient> {
+  const made = await registerClient(
+    tx,
+    { kind: 'dynamic', name: checked.name, redirectUris: checked.redirectUris, authMethod: checked.authMethod, secret },
+    now,
+  );
+  await recordAudit(tx, {
+    actor: null,
+    via: 'anonymous',
+    action: 'oauth.client_register',
+    target: made.id,
+    detail: { name: made.name, redirect_uris: made.redirectUris },
+    peer: from,
+  });
+  return made;
 }
 
 /** RFC 7591 metadata, checked; anything svc would have to guess at is refused. */

@@ -2,6 +2,7 @@
 import { and, asc, desc, eq, gt, lt, or, sql } from 'drizzle-orm';
 import type { Database, Db, Tx } from '../db/open.ts';
 import { audit } from '../db/schema.ts';
+import { storedHash } from '../domain/secrets.ts';
 
 export interface AuditEvent {
   /** uid of whoever acted; null when nobody is signed in (a failed login) */
@@ -20,6 +21,20 @@ export interface AuditEntry extends Required<Omit<AuditEvent, 'detail'>> {
   detail: Record<string, unknown> | null;
 }
 
+/**
+ * An entry's detail is kept whole up to this many characters of JSON, and a larger one as its size and SHA-256:
+ * anyone can cause some entries (a registration names its redirect URIs), and no entry may make a page of the
+ * trail large.
+ */
+export const AUDIT_DETAIL_MAX = 4096;
+
+function detailText(detail: Record<string, unknown> | null | undefined): string | null {
+  if (!detail) return null;
+  const text = JSON.stringify(detail);
+  if (text.length <= AUDIT_DETAIL_MAX) return text;
+  return JSON.stringify({ truncated: true, bytes: Buffer.byteLength(text), sha256: storedHash(text) });
+}
+
 export async function recordAudit(tx: Tx, event: AuditEvent, now = Date.now()): Promise<void> {
   await tx.insert(audit).values({
     at: now,
@@ -27,7 +42,7 @@ export async function recordAudit(tx: Tx, event: AuditEvent, now = Date.now()): 
     via: event.via,
     action: event.action,
     target: event.target ?? null,
-    detail: event.detail ? JSON.stringify(event.detail) : null,
+    detail: detailText(event.detail),
     peer: event.peer ?? null,
   });
 }

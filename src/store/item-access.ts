@@ -1,12 +1,13 @@
 // Who can see what, for administrators: every answer here comes from visibleSql, the same condition the MCP tools
 // use, applied in the other direction (users and tokens for an item) or for another user; never a second copy of
 // the rule.
-import { and, asc, eq, gt, isNotNull, isNull, or, sql, type SQL } from 'drizzle-orm';
+import { and, asc, count, eq, gt, isNotNull, isNull, or, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/open.ts';
 import { items, tokens, users } from '../db/schema.ts';
 import { storedLabels, type LabelSet } from '../domain/labels.ts';
 import { accessSql, storedLabelsJson, visibleSql, type Access } from '../domain/visibility.ts';
 import { toUser, type User } from './users.ts';
+import { pageOf, window, type Page, type PageRequest } from './paging.ts';
 
 /** How many users can see the item with this seq. */
 const readerCount = (itemSeq: SQL) =>
@@ -52,38 +53,61 @@ export interface RestrictedTokenReader {
   readonly labels: LabelSet;
 }
 
-/** The users who can see an item, and, apart, the active label-restricted tokens that can. */
+export interface Readers {
+  /** one page of the users who can see the item, by uid, and how many there are in all */
+  readonly users: Page<User> & { readonly total: number };
+  /** one page of the active label-restricted tokens that can, and how many there are in all */
+  readonly restrictedTokens: Page<RestrictedTokenReader> & { readonly total: number };
+}
+
+/** The users who can see an item, and, apart, the active label-restricted tokens that can: a page of each. */
 export async function readersOf(
   db: Db,
   itemId: string,
+  pages: { users: PageRequest; tokens: PageRequest },
   now = Date.now(),
-): Promise<{ users: User[]; restrictedTokens: RestrictedTokenReader[] } | null> {
+): Promise<Readers | null> {
   const item = await db.select({ seq: items.seq }).from(items).where(eq(items.id, itemId)).get();
   if (!item) return null;
   const seq = sql`${item.seq}`;
+  const canRead = visibleSql(seq, storedLabelsJson(users.labels));
+  const userWindow = window(pages.users);
   const readers = await db
     .select()
     .from(users)
-    .where(visibleSql(seq, storedLabelsJson(users.labels)))
+    .where(canRead)
     .orderBy(asc(users.uid))
+    .limit(userWindow.limit)
+    .offset(userWindow.offset)
     .all();
+  const userTotal = (await db.select({ n: count() }).from(users).where(canRead).get())?.n ?? 0;
+  const tokenCanRead = and(
+    isNotNull(tokens.labels),
+    isNull(tokens.revokedAt),
+    or(isNull(tokens.expiresAt), gt(tokens.expiresAt, now)),
+    visibleSql(seq, storedLabelsJson(users.labels), storedLabelsJson(tokens.labels)),
+  );
+  const tokenWindow = window(pages.tokens);
   const restricted = await db
     .select({ tokenId: tokens.id, name: tokens.name, owner: users.uid, labels: tokens.labels })
     .from(tokens)
     .innerJoin(users, eq(users.id, tokens.userId))
-    .where(
-      and(
-        isNotNull(tokens.labels),
-        isNull(tokens.revokedAt),
-        or(isNull(tokens.expiresAt), gt(tokens.expiresAt, now)),
-        visibleSql(seq, storedLabelsJson(users.labels), storedLabelsJson(tokens.labels)),
-      ),
-    )
-    .orderBy(asc(users.uid), asc(tokens.name))
+    .where(tokenCanRead)
+    .orderBy(asc(users.uid), asc(tokens.name), asc(tokens.id))
+    .limit(tokenWindow.limit)
+    .offset(tokenWindow.offset)
     .all();
+  const tokenTotal =
+    (await db.select({ n: count() }).from(tokens).innerJoin(users, eq(users.id, tokens.userId)).where(tokenCanRead).get())?.n ?? 0;
   return {
-    users: readers.map(toUser),
-    restrictedTokens: restricted.map((t) => ({ tokenId: t.tokenId, name: t.name, owner: t.owner, labels: storedLabels(t.labels ?? '') })),
+    users: { ...pageOf(readers.map(toUser), pages.users), total: userTotal },
+    restrictedTokens: {
+      ...pageOf(
+        restricted.map((t) => ({ tokenId: t.tokenId, name: t.name, owner: t.owner, labels: storedLabels(t.labels ?? '') })),
+        pages.tokens,
+      ),
+      total: tokenTotal,
+    },
   };
 }
 

@@ -103,7 +103,7 @@ async function fromEvent(tx: Tx, e: AuditRow): Promise<NewNotice | null> {
           key: `token_created:${e.target}`,
           userId: id,
           kind: 'token_created',
-          detail: { name: detail.name, expires_at: detail.expires_at, labels: detail.labels },
+          detail: { name: detail.name, expires_at: detail.expires_at, restriction: detail.restriction },
         };
   }
   if (e.action === 'user.update' && (detail.password === 'set' || detail.password === 'removed')) {
@@ -124,7 +124,7 @@ async function fromEvent(tx: Tx, e: AuditRow): Promise<NewNotice | null> {
           key: `grant_made:${e.id}`,
           userId: id,
           kind: 'grant_made',
-          detail: { client: client?.name ?? '', client_id: e.target, redirect_uri: detail.redirect_uri, labels: detail.labels },
+          detail: { client: client?.name ?? '', client_id: e.target, redirect_uri: detail.redirect_uri, restriction: detail.restriction },
         };
   }
   return null;

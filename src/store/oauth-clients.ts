@@ -1,8 +1,8 @@
 // OAuth clients: registered dynamically (RFC 7591), known by a metadata document URL, or added by an admin. A
 // client secret is stored as its SHA-256 only. Functions that change data take a Tx: call them inside one write.
-import { and, asc, count, eq, inArray, isNull, lt } from 'drizzle-orm';
+import { and, asc, count, eq, gt, inArray, isNull, lt, lte, min, not, sql } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
-import { oauthClients, oauthGrants } from '../db/schema.ts';
+import { oauthClients, oauthGrants, oauthRequests } from '../db/schema.ts';
 import { randomId, storedHash } from '../domain/secrets.ts';
 import { endGrant, type ClientKind } from './oauth.ts';
 
@@ -66,25 +66,61 @@ export const UNUSED_CLIENT_MS = 86_400_000;
  */
 export const MAX_UNUSED_CLIENTS = 1000;
 
-/** Forgets never-used dynamic clients older than a day, and the oldest beyond the cap to make room for one more. */
-async function forgetUnusedClients(tx: Tx, now: number): Promise<void> {
-  const unused = and(eq(oauthClients.kind, 'dynamic'), isNull(oauthClients.lastUsedAt));
-  await tx.delete(oauthClients).where(and(unused, lt(oauthClients.createdAt, now - UNUSED_CLIENT_MS)));
-  const n = (await tx.select({ n: count() }).from(oauthClients).where(unused).get())?.n ?? 0;
+/**
+ * A client this young may be in its first sign-in: the person signing in, before svc holds their authorization
+ * request. Such a client is never forgotten to make room, nor is one with a request waiting for consent or a grant
+ * (whose code may not be redeemed yet): a flood of registrations cannot break a sign-in in progress.
+ */
+export const AUTHORIZATION_WINDOW_MS = 10 * 60_000;
+
+/** Why a registration must wait: the cap is full of clients that may be in a sign-in right now. */
+export class RegistrationsFull extends Error {
+  constructor(readonly retryAfter: number) {
+    super('too many apps are registering right now; try again later');
+  }
+}
+
+const unusedClients = () =>
+  and(
+    eq(oauthClients.kind, 'dynamic'),
+    isNull(oauthClients.lastUsedAt),
+    sql`NOT EXISTS (SELECT 1 FROM ${oauthGrants} WHERE ${oauthGrants.clientId} = ${oauthClients.id})`,
+  );
+const awaitingConsent = (now: number) =>
+  sql`EXISTS (SELECT 1 FROM ${oauthRequests} WHERE ${oauthRequests.clientId} = ${oauthClients.id} AND ${oauthRequests.expiresAt} > ${now})`;
+
+/**
+ * Forgets never-used dynamic clients older than a day, and, to make room for one more under the cap, the oldest that
+ * are past the authorization window and not waiting for consent. Throws RegistrationsFull when no such one is left.
+ */
+async function makeRoomForClient(tx: Tx, now: number): Promise<void> {
+  await tx.delete(oauthClients).where(and(unusedClients(), lt(oauthClients.createdAt, now - UNUSED_CLIENT_MS), not(awaitingConsent(now))));
+  const n = (await tx.select({ n: count() }).from(oauthClients).where(unusedClients()).get())?.n ?? 0;
   if (n < MAX_UNUSED_CLIENTS) return;
   const oldest = await tx
     .select({ id: oauthClients.id })
     .from(oauthClients)
-    .where(unused)
+    .where(and(unusedClients(), lte(oauthClients.createdAt, now - AUTHORIZATION_WINDOW_MS), not(awaitingConsent(now))))
     .orderBy(asc(oauthClients.createdAt))
     .limit(n - MAX_UNUSED_CLIENTS + 1)
     .all();
-  await tx.delete(oauthClients).where(
-    inArray(
-      oauthClients.id,
-      oldest.map((o) => o.id),
-    ),
-  );
+  if (oldest.length === n - MAX_UNUSED_CLIENTS + 1) {
+    await tx.delete(oauthClients).where(
+      inArray(
+        oauthClients.id,
+        oldest.map((o) => o.id),
+      ),
+    );
+    return;
+  }
+  // Full of clients that may be signing in: the next one leaves the window when the oldest young one does.
+  const youngest = await tx
+    .select({ at: min(oauthClients.createdAt) })
+    .from(oauthClients)
+    .where(and(unusedClients(), gt(oauthClients.createdAt, now - AUTHORIZATION_WINDOW_MS)))
+    .get();
+  const wait = youngest?.at === null || youngest?.at === undefined ? 60_000 : youngest.at + AUTHORIZATION_WINDOW_MS - now;
+  throw new RegistrationsFull(Math.max(1, Math.ceil(wait / 1000)));
 }
 
 export async function registerClient(
@@ -92,7 +128,7 @@ export async function registerClient(
   input: { id?: string; kind: ClientKind; name: string; redirectUris: readonly string[]; authMethod: AuthMethod; secret: string | null },
   now = Date.now(),
 ): Promise<OauthClient> {
-  await forgetUnusedClients(tx, now);
+  if (input.kind === 'dynamic') await makeRoomForClient(tx, now);
   const row = {
     id: input.id ?? `oc_${randomId(15)}`,
     kind: input.kind,

@@ -8,6 +8,7 @@ import { databaseClock } from '../db/clock.ts';
 import { oauthClients, oauthCodes, oauthGrants, oauthRefreshTokens, oauthRequests, tokens } from '../db/schema.ts';
 import { mintToken, randomId, storedHash } from '../domain/secrets.ts';
 import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
+import { pageOf, window, type Page, type PageRequest } from './paging.ts';
 
 /** How a client came to be known: registered by an administrator, self-registered, or by its metadata document. */
 export type ClientKind = 'dynamic' | 'metadata' | 'static';
@@ -131,15 +132,22 @@ export interface GrantListing extends Grant {
   readonly clientKind: ClientKind | null;
 }
 
-export async function listGrants(db: Db, userId: number): Promise<GrantListing[]> {
+/** One page of the user's standing grants ("Connected apps"), newest first. */
+export async function listGrants(db: Db, userId: number, request: PageRequest): Promise<Page<GrantListing>> {
+  const { limit, offset } = window(request);
   const rows = await db
     .select({ g: oauthGrants, name: oauthClients.name, kind: oauthClients.kind })
     .from(oauthGrants)
     .leftJoin(oauthClients, eq(oauthClients.id, oauthGrants.clientId))
     .where(and(eq(oauthGrants.userId, userId), isNull(oauthGrants.revokedAt)))
-    .orderBy(desc(oauthGrants.createdAt))
+    .orderBy(desc(oauthGrants.createdAt), desc(oauthGrants.id))
+    .limit(limit)
+    .offset(offset)
     .all();
-  return rows.map((r) => ({ ...toGrant(r.g), clientName: r.name ?? r.g.clientId, clientKind: (r.kind as ClientKind | null) ?? null }));
+  return pageOf(
+    rows.map((r) => ({ ...toGrant(r.g), clientName: r.name ?? r.g.clientId, clientKind: (r.kind as ClientKind | null) ?? null })),
+    request,
+  );
 }
 
 /** Ends a grant and everything issued under it: refresh families and access tokens, at once. */

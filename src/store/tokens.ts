@@ -1,12 +1,13 @@
 // Personal access tokens: minted, listed, revoked, and looked up on every bearer request.
-import { eq, and, desc, sql, isNull, lt, or } from 'drizzle-orm';
+import { eq, and, count, desc, gt, isNotNull, isNull, lt, lte, notInArray, or, sql } from 'drizzle-orm';
 import type { Database, Db, Tx } from '../db/open.ts';
 import { oauthGrants, tokens, users } from '../db/schema.ts';
 import { rawPointQuery } from '../db/raw-query.ts';
+import { pageOf, window, type Page, type PageRequest } from './paging.ts';
 import { databaseClock } from '../db/clock.ts';
 import { mintToken, randomId, storedHash, tokenWellFormed } from '../domain/secrets.ts';
 import { parseDuration, DURATION_HINT } from '../domain/duration.ts';
-import { badRequest, notFound } from '../domain/errors.ts';
+import { badRequest, conflict, notFound } from '../domain/errors.ts';
 import { toUser, checkLabels, type User } from './users.ts';
 import { storedLabels, formatLabels, type LabelSet } from '../domain/labels.ts';
 import { checkScopesFor, formatScopes, parseScopes, storedScopes, type ScopeSet } from '../domain/scopes.ts';
@@ -49,14 +50,53 @@ export function checkTokenName(name: unknown): string {
   return trimmed;
 }
 
+/** Labels one restriction may name: a restriction narrows its owner's access, so it never needs more. */
+export const RESTRICTION_MAX = 64;
+/** Active personal tokens one user may hold at once. */
+export const ACTIVE_TOKENS_MAX = 200;
+/** Revoked and expired personal tokens kept per user (the newest); older ones are forgotten at the next mint. */
+export const INACTIVE_TOKENS_KEPT = 50;
+
 /**
  * A label restriction from a request: absent (undefined or null) means none, the owner's whole access; an array or
- * a label string, even an empty one, restricts the token to those labels.
+ * a label string, even an empty one, restricts the token to those labels. It names at most RESTRICTION_MAX labels,
+ * each one the owner holds now: a restriction that names more could only make the record, its audit row and every
+ * page that shows it larger, never let the token see more.
  */
-export function checkTokenLabels(labels: unknown): LabelSet | null {
+export function checkRestriction(labels: unknown, ownerLabels: LabelSet): LabelSet | null {
   if (labels === undefined || labels === null) return null;
-  return checkLabels(labels as string | unknown[], 'labels');
+  const restriction = checkLabels(labels as string | unknown[], 'labels');
+  if (restriction.length > RESTRICTION_MAX)
+    throw badRequest(`labels: a restriction names at most ${RESTRICTION_MAX} labels (this one names ${restriction.length})`, 'labels');
+  const held = new Set(ownerLabels);
+  const lacking = restriction.filter((l) => !held.has(l));
+  if (lacking.length > 0) {
+    const named = lacking
+      .slice(0, 3)
+      .map((l) => JSON.stringify(l))
+      .join(', ');
+    throw badRequest(
+      `labels: the owner does not hold ${named}${lacking.length > 3 ? ` and ${lacking.length - 3} more` : ''}; a restriction can only narrow the owner's labels`,
+      'labels',
+    );
+  }
+  return restriction;
 }
+
+/** What the audit trail keeps of a restriction: how many labels, and a SHA-256 of its canonical form, not the list. */
+export function restrictionDigest(restriction: LabelSet | null): { size: number; sha256: string } | null {
+  return restriction === null ? null : { size: restriction.length, sha256: storedHash(formatLabels(restriction)) };
+}
+
+/** The owner's record as this transaction sees it: labels and admin flag. */
+async function ownerOf(tx: Tx, userId: number): Promise<{ labels: LabelSet; admin: boolean }> {
+  const owner = await tx.select({ labels: users.labels, admin: users.admin }).from(users).where(eq(users.id, userId)).get();
+  if (!owner) throw notFound('no such user');
+  return { labels: storedLabels(owner.labels), admin: owner.admin };
+}
+
+const personalOf = (userId: number) => and(eq(tokens.userId, userId), isNull(tokens.grantId));
+const activeAt = (now: number) => and(isNull(tokens.revokedAt), or(isNull(tokens.expiresAt), gt(tokens.expiresAt, now)));
 
 /** Seconds of lifetime, or null for a token that never expires (ttl omitted or empty). */
 export function checkTokenTtl(ttl: unknown): number | null {
@@ -90,15 +130,27 @@ export async function createToken(
 ): Promise<CreatedToken> {
   const checkedName = checkTokenName(name);
   const seconds = checkTokenTtl(ttl);
-  const restriction = checkTokenLabels(labels);
+  const owner = await ownerOf(tx, userId);
+  const restriction = checkRestriction(labels, owner.labels);
   const checkedScopes = parseScopes(scopes);
-  if (checkedScopes.includes('admin')) {
-    const owner = await tx.select({ admin: users.admin }).from(users).where(eq(users.id, userId)).get();
-    checkScopesFor(checkedScopes, { admin: owner?.admin === true }, restriction !== null);
-  }
+  if (checkedScopes.includes('admin')) checkScopesFor(checkedScopes, owner, restriction !== null);
+  const now = epoch ?? (await databaseClock(tx));
+  // Counted in the write transaction, which runs alone on the database: parallel mints cannot pass the cap together.
+  const active =
+    (
+      await tx
+        .select({ n: count() })
+        .from(tokens)
+        .where(and(personalOf(userId), activeAt(now)))
+        .get()
+    )?.n ?? 0;
+  if (active >= ACTIVE_TOKENS_MAX)
+    throw conflict(
+      `you have ${active} active tokens, the most one user may hold (${ACTIVE_TOKENS_MAX}); revoke some before making another`,
+    );
+  await forgetInactiveTokens(tx, userId, now);
   const token = mintToken();
   const id = `tok_${randomId(10)}`;
-  const now = epoch ?? (await databaseClock(tx));
   const expiresAt = seconds === null ? null : now + seconds * 1000;
   await tx.insert(tokens).values({
     id,
@@ -117,8 +169,20 @@ export async function createToken(
  * Sets or lifts (null) the restriction of one of the user's own tokens; someone else's is not found. A token with
  * the admin scope cannot be restricted (an admin API sees everything): make a new token instead.
  */
+/** Keeps the newest INACTIVE_TOKENS_KEPT revoked or expired personal tokens of a user; older ones go. */
+async function forgetInactiveTokens(tx: Tx, userId: number, now: number): Promise<void> {
+  const inactive = and(personalOf(userId), or(isNotNull(tokens.revokedAt), lte(tokens.expiresAt, now)));
+  const keep = tx
+    .select({ id: tokens.id })
+    .from(tokens)
+    .where(inactive)
+    .orderBy(desc(tokens.createdAt), desc(tokens.id))
+    .limit(INACTIVE_TOKENS_KEPT);
+  await tx.delete(tokens).where(and(inactive, notInArray(tokens.id, keep)));
+}
+
 export async function restrictToken(tx: Tx, userId: number, id: string, labels: unknown, now = Date.now()): Promise<TokenInfo> {
-  const restriction = checkTokenLabels(labels);
+  const restriction = checkRestriction(labels, (await ownerOf(tx, userId)).labels);
   // Personal tokens only: a token issued to an OAuth client carries its grant's restriction, which only a new
   // consent may change; to the owner it is as unknown as someone else's token.
   const personal = and(eq(tokens.id, id), eq(tokens.userId, userId), isNull(tokens.grantId));
@@ -147,15 +211,22 @@ function tokenInfo(r: typeof tokens.$inferSelect, now: number): TokenInfo {
   };
 }
 
-export async function listTokens(db: Db, userId: number, now = Date.now()): Promise<TokenInfo[]> {
+/** One page of the user's personal tokens, newest first. */
+export async function listTokens(db: Db, userId: number, request: PageRequest, now = Date.now()): Promise<Page<TokenInfo>> {
   // Personal tokens only: those issued to OAuth clients are listed with their grants ("Connected apps").
+  const { limit, offset } = window(request);
   const rows = await db
     .select()
     .from(tokens)
-    .where(and(eq(tokens.userId, userId), isNull(tokens.grantId)))
-    .orderBy(desc(tokens.createdAt))
+    .where(personalOf(userId))
+    .orderBy(desc(tokens.createdAt), desc(tokens.id))
+    .limit(limit)
+    .offset(offset)
     .all();
-  return rows.map((r) => tokenInfo(r, now));
+  return pageOf(
+    rows.map((r) => tokenInfo(r, now)),
+    request,
+  );
 }
 
 /** Revokes one of the user's own tokens; someone else's id is indistinguishable from an unknown one. */

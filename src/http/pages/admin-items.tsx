@@ -1,9 +1,10 @@
 // Administration pages for documents: the list (search, label filter, paging, how many users can read each, the
 // add-or-replace form), one document's page with "Who can see this?", and the confirmation before removal.
-import { Layout, formatTime } from './layout.tsx';
+import { Layout, formatTime, PageLinks } from './layout.tsx';
 import { Notices, Pager, type Frame } from './admin-frame.tsx';
 import type { ItemRow, RestrictedTokenReader } from '../../store/item-access.ts';
 import type { Item } from '../../store/items.ts';
+import type { Page } from '../../store/paging.ts';
 
 /** A document as a form gives it; labels undefined when the form does not say (a replaced item keeps its own). */
 export interface FormItem {
@@ -113,9 +114,13 @@ export function ItemsPage(p: ItemsPageProps) {
 
 export interface ItemPageProps extends Frame {
   item: Item;
-  readers: readonly User[];
-  restrictedTokens: readonly RestrictedTokenReader[];
+  /** a page of the users who can read it, with how many there are in all */
+  readers: Paged<User>;
+  /** a page of the active label-restricted tokens that can, with how many there are in all */
+  restrictedTokens: Paged<RestrictedTokenReader>;
 }
+
+type Paged<T> = Page<T> & { total: number; page: number; link: (page: number) => string };
 
 export function ItemPage(p: ItemPageProps) {
   const i = p.item;
@@ -136,33 +141,38 @@ export function ItemPage(p: ItemPageProps) {
         <button type="submit">Change labels</button>
       </form>
       <h2 id="readers">Who can see this?</h2>
-      {p.readers.length === 0 ? (
+      {p.readers.total === 0 ? (
         <p class="notice error" role="status">
           Nobody can read this document yet: no user holds {i.labels.length > 1 ? 'all of its labels' : 'its label'}.
         </p>
       ) : (
         <>
-          <p>{p.readers.length} user(s), and every token of theirs that is not restricted away from it:</p>
+          <p>{p.readers.total} user(s), and every token of theirs that is not restricted away from it:</p>
           <ul class="readers">
-            {p.readers.map((u) => (
+            {p.readers.rows.map((u) => (
               <li data-uid={u.uid}>
                 <a href={`/admin/users/${encodeURIComponent(u.uid)}`}>{u.uid}</a> <span class="muted">{u.labels.join(', ')}</span>
               </li>
             ))}
           </ul>
+          <PageLinks page={p.readers.page} more={p.readers.more} link={p.readers.link} what="readers" />
         </>
       )}
       <h3>Label-restricted tokens that can read it</h3>
-      {p.restrictedTokens.length === 0 ? (
+      {p.restrictedTokens.total === 0 ? (
         <p class="muted">None.</p>
       ) : (
-        <ul class="restricted">
-          {p.restrictedTokens.map((t) => (
-            <li>
-              “{t.name}” of {t.owner} <span class="muted">(only {t.labels.join(', ') || 'unlabelled documents'})</span>
-            </li>
-          ))}
-        </ul>
+        <>
+          <p>{p.restrictedTokens.total} token(s):</p>
+          <ul class="restricted">
+            {p.restrictedTokens.rows.map((t) => (
+              <li>
+                “{t.name}” of {t.owner} <span class="muted">(only {t.labels.join(', ') || 'unlabelled documents'})</span>
+              </li>
+            ))}
+          </ul>
+          <PageLinks page={p.restrictedTokens.page} more={p.restrictedTokens.more} link={p.restrictedTokens.link} what="tokens" />
+        </>
       )}
       <h2>Text</h2>
       <pre>{i.text.length > 4000 ? `${i.text.slice(0, 4000)}…` : i.text}</pre>

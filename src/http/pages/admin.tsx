@@ -1,9 +1,10 @@
 // Administration pages: the user list (search, paging, add form, recent activity), one user's page, and the
 // confirmation step before removal. Plain forms; no JavaScript needed.
-import { Layout, formatTime } from './layout.tsx';
+import { Layout, formatTime, PageLinks } from './layout.tsx';
 import type { User, SignInSummary } from '../../store/users.ts';
 import type { AuditEntry } from '../../store/audit.ts';
 import type { GrantListing } from '../../store/oauth.ts';
+import type { Page } from '../../store/paging.ts';
 import { itemPath } from './admin-items.tsx';
 import { Notices, Pager, type Frame } from './admin-frame.tsx';
 
@@ -169,8 +170,8 @@ export interface UserPageProps extends Frame {
   summary: SignInSummary | undefined;
   /** what the user can read: how many documents, and a page of them (matching `query` when given) */
   sees: { count: number; query: string; items: readonly { id: string; title: string }[] };
-  /** apps connected by OAuth, when it is on */
-  grants: readonly GrantListing[] | null;
+  /** one page of the apps connected by OAuth, when it is on */
+  grants: (Page<GrantListing> & { page: number; link: (page: number) => string }) | null;
 }
 
 export function UserPage(p: UserPageProps) {
@@ -232,11 +233,11 @@ export function UserPage(p: UserPageProps) {
       {p.grants !== null && (
         <>
           <h2>Connected apps</h2>
-          {p.grants.length === 0 ? (
+          {p.grants.rows.length === 0 ? (
             <p class="muted">None.</p>
           ) : (
             <ul class="grants">
-              {p.grants.map((g) => (
+              {p.grants.rows.map((g) => (
                 <li data-grant-id={g.id}>
                   {g.clientName}{' '}
                   <span class="muted">
@@ -252,6 +253,7 @@ export function UserPage(p: UserPageProps) {
               ))}
             </ul>
           )}
+          <PageLinks page={p.grants.page} more={p.grants.more} link={p.grants.link} what="apps" />
         </>
       )}
       <h2 id="sees">What can this user see?</h2>

@@ -78,6 +78,17 @@ export function AccessChoice(p: { labels: readonly string[]; who: string; restri
 }
 
 /** A time as pages show it: minutes, UTC. */
+/** Links to the neighbours of one page of a list read a page at a time. */
+export function PageLinks(p: { page: number; more: boolean; link: (page: number) => string; what: string }) {
+  if (p.page <= 1 && !p.more) return null;
+  return (
+    <nav class="row" aria-label={`pages of ${p.what}`}>
+      {p.page > 1 && <a href={p.link(p.page - 1)}>← Newer {p.what}</a>}
+      {p.more && <a href={p.link(p.page + 1)}>Older {p.what} →</a>}
+    </nav>
+  );
+}
+
 export function formatTime(ms: number): string {
   return `${new Date(ms).toISOString().replace('T', ' ').slice(0, 16)} UTC`;
 }

@@ -1,7 +1,8 @@
 import { raw } from 'hono/html';
-import { Layout, formatTime, AccessChoice } from './layout.tsx';
+import { Layout, formatTime, AccessChoice, PageLinks } from './layout.tsx';
 import type { TokenInfo } from '../../store/tokens.ts';
 import type { GrantListing } from '../../store/oauth.ts';
+import type { Page } from '../../store/paging.ts';
 import { mcpClientConfig } from '../../mcp/client-config.ts';
 import { SCOPES, SCOPE_MEANING, DEFAULT_SCOPES, type ScopeSet } from '../../domain/scopes.ts';
 
@@ -11,9 +12,10 @@ export interface TokensProps {
   admin: boolean;
   canLogout: boolean;
   baseUrl: string;
-  tokens: readonly TokenInfo[];
-  /** apps connected by OAuth, when it is on */
-  grants: readonly GrantListing[] | null;
+  /** one page of the person's tokens, newest first, and where its neighbours are */
+  tokens: Page<TokenInfo> & { page: number; link: (page: number) => string };
+  /** one page of the apps connected by OAuth, when it is on */
+  grants: (Page<GrantListing> & { page: number; link: (page: number) => string }) | null;
   /** the owner's labels, offered as a token's restriction */
   labels: readonly string[];
   created?: { token: string; name: string; expiresAt: number | null; labels: readonly string[] | null; scopes: ScopeSet } | undefined;
@@ -129,7 +131,7 @@ export function TokensPage(p: TokensProps) {
         <button type="submit">Create token</button>
       </form>
       <h2>Your tokens</h2>
-      {p.tokens.length === 0 ? (
+      {p.tokens.rows.length === 0 ? (
         <p class="muted">No tokens yet.</p>
       ) : (
         <div class="table-wrap">
@@ -149,7 +151,7 @@ export function TokensPage(p: TokensProps) {
               </tr>
             </thead>
             <tbody>
-              {p.tokens.map((t) => (
+              {p.tokens.rows.map((t) => (
                 <tr data-token-id={t.id}>
                   <td>{t.name}</td>
                   <td class="token-access">{accessText(t.labels)}</td>
@@ -173,10 +175,11 @@ export function TokensPage(p: TokensProps) {
           </table>
         </div>
       )}
+      <PageLinks page={p.tokens.page} more={p.tokens.more} link={p.tokens.link} what="tokens" />
       {p.grants !== null && (
         <>
           <h2>Connected apps</h2>
-          {p.grants.length === 0 ? (
+          {p.grants.rows.length === 0 ? (
             <p class="muted">No app is connected. Apps that sign in with OAuth (claude.ai, ChatGPT, Claude Code, VS Code) appear here.</p>
           ) : (
             <div class="table-wrap">
@@ -192,7 +195,7 @@ export function TokensPage(p: TokensProps) {
                   </tr>
                 </thead>
                 <tbody>
-                  {p.grants.map((g) => (
+                  {p.grants.rows.map((g) => (
                     <tr data-grant-id={g.id}>
                       <td>
                         {g.clientName}
@@ -213,6 +216,7 @@ export function TokensPage(p: TokensProps) {
               </table>
             </div>
           )}
+          <PageLinks page={p.grants.page} more={p.grants.more} link={p.grants.link} what="apps" />
         </>
       )}
       <script nonce={p.nonce}>{raw(COPY_SCRIPT)}</script>

@@ -18,6 +18,9 @@ import {
   adminRemoveItem,
 } from '../../admin/actions.ts';
 
+/** An audit page stops at this many bytes of JSON, however many entries were asked for. */
+const AUDIT_PAGE_BYTES = 256 * 1024;
+
 async function jsonBody(c: Ctx): Promise<Record<string, unknown>> {
   if (!/^application\/json\b/i.test(c.req.header('content-type') ?? ''))
     throw badRequest('send a JSON object with Content-Type: application/json');
@@ -25,7 +28,7 @@ async function jsonBody(c: Ctx): Promise<Record<string, unknown>> {
 }
 
 export function adminApiRoutes(services: Services): Hono<Env> {
-  const { database } = services;
+  const { database, config } = services;
   const db = database.db;
   const app = new Hono<Env>();
   app.use('/admin/api/*', requireAdmin());
@@ -66,11 +69,23 @@ export function adminApiRoutes(services: Services): Hono<Env> {
     return c.body(null, 204);
   });
 
+  // Newest first, up to `limit` entries and AUDIT_PAGE_BYTES of JSON; the Link header names the next page.
   app.get('/admin/api/audit', async (c) => {
     const limit = Math.min(Math.max(Number(c.req.query('limit') ?? 100) || 100, 1), 1000);
     const before = c.req.query('before');
-    const entries = await listAudit(db, limit, before === undefined ? undefined : Number(before) || undefined);
-    return c.json(entries.map(auditEntryJson));
+    const entries = await listAudit(db, limit + 1, before === undefined ? undefined : Number(before) || undefined);
+    const page: ReturnType<typeof auditEntryJson>[] = [];
+    let bytes = 0;
+    for (const entry of entries.slice(0, limit)) {
+      const json = auditEntryJson(entry);
+      bytes += JSON.stringify(json).length;
+      if (page.length > 0 && bytes > AUDIT_PAGE_BYTES) break;
+      page.push(json);
+    }
+    const next = new URL(c.req.url);
+    next.searchParams.set('before', String(page[page.length - 1]?.id ?? 0));
+    const more = page.length < entries.length;
+    return c.json(page, 200, more ? { Link: `<${config.server.baseUrl}${next.pathname}?${next.searchParams}>; rel="next"` } : {});
   });
   return app;
 }

@@ -8,6 +8,7 @@ import { requireAdmin, requireCaller, caller, actorOf } from '../guards.ts';
 import { readBody } from '../forms.ts';
 import { ItemsPage, ItemPage, RemoveItemPage, ReplaceItemPage, itemPath, type FormItem } from '../pages/admin-items.tsx';
 import { listItemsWithReaders, readersOf, ITEM_PAGE } from '../../store/item-access.ts';
+import { pageHref, pageRequest } from '../paging.ts';
 import { getAnyItem, findItem, checkItemId } from '../../store/items.ts';
 import { checkLabels } from '../../store/users.ts';
 import { formatLabels } from '../../domain/labels.ts';
@@ -95,9 +96,15 @@ export function adminItemRoutes(services: Services): Hono<Env> {
 
   const itemPage = async (c: Ctx, id: string, status: 200 | 400 = 200, error?: string) => {
     const item = await getAnyItem(db, id);
-    const readers = (await readersOf(db, id, database.now()))!;
+    const pages = { users: pageRequest(c, 'readers_page'), tokens: pageRequest(c, 'tokens_page') };
+    const readers = (await readersOf(db, id, pages, database.now()))!;
     return c.html(
-      <ItemPage {...frame(c, error)} item={item} readers={readers.users} restrictedTokens={readers.restrictedTokens} />,
+      <ItemPage
+        {...frame(c, error)}
+        item={item}
+        readers={{ ...readers.users, page: pages.users.page, link: (n) => `${pageHref(c, 'readers_page', n)}#readers` }}
+        restrictedTokens={{ ...readers.restrictedTokens, page: pages.tokens.page, link: (n) => `${pageHref(c, 'tokens_page', n)}#readers` }}
+      />,
       status,
     );
   };

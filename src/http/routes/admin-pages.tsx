@@ -20,6 +20,7 @@ import {
   adminRevokeGrant,
 } from '../../admin/actions.ts';
 import { listGrants } from '../../store/oauth.ts';
+import { pageHref, pageRequest } from '../paging.ts';
 
 const PAGE_SIZE = 50;
 
@@ -89,7 +90,10 @@ export function adminPageRoutes(services: Services): Hono<Env> {
     const query = (c.req.query('see') ?? '').trim();
     const items = query ? await searchVisible(db, query, access, 50) : (await listVisible(db, access, undefined, 50)).items;
     const sees = { count: await countVisible(db, access), query, items };
-    const grants = services.config.auth.oauth ? await listGrants(db, user.id) : null;
+    const appsPage = pageRequest(c, 'apps_page');
+    const grants = services.config.auth.oauth
+      ? { ...(await listGrants(db, user.id, appsPage)), page: appsPage.page, link: (n: number) => pageHref(c, 'apps_page', n) }
+      : null;
     return c.html(
       <UserPage
         {...frame(c, error ? { error } : {})}

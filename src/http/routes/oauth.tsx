@@ -15,6 +15,7 @@ import { revokeOwnGrant } from '../../account/actions.ts';
 import { iso } from '../../domain/json.ts';
 import { AppError } from '../../domain/errors.ts';
 import { oauthServerOf } from './oauth-endpoints.ts';
+import { nextPageHeader, pageRequest } from '../paging.ts';
 
 export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
   const server = oauthServerOf(services, oauth);
@@ -85,9 +86,11 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
   });
 
   // ---- the caller's grants ("Connected apps")
-  app.get('/auth/grants', requireCaller({ scope: 'api' }), async (c) =>
-    c.json(
-      (await listGrants(services.database.db, caller(c).user.id)).map((g) => ({
+  app.get('/auth/grants', requireCaller({ scope: 'api' }), async (c) => {
+    const request = pageRequest(c);
+    const grants = await listGrants(services.database.db, caller(c).user.id, request);
+    return c.json(
+      grants.rows.map((g) => ({
         id: g.id,
         client_id: g.clientId,
         client_name: g.clientName,
@@ -95,8 +98,10 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
         created_at: iso(g.createdAt),
         last_used_at: iso(g.lastUsedAt),
       })),
-    ),
-  );
+      200,
+      nextPageHeader(c, base, 'page', request.page, grants.more),
+    );
+  });
   app.post('/auth/grants/:id/revoke', requireCaller({ scope: 'api' }), async (c) => {
     const id = c.req.param('id');
     const done = await revokeOwnGrant(services.database, actorOf(c), caller(c).user, id);

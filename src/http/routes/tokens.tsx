@@ -6,6 +6,7 @@ import { wantsHtml, nonceOf } from '../context.ts';
 import { iso } from '../../domain/json.ts';
 import { requireCaller, caller, actorOf } from '../guards.ts';
 import { readBody, restrictionFromForm, scopesFromForm } from '../forms.ts';
+import { nextPageHeader, pageHref, pageRequest } from '../paging.ts';
 import { TokensPage, type TokensProps } from '../pages/tokens.tsx';
 import { listTokens, type TokenInfo } from '../../store/tokens.ts';
 import { listGrants } from '../../store/oauth.ts';
@@ -33,6 +34,8 @@ export function tokenRoutes(services: Services): Hono<Env> {
 
   const renderPage = async (c: Ctx, status: 200 | 201 | 400, extra: { created?: TokensProps['created']; error?: string } = {}) => {
     const principal = caller(c);
+    const tokensPage = pageRequest(c, 'tokens_page');
+    const appsPage = pageRequest(c, 'apps_page');
     return c.html(
       <TokensPage
         nonce={nonceOf(c)}
@@ -40,8 +43,16 @@ export function tokenRoutes(services: Services): Hono<Env> {
         admin={principal.user.admin}
         canLogout={principal.via === 'session'}
         baseUrl={config.server.baseUrl}
-        tokens={await listTokens(db, principal.user.id, database.now())}
-        grants={config.auth.oauth ? await listGrants(db, principal.user.id) : null}
+        tokens={{
+          ...(await listTokens(db, principal.user.id, tokensPage, database.now())),
+          page: tokensPage.page,
+          link: (n) => pageHref(c, 'tokens_page', n),
+        }}
+        grants={
+          config.auth.oauth
+            ? { ...(await listGrants(db, principal.user.id, appsPage)), page: appsPage.page, link: (n) => pageHref(c, 'apps_page', n) }
+            : null
+        }
         labels={principal.user.labels}
         {...extra}
       />,
@@ -81,8 +92,9 @@ export function tokenRoutes(services: Services): Hono<Env> {
 
   const ownApi = requireCaller({ scope: 'api' });
   app.get('/auth/tokens', ownApi, async (c) => {
-    const list = await listTokens(db, caller(c).user.id, database.now());
-    return c.json(list.map(tokenJson));
+    const request = pageRequest(c);
+    const list = await listTokens(db, caller(c).user.id, request, database.now());
+    return c.json(list.rows.map(tokenJson), 200, nextPageHeader(c, config.server.baseUrl, 'page', request.page, list.more));
   });
 
   // Only a signed-in browser (or the proxy) may change what a token can see: a token never widens itself.
