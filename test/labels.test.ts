@@ -103,7 +103,7 @@ describe('visibility', () => {
             const fetched = [];
             for (const id of Object.keys(ITEMS)) if (await fetchVisible(database.db, id, access)) fetched.push(id);
             const searched = (await searchVisible(database.db, 'shared word', access, 50)).map((h) => h.id).sort();
-            const listed = (await listVisible(database.db, access, undefined, 50)).items.map((i) => i.id).sort();
+            const listed = (await listVisible(database.db, access, null, 50)).items.map((i) => i.id).sort();
             assert.deepEqual(fetched.sort(), expected, `fetch for ${who}`);
             assert.deepEqual(searched, expected, `search for ${who}`);
             assert.deepEqual(listed, expected, `list for ${who}`);

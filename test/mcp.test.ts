@@ -328,7 +328,7 @@ describe('/mcp', () => {
     await client.close();
   });
 
-  test('resources/list pages with a cursor', async () => {
+  test('resources/list pages with a cursor, opaque and bound to the caller', async () => {
     for (let i = 0; i < 230; i++)
       await s.database.write((tx) =>
         putItem(tx, `bulk/${String(i).padStart(3, '0')}`, { title: `bulk ${i}`, text: 'bulk', labels: i % 2 ? 'eng' : '' }),
@@ -349,6 +349,28 @@ describe('/mcp', () => {
     assert.ok(pages >= 2);
     await assert.rejects(client.listResources({ cursor: '!!' }), /cursor/);
     await client.close();
+
+    // A cursor is bound to the caller and carries an id it was shown, never a position in the whole store (which
+    // would tell how many documents it cannot see).
+    const fin = (await connectAs(s.url, bearer(tokens.finuser!))).client;
+    const eng = (await connectAs(s.url, bearer(tokens.enguser!))).client;
+    try {
+      const first = await fin.listResources({});
+      const cursor = first.nextCursor!;
+      assert.ok(cursor, 'there is a next page');
+      const carried = Buffer.from(cursor.split('.')[0]!, 'base64url').toString('utf8');
+      assert.equal(`svc://items/${carried}`, first.resources.at(-1)!.uri, 'the cursor carries the last id on the page');
+      const next = await fin.listResources({ cursor });
+      assert.ok(next.resources.every((r) => r.uri > first.resources.at(-1)!.uri));
+      // Another user's cursor, an altered one, and numbers (what a sequence cursor would take) are refused.
+      await assert.rejects(eng.listResources({ cursor }), /invalid cursor/);
+      const altered = `${Buffer.from('bulk/000', 'utf8').toString('base64url')}.${cursor.split('.')[1]}`;
+      for (const forged of [altered, '0', '1', 'zz', `${cursor}x`])
+        await assert.rejects(fin.listResources({ cursor: forged }), /invalid cursor/);
+    } finally {
+      await fin.close();
+      await eng.close();
+    }
   });
 
   test('JSON-RPC batches: only under protocol 2025-03-26, at most 10 messages, each checked as if sent alone', async () => {

@@ -14,6 +14,7 @@ import type { Db } from '../db/open.ts';
 import { accessOf, type Principal } from '../auth/core.ts';
 import { effectiveLabels } from '../domain/visibility.ts';
 import { fetchVisible, listVisible, searchVisible, ITEM_ID_MAX } from '../store/items.ts';
+import { decodeCursor, encodeCursor } from './cursor.ts';
 
 const validator = new AjvJsonSchemaValidator();
 export const SERVER_INFO = { name: 'svc', version: '0.1.0' } as const;
@@ -49,7 +50,8 @@ function json(value: unknown) {
   return [{ type: 'text' as const, text: JSON.stringify(value) }];
 }
 
-export function buildMcpServer(db: Db, principal: Principal): McpServer {
+/** `cursorKey` signs resources/list cursors (see cursor.ts). */
+export function buildMcpServer(db: Db, principal: Principal, cursorKey: Buffer): McpServer {
   // Labels come from the user record read for this very request, so a label change applies on the next call; a
   // token's restriction narrows them inside every query.
   const access = accessOf(principal);
@@ -136,15 +138,12 @@ export function buildMcpServer(db: Db, principal: Principal): McpServer {
   }));
   low.setRequestHandler(ListResourcesRequestSchema, async (request) => {
     const cursor = request.params?.cursor;
-    let page: Awaited<ReturnType<typeof listVisible>>;
-    try {
-      page = await listVisible(db, access, cursor, RESOURCE_PAGE);
-    } catch {
-      throw new McpError(-32602, 'invalid cursor');
-    }
+    const after = cursor === undefined ? null : decodeCursor(cursorKey, principal.user.id, cursor);
+    if (cursor !== undefined && after === null) throw new McpError(-32602, 'invalid cursor: not one this server gave you');
+    const page = await listVisible(db, access, after, RESOURCE_PAGE);
     return {
       resources: page.items.map((i) => ({ uri: RESOURCE_PREFIX + i.id, name: i.id, title: i.title, mimeType: 'text/markdown' })),
-      ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}),
+      ...(page.last === null ? {} : { nextCursor: encodeCursor(cursorKey, principal.user.id, page.last) }),
     };
   });
   low.setRequestHandler(ReadResourceRequestSchema, async (request) => {

@@ -112,26 +112,27 @@ export async function fetchVisible(db: Db, id: string, access: Access): Promise<
 }
 
 /** One page of visible items in a stable order; the cursor is opaque to callers. */
+/**
+ * The visible items by id, `limit` at a time, after the id `after` (null: from the first). The position is an id the
+ * caller has seen, never a sequence number of the whole store, so paging tells nobody how many items exist.
+ */
 export async function listVisible(
   db: Db,
   access: Access,
-  cursor: string | undefined,
+  after: string | null,
   limit: number,
-): Promise<{ items: ItemSummary[]; nextCursor?: string }> {
-  const after = cursor === undefined ? 0 : Number.parseInt(cursor, 36);
-  if (!Number.isSafeInteger(after) || after < 0) throw badRequest('cursor: not one this server gave out', 'cursor');
+): Promise<{ items: ItemSummary[]; last: string | null }> {
   const rows = await db
-    .select({ seq: items.seq, id: items.id, title: items.title, labels: items.labels })
+    .select({ id: items.id, title: items.title, labels: items.labels })
     .from(items)
-    .where(and(gt(items.seq, after), accessSql(items.seq, access)))
-    .orderBy(asc(items.seq))
+    .where(and(after === null ? undefined : gt(items.id, after), accessSql(items.seq, access)))
+    .orderBy(asc(items.id))
     .limit(limit + 1)
     .all();
   const page = rows.slice(0, limit);
-  const last = page[page.length - 1];
   return {
     items: page.map((r) => ({ id: r.id, title: r.title, labels: storedLabels(r.labels) })),
-    ...(rows.length > limit && last ? { nextCursor: last.seq.toString(36) } : {}),
+    last: rows.length > limit ? page[page.length - 1]!.id : null,
   };
 }
 

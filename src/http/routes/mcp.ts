@@ -4,6 +4,7 @@ import type { Env, Services, Ctx } from '../context.ts';
 import { oauthChallenge, resourceMetadataUrl } from '../../oauth/rules.ts';
 import { requireCaller, caller, type GuardOptions } from '../guards.ts';
 import { newSessionId, checkSessionId, sessionIdKey } from '../../mcp/session-id.ts';
+import { cursorKey } from '../../mcp/cursor.ts';
 import { batchRefusal } from '../../mcp/batch.ts';
 
 /**
@@ -52,7 +53,8 @@ function isInitialize(body: unknown): boolean {
  */
 export function mcpRoutes(services: Services): Hono<Env> {
   const app = new Hono<Env>();
-  let key: Promise<Buffer> | null = null;
+  // The session-id key, and the resources/list cursor key derived from it: read once, on the first request.
+  let keys: Promise<{ session: Buffer; cursor: Buffer }> | null = null;
   const { oauth, baseUrl } = { oauth: services.config.auth.oauth, baseUrl: services.config.server.baseUrl };
   // Each endpoint with the guard options that say how it answers: a token needs the `mcp` scope on both.
   const oauthGuard = (path: string) => ({ challenge: oauthChallenge(baseUrl, path), resourceMetadata: resourceMetadataUrl(baseUrl, path) });
@@ -65,9 +67,10 @@ export function mcpRoutes(services: Services): Hono<Env> {
     if (c.req.method === 'GET') return c.body(null, 405, { Allow: 'POST, DELETE' });
 
     const sessionId = c.req.header('mcp-session-id');
-    key ??= sessionIdKey(services.config, services.database.db);
+    keys ??= sessionIdKey(services.config, services.database.db).then((session) => ({ session, cursor: cursorKey(session) }));
+    const { session: key, cursor } = await keys;
     if (sessionId !== undefined) {
-      const check = checkSessionId(await key, sessionId, principal.user.id);
+      const check = checkSessionId(key, sessionId, principal.user.id);
       if (check === 'malformed') return rpcError(404, -32001, 'Session not found');
       if (check === 'other_user') return rpcError(403, -32000, 'this MCP session belongs to another user');
     }
@@ -86,7 +89,7 @@ export function mcpRoutes(services: Services): Hono<Env> {
     if (batchRefused !== null) return rpcError(400, -32600, batchRefused);
 
     const { Transport, buildMcpServer } = await loadMcp();
-    const server = buildMcpServer(services.database.db, principal);
+    const server = buildMcpServer(services.database.db, principal, cursor);
     const transport = new Transport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
     // Stateless JSON: once the response is built, nothing is pending, and nothing but this request holds the server
@@ -94,7 +97,7 @@ export function mcpRoutes(services: Services): Hono<Env> {
     const started = performance.now();
     const response = await transport.handleRequest(c.req.raw, { parsedBody });
     countMessages(services, parsedBody, (performance.now() - started) / 1000);
-    if (response.ok && isInitialize(parsedBody)) response.headers.set('mcp-session-id', newSessionId(await key, principal.user.id));
+    if (response.ok && isInitialize(parsedBody)) response.headers.set('mcp-session-id', newSessionId(key, principal.user.id));
     return response;
   }
   return app;
