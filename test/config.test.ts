@@ -253,6 +253,48 @@ describe('svc.ini', () => {
     assert.equal(withDb('libsql://db.example.com').server.database, 'libsql://db.example.com');
   });
 
+  test('plain http:// or ws:// to another machine needs insecure_database = true; loopback and TLS do not', () => {
+    const withDb = (db: string, extra = '') =>
+      `${SERVER.replace('database = file:svc.db', `database = ${db}`)}${extra}\n[auth]\ntoken\n    enabled true\n`;
+    const loads = (text: string) => loadConfig(text, {}, { mode: 'serve' });
+    for (const db of ['http://db.internal:8080', 'ws://10.0.0.5:8080', 'http://user:pw@db.example.com', 'http://[2001:db8::1]:8080']) {
+      assert.throws(
+        () => loads(withDb(db)),
+        (e: unknown) =>
+          e instanceof ConfigError &&
+          e.problems.length === 1 &&
+          /^svc: config: server\.database: (http|ws):\/\/ to another machine .* clear text; .*insecure_database = true/.test(
+            e.problems[0]!,
+          ) &&
+          !e.problems[0]!.includes('pw'),
+        db,
+      );
+      assert.equal(loads(withDb(db, 'insecure_database = true\n')).server.database, db);
+    }
+    for (const db of [
+      'http://127.0.0.1:8080',
+      'ws://localhost:8080',
+      'http://[::1]:8080',
+      'https://db.example.com',
+      'wss://db.example.com',
+      'libsql://db.example.com',
+    ])
+      assert.equal(loads(withDb(db)).server.database, db);
+    assert.match(
+      problems('token\n    enabled true\n', ENV, `${SERVER}insecure_database = maybe\n`)[0]!,
+      /server\.insecure_database: "maybe" is not true or false/,
+    );
+  });
+
+  test('oauth enabled with the token channel off is an error naming both: every token it issued would be refused', () => {
+    const found = problems(`${SESSION}local\n    enabled true\ntoken\n    enabled false\noauth\n    enabled true\n`);
+    assert.deepEqual(found, [
+      'svc: config: auth.oauth.enabled: OAuth issues svc bearer tokens, which auth.token.enabled false refuses; enable token, or turn oauth off',
+    ]);
+    assert.equal(problems(`${SESSION}local\n    enabled true\noauth\n    enabled true\n`).length, 1, 'token left out is off too');
+    assert.ok(load(`${SESSION}local\n    enabled true\ntoken\n    enabled true\noauth\n    enabled true\n`).auth.oauth);
+  });
+
   test('data mode checks the file but does not need the session or single sign-on secrets', () => {
     const text = `${SERVER}\n[auth]\n${SESSION}local\n    enabled true\n${FULL_OIDC}`;
     assert.throws(() => loadConfig(text, {}, { mode: 'serve' }), ConfigError);
@@ -262,7 +304,7 @@ describe('svc.ini', () => {
   });
 
   test('oauth enterprise: a trusted issuer with defaults, and every problem of the block listed', () => {
-    const base = `${SESSION}local\n    enabled true\noauth\n    enabled true\n    enterprise\n`;
+    const base = `${SESSION}local\n    enabled true\ntoken\n    enabled true\noauth\n    enabled true\n    enterprise\n`;
     const ok = load(`${base}        issuer https://idp.example.com\n        jit true\n        default_acl staff, eng\n`).auth.oauth!
       .enterprise!;
     assert.deepEqual(ok, {
@@ -271,15 +313,19 @@ describe('svc.ini', () => {
       jit: true,
       defaultAcl: ['eng', 'staff'],
       subjectClaim: 'sub',
-      uidClaim: 'preferred_username',
+      uidClaim: null,
     });
-    // The uid claim that vouches for a pre-provisioned user is oidc's for the same provider, unless set here.
+    // Only a uid_claim set in this block vouches for a pre-provisioned user: never a default, nor oidc's, even for the
+    // same provider (an assertion could otherwise link an admin by a claim its user may edit).
     const oidc = (issuer: string) =>
-      `${SESSION}local\n    enabled true\noidc\n    enabled true\n    issuer ${issuer}\n    client_id svc\n    client_secret_env O\n    redirect_url http://127.0.0.1:8080/oidc/callback\n    uid_claim employee_id\noauth\n    enabled true\n    enterprise\n        issuer https://idp.example.com\n`;
-    assert.equal(load(oidc('https://idp.example.com')).auth.oauth!.enterprise!.uidClaim, 'employee_id');
-    assert.equal(load(oidc('https://other.example.com')).auth.oauth!.enterprise!.uidClaim, 'preferred_username');
+      `${SESSION}local\n    enabled true\ntoken\n    enabled true\noidc\n    enabled true\n    issuer ${issuer}\n    client_id svc\n    client_secret_env O\n    redirect_url http://127.0.0.1:8080/oidc/callback\n    uid_claim employee_id\noauth\n    enabled true\n    enterprise\n        issuer https://idp.example.com\n`;
+    assert.equal(load(oidc('https://idp.example.com')).auth.oauth!.enterprise!.uidClaim, null);
+    assert.equal(load(oidc('https://other.example.com')).auth.oauth!.enterprise!.uidClaim, null);
     assert.equal(load(`${oidc('https://idp.example.com')}        uid_claim upn\n`).auth.oauth!.enterprise!.uidClaim, 'upn');
-    assert.equal(load(`${SESSION}local\n    enabled true\noauth\n    enabled true\n`).auth.oauth!.enterprise, null);
+    assert.equal(
+      load(`${SESSION}local\n    enabled true\ntoken\n    enabled true\noauth\n    enabled true\n`).auth.oauth!.enterprise,
+      null,
+    );
     const found = problems(
       `${base}        audience not a url\n        jit maybe\n        default_acl Bad!\n        tenant acme\n        subject_claim\n            nested x\n`,
     );
@@ -300,9 +346,9 @@ describe('svc.ini', () => {
       problems(`${base}        issuer http://idp.example.com\n`).some((p) => p.includes('auth.oauth.enterprise.issuer: must be https://')),
     );
     assert.ok(
-      problems(`${SESSION}local\n    enabled true\noauth\n    enterprise yes\n        issuer https://idp.example.com\n`).some((p) =>
-        p.includes('auth.oauth.enterprise: takes no value'),
-      ),
+      problems(
+        `${SESSION}local\n    enabled true\ntoken\n    enabled true\noauth\n    enterprise yes\n        issuer https://idp.example.com\n`,
+      ).some((p) => p.includes('auth.oauth.enterprise: takes no value')),
     );
     assert.ok(
       problems(`${SESSION}local\n    enabled true\noauth\n    enterprise\n        issuer https://idp.example.com\n`).some((p) =>

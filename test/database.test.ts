@@ -208,7 +208,7 @@ describe('Database.write', () => {
     try {
       // The way `svc token create` and POST /auth/tokens mint, through database.tokenEpoch.
       const actor = { uid: 'clocked', via: 'cli', peer: null };
-      minted = await createPersonalToken(database, actor, 'clocked', { name: 'skewed', ttl: '1h', labels: null, scopes: 'mcp' });
+      minted = await createPersonalToken(database, actor, 'clocked', { name: 'skewed', ttl: '1h', labels: null, scopes: 'mcp' }, true);
     } finally {
       Date.now = realNow;
     }

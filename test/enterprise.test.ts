@@ -29,7 +29,8 @@ const AGENT = {
 };
 const AT_SVC = 'agent-at-svc';
 
-function enterpriseAuth(issuer: string, baseUrl: string, jit: boolean): string {
+/** `uidClaim`: the enterprise block's own uid_claim, the only claim that may vouch for a pre-provisioned uid. */
+function enterpriseAuth(issuer: string, baseUrl: string, jit: boolean, uidClaim = 'employee_id'): string {
   return `${DEFAULT_AUTH}oidc
     enabled true
     issuer ${issuer}
@@ -48,6 +49,7 @@ oauth
         issuer ${issuer}
         jit ${jit}
         default_acl staff
+        uid_claim ${uidClaim}
 `;
 }
 
@@ -229,6 +231,30 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
     );
   });
 
+  test('a client registers itself for the jwt-bearer grant, beside the others or alone, and exchanges an assertion', async () => {
+    const register = (body: Record<string, unknown>) =>
+      fetch(`${s.url}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const both = await register({
+      client_name: 'Enterprise agent',
+      redirect_uris: ['http://127.0.0.1:9/cb'],
+      grant_types: ['authorization_code', 'refresh_token', JWT_BEARER],
+    });
+    const made = (await both.json()) as { client_id: string; grant_types: string[] };
+    assert.equal(both.status, 201, JSON.stringify(made));
+    assert.deepEqual(made.grant_types, ['authorization_code', 'refresh_token', JWT_BEARER]);
+    const alone = await register({ client_name: 'Headless agent', grant_types: [JWT_BEARER] });
+    const headless = (await alone.json()) as { client_id: string; grant_types: string[]; redirect_uris: string[] };
+    assert.equal(alone.status, 201, JSON.stringify(headless));
+    assert.deepEqual([headless.grant_types, headless.redirect_uris], [[JWT_BEARER], []]);
+    for (const client of [made.client_id, headless.client_id]) {
+      const r = await exchange(s.url, await idp.idJag!.sign(claims({ client_id: client })), { id: client });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+    }
+    // A grant svc does not serve, and a redirect-based grant without redirect URIs, are still refused.
+    assert.equal((await register({ redirect_uris: ['http://127.0.0.1:9/cb'], grant_types: ['password'] })).status, 400);
+    assert.equal((await register({ grant_types: ['authorization_code', JWT_BEARER] })).status, 400);
+  });
+
   test('refused, each as invalid_grant, creating nothing', async () => {
     await refused(await idp.idJag!.sign(claims({ iss: 'http://127.0.0.1:1/elsewhere' })), /iss/, 'another issuer');
     const stranger = await generateKeyPair('RS256', { extractable: true });
@@ -279,9 +305,9 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
     await refused(await idp.idJag!.sign(noClient), /client_id/, 'no client_id');
   });
 
-  test("the uid claim that vouches for a pre-provisioned user is oidc's, not a name the person may choose", async () => {
-    // [auth] oidc names employee_id for this provider; preferred_username (editable by its users at some
-    // providers) must not link anyone to the unclaimed admin account "boss".
+  test('the uid claim that vouches for a pre-provisioned user is the one configured, not a name the person may choose', async () => {
+    // The enterprise block names employee_id; preferred_username (editable by its users at some providers) must
+    // not link anyone to the unclaimed admin account "boss".
     const mallory = { sub: 'mallory-sub', email: 'mallory@corp.test', email_verified: true };
     await refused(
       await idp.idJag!.sign(claims({ ...mallory, preferred_username: 'boss' })),
@@ -455,4 +481,77 @@ describe('enterprise-managed authorization with jit', () => {
       await idp.stop();
     }
   });
+});
+
+describe('an enterprise block without uid_claim', () => {
+  // oidc for the same provider names employee_id, or no uid_claim (its default is preferred_username); the enterprise
+  // block names none of its own either way.
+  const configs = {
+    "oidc's employee_id": (auth: string) => auth,
+    "oidc's default preferred_username": (auth: string) => auth.replace('    uid_claim employee_id\n', ''),
+  };
+  for (const [what, oidcClaim] of Object.entries(configs))
+    test(`with ${what}: links a pre-provisioned admin only by a verified email, never by a uid claim`, async () => {
+      const idpPort = await freePort();
+      const issuer = `http://127.0.0.1:${idpPort}`;
+      const s = await startTestServer({
+        env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET },
+        auth: ({ baseUrl }) => oidcClaim(enterpriseAuth(issuer, baseUrl, false).replace(/\n {8}uid_claim employee_id\n$/, '\n')),
+      });
+      const idp = await startProvider({
+        port: idpPort,
+        redirectUris: [`${s.url}/oidc/callback`],
+        extraClients: [AGENT],
+        idJag: { clientIds: { [AGENT.client_id]: AT_SVC } },
+      });
+      try {
+        await s.addUser({ uid: 'boss', email: 'boss@corp.test', admin: true });
+        assert.equal(
+          (await s.ws.svc(['oauth', 'client', 'add', 'Agent', '--redirect-uri', 'http://127.0.0.1:9/cb', '--id', AT_SVC])).code,
+          0,
+        );
+        const now = Math.floor(Date.now() / 1000);
+        const send = async (over: JWTPayload) => {
+          const jag = await idp.idJag!.sign({
+            iss: issuer,
+            aud: s.url,
+            client_id: AT_SVC,
+            jti: `j-${Math.random()}`,
+            iat: now,
+            exp: now + 60,
+            ...over,
+          });
+          const res = await fetch(`${s.url}/oauth/token`, {
+            method: 'POST',
+            body: new URLSearchParams({ grant_type: JWT_BEARER, assertion: jag, client_id: AT_SVC }),
+          });
+          return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+        };
+        const tokenCount = async () => (await s.database.db.select({ n: count() }).from(tokens).get())!.n;
+        // Each names boss by a claim no one configured, or by an email the provider does not say it verified.
+        for (const claim of [{ preferred_username: 'boss' }, { employee_id: 'boss' }, { email: 'boss@corp.test', email_verified: false }]) {
+          const r = await send({ sub: 'mallory-sub', email: 'mallory@corp.test', ...claim });
+          assert.equal(r.status, 400, JSON.stringify(claim));
+          assert.equal(r.body.error, 'invalid_grant');
+          assert.match(String(r.body.error_description), /not set up/);
+        }
+        assert.equal(await tokenCount(), 0, 'no token was made');
+        assert.equal(s.config.auth.oauth!.enterprise!.uidClaim, null);
+        const verified = await send({ sub: 'boss-sub', email: 'boss@corp.test', email_verified: true, preferred_username: 'someone' });
+        assert.equal(verified.status, 200, JSON.stringify(verified.body));
+        const who = await fetch(`${s.url}/oauth/mcp`, {
+          method: 'POST',
+          headers: {
+            ...bearer(String(verified.body.access_token)),
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+          },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } }),
+        });
+        assert.match(await who.text(), /\\"uid\\":\\"boss\\"/);
+      } finally {
+        await s.stop();
+        await idp.stop();
+      }
+    });
 });

@@ -221,3 +221,28 @@ describe('personal access tokens', () => {
     assert.equal((await fetch(`${s.url}/`, { headers: bearer(token) })).status, 403);
   });
 });
+
+describe('with the token channel off', () => {
+  test('no personal token is made: the page says so, POST /auth/tokens is 403, svc token create exits 1', async () => {
+    const s = await startTestServer({
+      auth: 'session\n    cookie_name svc_session\n    ttl 24h\n    secret_env SVC_SESSION_SECRET\nlocal\n    enabled true\ntoken\n    enabled false\n',
+    });
+    try {
+      await s.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1' });
+      const b = new Browser(s.url);
+      assert.equal((await b.login('alice', 'alice password 1')).status, 303);
+      const page = await (await b.request('/', { headers: { accept: 'text/html' } })).text();
+      assert.match(page, /Personal access tokens are turned off on this server/);
+      assert.doesNotMatch(page, /action="\/auth\/tokens"/, 'no create form');
+      const res = await b.request('/auth/tokens', { json: { name: 'agent' } });
+      assert.equal(res.status, 403);
+      assert.match(((await res.json()) as { message: string }).message, /token enabled false/);
+      const cli = await s.ws.svc(['token', 'create', 'alice', '--name', 'cli']);
+      assert.equal(cli.code, 1);
+      assert.match(cli.stderr, /personal access tokens are turned off/);
+      assert.equal((await s.database.db.select({ n: count() }).from(tokens).get())!.n, 0, 'nothing was made');
+    } finally {
+      await s.stop();
+    }
+  });
+});

@@ -14,6 +14,7 @@ import { recordAudit, recordActorAudit, type Actor } from '../store/audit.ts';
 import { verifyPassword, dummyHash, needsRehash, hashPassword, PASSWORD_MAX } from '../auth/passwords.ts';
 import { provisionIn, type Arrival, type Policy } from '../auth/provisioning.ts';
 import { limitAddress } from '../domain/addresses.ts';
+import { AppError } from '../domain/errors.ts';
 
 export type PasswordSignIn =
   | { readonly outcome: 'ok'; readonly user: User; readonly sessionId: string }
@@ -141,16 +142,23 @@ export interface TokenRequest {
   readonly scopes: unknown;
 }
 
+/** Why no personal token is made while [auth] token is off: every request with it would be refused. */
+export const TOKENS_OFF =
+  'personal access tokens are turned off on this server ([auth] token enabled false): a token made now would be refused';
+
 /**
- * Mints a personal token for the user `ownerUid`, by that user or by an operator on the CLI. The owner is read in
- * the same transaction, so a user removed meanwhile gets "no user", never a token.
+ * Mints a personal token for the user `ownerUid`, by that user or by an operator on the CLI, only while the token
+ * channel accepts tokens (`accepted`). The owner is read in the same transaction, so a user removed meanwhile gets
+ * "no user", never a token.
  */
 export async function createPersonalToken(
   database: Database,
   actor: Actor,
   ownerUid: string,
   request: TokenRequest,
+  accepted: boolean,
 ): Promise<CreatedToken> {
+  if (!accepted) throw new AppError('forbidden', TOKENS_OFF);
   return database.write(async (tx) => {
     const owner = await getUser(tx, ownerUid);
     const token = await createToken(tx, owner.id, request.name, request.ttl, request.labels, request.scopes, await database.tokenEpoch(tx));

@@ -15,13 +15,15 @@ export const tokenCommands: Command[] = [
     async run(ctx) {
       const name = str(ctx, 'name');
       if (name === undefined) throw new UsageError('--name is required');
-      const created = await withDatabase(ctx.config(), (database) =>
-        createPersonalToken(database, cliActor(), ctx.positionals[0]!, {
-          name,
-          ttl: str(ctx, 'ttl'),
-          labels: str(ctx, 'labels') ?? null,
-          scopes: str(ctx, 'scopes'),
-        }),
+      const config = ctx.config();
+      const created = await withDatabase(config, (database) =>
+        createPersonalToken(
+          database,
+          cliActor(),
+          ctx.positionals[0]!,
+          { name, ttl: str(ctx, 'ttl'), labels: str(ctx, 'labels') ?? null, scopes: str(ctx, 'scopes') },
+          config.auth.token,
+        ),
       );
       ctx.io.out(created.token);
       return 0;

@@ -7,6 +7,8 @@ export type Lines = { text: string; line: number }[];
 export interface IniSection {
   /** the trimmed value, or `fallback` when the key is absent */
   str(key: string, fallback: string): string;
+  /** true or false (the `ini` package reads both as booleans), or `fallback` when the key is absent */
+  bool(key: string, fallback: boolean): boolean;
 }
 
 export function readIniSection(name: string, lines: Lines | undefined, keys: readonly string[], problems: string[]): IniSection {
@@ -31,6 +33,13 @@ export function readIniSection(name: string, lines: Lines | undefined, keys: rea
         return fallback;
       }
       return v.trim();
+    },
+    bool(key, fallback) {
+      const v = raw[key];
+      if (v === undefined) return fallback;
+      if (typeof v === 'boolean') return v;
+      problems.push(`${name}.${key}: "${String(v).slice(0, 40)}" is not true or false`);
+      return fallback;
     },
   };
 }

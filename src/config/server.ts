@@ -4,7 +4,7 @@ import { readIniSection, readEnv, type Env, type Lines } from './ini-section.ts'
 import { readDuration } from './duration.ts';
 import { readConnections } from './connections.ts';
 import { parseHostPort } from './host-port.ts';
-import { parseNetwork } from '../domain/addresses.ts';
+import { isLoopbackIssuerHost, parseNetwork } from '../domain/addresses.ts';
 import { LOG_LEVELS, type LogLevel, type ServerConfig } from './types.ts';
 
 const SERVER_KEYS = [
@@ -12,6 +12,7 @@ const SERVER_KEYS = [
   'base_url',
   'database',
   'database_token_env',
+  'insecure_database',
   'trusted_proxies',
   'allowed_origins',
   'audit_retention',
@@ -54,6 +55,15 @@ export function readServer(lines: Lines | undefined, env: Env, baseDir: string, 
   } else if (/^file:(?!\/|:memory:)/.test(database)) {
     // Relative to the configuration file, so one config names one database from whatever folder svc starts in.
     database = `file:${resolve(baseDir, database.slice('file:'.length))}`;
+  }
+  // Plain http:// and ws:// carry the database token and every row in clear text: only to this machine, unless the
+  // operator says the network between is trusted.
+  const insecure = section.bool('insecure_database', false);
+  const clear = /^(http|ws):\/\/([^/?#]*)/.exec(database);
+  if (clear && !insecure && !isLoopbackIssuerHost(hostOf(clear[2]!))) {
+    problems.push(
+      `server.database: ${clear[1]}:// to another machine sends the database token and every row in clear text; use https://, wss:// or libsql://, or set insecure_database = true for a network you trust`,
+    );
   }
   const tokenEnv = str('database_token_env', '');
   let databaseToken: string | null = null;
@@ -117,4 +127,13 @@ function readOrigins(text: string, problems: string[]): string[] {
     else allowedOrigins.push(origin);
   }
   return allowedOrigins;
+}
+
+/** The host of a URL's authority (userinfo and port dropped), as URL.hostname spells it; '' when unreadable. */
+function hostOf(authority: string): string {
+  try {
+    return new URL(`http://${authority}`).hostname;
+  } catch {
+    return '';
+  }
 }

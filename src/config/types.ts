@@ -54,8 +54,9 @@ export interface EnterpriseConfig {
   readonly jit: boolean;
   readonly defaultAcl: LabelSet;
   readonly subjectClaim: string;
-  /** the claim that may vouch for a pre-provisioned uid, as oidc's uid_claim (inherited from [auth] oidc for the same issuer) */
-  readonly uidClaim: string;
+  /** the claim that may vouch for a pre-provisioned uid and names new users, as oidc's uid_claim; null: none (only a
+   * verified email links, and a new user's uid comes from the email) */
+  readonly uidClaim: string | null;
 }
 export interface ConnectionsConfig {
   /** connections at once; more are refused at accept */

@@ -195,7 +195,7 @@ function arrivalOf(verified: VerifiedAssertion, config: EnterpriseConfig, groups
     email: text('email'),
     emailVerified: claims.email_verified === true,
     name: text('name'),
-    uidClaim: text(config.uidClaim),
+    uidClaim: config.uidClaim === null ? null : text(config.uidClaim),
     groups: Array.isArray(groupsClaim) ? groupsClaim.filter((g): g is string => typeof g === 'string') : [],
     peer,
   };

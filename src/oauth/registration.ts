@@ -9,6 +9,7 @@ import { mintClientSecret } from '../domain/secrets.ts';
 import { limitAddress } from '../domain/addresses.ts';
 import { redirectUriProblem } from './rules.ts';
 import { clientNameProblem } from './names.ts';
+import { JWT_BEARER_GRANT } from './enterprise.ts';
 import { oauthError, type OauthError, type OauthServer } from './context.ts';
 
 /** Registrations one client address may make in the throttle window (15 minutes). */
@@ -23,6 +24,7 @@ export type Registration =
 interface CheckedRegistration {
   readonly name: string;
   readonly redirectUris: string[];
+  readonly grantTypes: string[];
   readonly authMethod: AuthMethod;
   readonly applicationType: 'native' | 'web' | undefined;
 }
@@ -39,7 +41,7 @@ export async function register(server: OauthServer, body: Record<string, unknown
     };
   }
   if (body === null) return { status: 400, body: oauthError('invalid_client_metadata', 'send the client metadata as a JSON object') };
-  const checked = checkRegistration(body);
+  const checked = checkRegistration(body, server.config.enterprise !== null);
   if ('error' in checked) return { status: 400, body: checked };
   const secret = checked.authMethod === 'none' ? null : mintClientSecret();
   let client: OauthClient;
@@ -62,7 +64,7 @@ export async function register(server: OauthServer, body: Record<string, unknown
       client_name: client.name,
       redirect_uris: client.redirectUris,
       token_endpoint_auth_method: client.authMethod,
-      grant_types: ['authorization_code', 'refresh_token'],
+      grant_types: checked.grantTypes,
       response_types: ['code'],
       ...(checked.applicationType ? { application_type: checked.applicationType } : {}),
       scope: 'mcp',
@@ -93,10 +95,19 @@ async function registerAndAudit(
   return made;
 }
 
-/** RFC 7591 metadata, checked; anything svc would have to guess at is refused. */
-function checkRegistration(body: Record<string, unknown>): CheckedRegistration | OauthError {
-  const uris = body.redirect_uris;
-  if (!Array.isArray(uris) || uris.length === 0 || uris.length > 10)
+/**
+ * RFC 7591 metadata, checked; anything svc would have to guess at is refused. With enterprise-managed authorization
+ * (`enterprise`), a client may register for the jwt-bearer grant too, or only for it (then without redirect URIs).
+ */
+function checkRegistration(body: Record<string, unknown>, enterprise: boolean): CheckedRegistration | OauthError {
+  const known = ['authorization_code', 'refresh_token', ...(enterprise ? [JWT_BEARER_GRANT] : [])];
+  const grants = body.grant_types ?? ['authorization_code', 'refresh_token'];
+  if (!Array.isArray(grants) || grants.length === 0 || grants.some((g) => !known.includes(g))) {
+    return oauthError('invalid_client_metadata', `grant_types: ${known.join(', ')} only`);
+  }
+  const redirected = grants.includes('authorization_code');
+  const uris = body.redirect_uris ?? (redirected ? undefined : []);
+  if (!Array.isArray(uris) || (redirected && uris.length === 0) || uris.length > 10)
     return oauthError('invalid_redirect_uri', 'redirect_uris: one to ten redirect URIs');
   for (const uri of uris) {
     const problem = redirectUriProblem(uri);
@@ -105,10 +116,6 @@ function checkRegistration(body: Record<string, unknown>): CheckedRegistration |
   const method = body.token_endpoint_auth_method ?? 'none';
   if (!AUTH_METHODS.includes(method as AuthMethod))
     return oauthError('invalid_client_metadata', `token_endpoint_auth_method: one of ${AUTH_METHODS.join(', ')}`);
-  const grants = body.grant_types ?? ['authorization_code', 'refresh_token'];
-  if (!Array.isArray(grants) || grants.some((g) => g !== 'authorization_code' && g !== 'refresh_token')) {
-    return oauthError('invalid_client_metadata', 'grant_types: authorization_code and refresh_token only');
-  }
   const responses = body.response_types ?? ['code'];
   if (!Array.isArray(responses) || responses.some((r) => r !== 'code'))
     return oauthError('invalid_client_metadata', 'response_types: code only');
@@ -120,5 +127,11 @@ function checkRegistration(body: Record<string, unknown>): CheckedRegistration |
   const name = body.client_name ?? 'Unnamed app';
   const nameProblem = typeof name === 'string' ? clientNameProblem(name) : 'a string';
   if (nameProblem) return oauthError('invalid_client_metadata', `client_name: ${nameProblem}`);
-  return { name: (name as string).trim(), redirectUris: uris as string[], authMethod: method as AuthMethod, applicationType };
+  return {
+    name: (name as string).trim(),
+    redirectUris: uris as string[],
+    grantTypes: [...new Set(grants as string[])],
+    authMethod: method as AuthMethod,
+    applicationType,
+  };
 }

@@ -2,7 +2,7 @@
 // identity provider whose Identity Assertion JWT Authorization Grants svc accepts (CONTRACT §7.1).
 import { block, type BlockSpec, type Section, type Spec } from './section.ts';
 import { checkIssuer, isHttpUrl } from './urls.ts';
-import type { EnterpriseConfig, OauthConfig, OidcConfig } from '../types.ts';
+import type { EnterpriseConfig, OauthConfig } from '../types.ts';
 
 export const OAUTH_KEYS: Spec = {
   enabled: 'bool',
@@ -28,7 +28,6 @@ export interface OauthContext {
   /** local, oidc or header is on */
   readonly canSignIn: boolean;
   readonly baseUrl: string;
-  readonly oidc: OidcConfig | null;
   readonly problems: string[];
 }
 
@@ -53,7 +52,7 @@ export function readOauth(section: Section, context: OauthContext): OauthConfig 
   };
 }
 
-function readEnterprise(section: Section, { baseUrl, oidc, problems }: OauthContext): EnterpriseConfig {
+function readEnterprise(section: Section, { baseUrl, problems }: OauthContext): EnterpriseConfig {
   const issuer = section.required('issuer', 'oauth enterprise is configured');
   checkIssuer(section, issuer, problems);
   const audience = section.raw('audience');
@@ -64,8 +63,8 @@ function readEnterprise(section: Section, { baseUrl, oidc, problems }: OauthCont
     jit: section.bool('jit'),
     defaultAcl: section.labels('default_acl'),
     subjectClaim: section.raw('subject_claim') || 'sub',
-    // The same provider vouches for a uid by the same claim in both ways in: an operator who moved oidc off a
-    // claim its users can edit must not find that claim trusted again here.
-    uidClaim: section.raw('uid_claim') || (oidc?.issuer === issuer ? oidc.uidClaim : 'preferred_username'),
+    // Only a claim named here vouches for a pre-provisioned user's uid: no default (a mutable preferred_username
+    // would let an assertion link an admin), nor oidc's, which another operator chose for another way in.
+    uidClaim: section.raw('uid_claim') || null,
   };
 }

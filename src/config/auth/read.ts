@@ -41,7 +41,13 @@ export function readAuth(lines: Lines, env: Env, options: LoadOptions, server: S
   const oidc = oidcOn ? readOidc(get('oidc'), context) : null;
   const header = headerOn ? readHeader(get('header'), context) : null;
   const groups = groupsOn ? readGroups(get('groups'), problems) : null;
-  const oauth = readOauth(get('oauth'), { canSignIn: local || oidcOn || headerOn, baseUrl: server?.baseUrl ?? '', oidc, problems });
+  const oauth = readOauth(get('oauth'), { canSignIn: local || oidcOn || headerOn, baseUrl: server?.baseUrl ?? '', problems });
+  // OAuth's access tokens are svc tokens: with the token channel off, every one it issued would be refused.
+  if (oauth && !token) {
+    problems.push(
+      'auth.oauth.enabled: OAuth issues svc bearer tokens, which auth.token.enabled false refuses; enable token, or turn oauth off',
+    );
+  }
   return { session, local, oidc, header, token, groups, oauth };
 }
 

@@ -18,6 +18,8 @@ export interface TokensProps {
   grants: (Page<GrantListing> & { page: number; link: (page: number) => string }) | null;
   /** the owner's labels, offered as a token's restriction */
   labels: readonly string[];
+  /** whether [auth] token accepts tokens; without it no token is made, and the page says so */
+  tokensOn: boolean;
   created?: { token: string; name: string; expiresAt: number | null; labels: readonly string[] | null; scopes: ScopeSet } | undefined;
   error?: string | undefined;
 }
@@ -111,25 +113,29 @@ export function TokensPage(p: TokensProps) {
         </section>
       )}
       <h2>Create a token</h2>
-      <form method="post" action="/auth/tokens" class="row">
-        <label>
-          Name
-          <input name="name" required maxlength={100} placeholder="laptop agent" />
-        </label>
-        <label>
-          Lifetime
-          <select name="ttl">
-            {LIFETIMES.map(([value, label]) => (
-              <option value={value} selected={value === '90d'}>
-                {label}
-              </option>
-            ))}
-          </select>
-        </label>
-        <AccessChoice labels={p.labels} who="such a token" />
-        <ScopeChoice admin={p.admin} />
-        <button type="submit">Create token</button>
-      </form>
+      {p.tokensOn ? (
+        <form method="post" action="/auth/tokens" class="row">
+          <label>
+            Name
+            <input name="name" required maxlength={100} placeholder="laptop agent" />
+          </label>
+          <label>
+            Lifetime
+            <select name="ttl">
+              {LIFETIMES.map(([value, label]) => (
+                <option value={value} selected={value === '90d'}>
+                  {label}
+                </option>
+              ))}
+            </select>
+          </label>
+          <AccessChoice labels={p.labels} who="such a token" />
+          <ScopeChoice admin={p.admin} />
+          <button type="submit">Create token</button>
+        </form>
+      ) : (
+        <p class="muted">Personal access tokens are turned off on this server; ask its administrator.</p>
+      )}
       <h2>Your tokens</h2>
       {p.tokens.rows.length === 0 ? (
         <p class="muted">No tokens yet.</p>

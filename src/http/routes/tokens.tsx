@@ -32,7 +32,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
   const app = new Hono<Env>();
   const browserOnly = requireCaller({ via: ['session', 'header'] });
 
-  const renderPage = async (c: Ctx, status: 200 | 201 | 400, extra: { created?: TokensProps['created']; error?: string } = {}) => {
+  const renderPage = async (c: Ctx, status: 200 | 201 | 400 | 409, extra: { created?: TokensProps['created']; error?: string } = {}) => {
     const principal = caller(c);
     const tokensPage = pageRequest(c, 'tokens_page');
     const appsPage = pageRequest(c, 'apps_page');
@@ -54,6 +54,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
             : null
         }
         labels={principal.user.labels}
+        tokensOn={config.auth.token}
         {...extra}
       />,
       status,
@@ -66,12 +67,18 @@ export function tokenRoutes(services: Services): Hono<Env> {
     const html = wantsHtml(c);
     try {
       const body = await readBody(c, { lists: ['labels', 'scopes'] });
-      const created = await createPersonalToken(database, actorOf(c), caller(c).user.uid, {
-        name: body.name,
-        ttl: body.ttl,
-        labels: restrictionFromForm(body),
-        scopes: scopesFromForm(body),
-      });
+      const created = await createPersonalToken(
+        database,
+        actorOf(c),
+        caller(c).user.uid,
+        {
+          name: body.name,
+          ttl: body.ttl,
+          labels: restrictionFromForm(body),
+          scopes: scopesFromForm(body),
+        },
+        config.auth.token,
+      );
       if (html) return renderPage(c, 201, { created });
       return c.json(
         {
@@ -85,7 +92,8 @@ export function tokenRoutes(services: Services): Hono<Env> {
         201,
       );
     } catch (e) {
-      if (html && e instanceof AppError && e.code === 'bad_request') return renderPage(c, 400, { error: e.message });
+      if (html && e instanceof AppError && (e.code === 'bad_request' || e.code === 'conflict'))
+        return renderPage(c, e.code === 'conflict' ? 409 : 400, { error: e.message });
       throw e;
     }
   });
