@@ -58,12 +58,15 @@ async function stopServer(server: Serving): Promise<void> {
   await server.exited;
 }
 
-/** A 503 that tells the client when to come back, as JSON. */
-async function assertUnavailable(res: Response, what: string): Promise<void> {
+/** A 503 that tells the client when to come back, as JSON, and never where the database is (`databaseUrl`). */
+async function assertUnavailable(res: Response, what: string, databaseUrl: string): Promise<void> {
   const body = await res.text();
   assert.equal(res.status, 503, `${what}: ${body}`);
   assert.match(res.headers.get('retry-after') ?? '', /^\d+$/, `${what}: Retry-After`);
   assert.equal((JSON.parse(body) as { error: string }).error, 'unavailable', what);
+  const { host, port } = new URL(databaseUrl);
+  for (const part of [host, port, 'sqld', 'ECONNREFUSED'])
+    assert.ok(!body.includes(part), `${what}: the answer names the database (${part}): ${body}`);
 }
 
 /** The fenced block after `<!-- recipe:NAME -->` in docs/deploying.md, with the example addresses and paths replaced. */
@@ -395,10 +398,10 @@ describe('svc on a real sqld', () => {
               fetch(`${inst.url}/healthz`),
             ]);
             const took = Date.now() - started;
-            await assertUnavailable(read, `${what}: a bearer read`);
-            await assertUnavailable(call, `${what}: /mcp whoami`);
-            await assertUnavailable(mint, `${what}: a token mint by session`);
-            await assertUnavailable(signIn, `${what}: a sign-in`);
+            await assertUnavailable(read, `${what}: a bearer read`, sqld.url);
+            await assertUnavailable(call, `${what}: /mcp whoami`, sqld.url);
+            await assertUnavailable(mint, `${what}: a token mint by session`, sqld.url);
+            await assertUnavailable(signIn, `${what}: a sign-in`, sqld.url);
             const readyBody = (await ready.json()) as { problems: string[] };
             assert.equal(ready.status, 503);
             // The public probe names the kind only; the detail is on metrics_listen and in the log.

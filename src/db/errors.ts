@@ -3,10 +3,16 @@
 // arrive wrapped (drizzle's "Failed to run the query" with the SQLite error as its cause), so every test here
 // looks through the chain of causes.
 
-/** The database cannot serve now, and may soon: answered 503 with Retry-After (CLI: exit 1), never 500. */
+/**
+ * The database cannot serve now, and may soon: answered 503 with Retry-After (CLI: exit 1), never 500. `message` is
+ * for the log and the operator (it may name the database server); `publicMessage` is what a caller is told.
+ */
 export abstract class DatabaseUnavailable extends Error {
   /** seconds a client should wait before trying again */
   abstract readonly retryAfter: number;
+  get publicMessage(): string {
+    return this.message;
+  }
 }
 
 /** The write lock stayed taken past svc's wait; nothing was changed. */
@@ -34,6 +40,13 @@ export class DatabaseUnreachable extends DatabaseUnavailable {
         ? `the database server ${location} stopped answering while the change was being committed (${why}); it may or may not have been saved: check before repeating it`
         : `the database server ${location} cannot be reached (${why}); nothing was changed, try again`,
     );
+  }
+
+  /** Without the server's address and the cause: those are the log's and the operator's. */
+  override get publicMessage(): string {
+    return this.outcomeUnknown
+      ? 'the database stopped answering while the change was being committed; it may or may not have been saved: check before repeating it'
+      : 'the database cannot be reached; nothing was changed, try again';
   }
 }
 

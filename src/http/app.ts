@@ -75,7 +75,10 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
         error: unavailable.message,
       });
       const headers = { 'Retry-After': String(unavailable.retryAfter) };
-      return wantsHtml(c) ? c.text(unavailable.message, 503, headers) : apiError(c, 'unavailable', unavailable.message, headers);
+      // The log names the database and the cause; the caller is told only what to do.
+      return wantsHtml(c)
+        ? c.text(unavailable.publicMessage, 503, headers)
+        : apiError(c, 'unavailable', unavailable.publicMessage, headers);
     }
     services.log.error('unhandled', { path: c.req.path, error: safeDatabaseMessage(err) });
     return c.json({ error: 'internal_error', message: 'svc failed to answer this request; the server log has details' }, 500);
