@@ -111,6 +111,9 @@ describe('administration', () => {
       [{ uid: 'ok1', email: 'a@example.com', admin: 'yes' }, 'admin'],
       [{ uid: 'ok1', email: 'a@example.com', password: 'short' }, 'password'],
       [{ uid: 'ok1', email: 'a@example.com', colour: 'red' }, 'colour'],
+      [{ uid: 'ok1', email: 'a@example.com', name: 'Bob\u202Eexe.txt' }, 'name'],
+      [{ uid: 'ok1', email: 'a@example.com', name: 'Zero\u200Bwidth' }, 'name'],
+      [{ uid: 'ok1', email: 'a@example.com', name: 'C1\u0085control' }, 'name'],
     ];
     for (const [json, field] of cases) {
       const res = await api('/users', { json });

@@ -170,6 +170,24 @@ describe('OIDC single sign-on against oidc-provider', () => {
     assert.deepEqual(ann.labels, ['eng', 'granted-by-admin', 'staff']);
   });
 
+  test('a display name from the provider is cleaned like a client name: no bidi overrides, invisible, control or C1 characters', async () => {
+    const dirty = 'Ann\u202E exe.\u200Bgnp\u2066 \u0085New\u00A0\u00ADLee\u0007\u2028x\u{E0041}';
+    for (const [sub, email] of [
+      ['sub-ann', 'ann@new.example.com'],
+      ['sub-fresh', 'fresh@example.com'],
+    ]) {
+      idp.accounts.set(sub!, { email: email!, name: dirty });
+      const { res } = await new Agent().signIn(s.url, sub!);
+      assert.equal(res.status, 303, `${sub} signs in`);
+    }
+    // The returning user's name refreshed, and the new one's made, both from the same dirty claim.
+    for (const uid of ['ann.lee', 'fresh']) {
+      const name = (await getUser(s.database.db, uid)).name;
+      assert.equal(name, 'Ann exe.gnp New Leex', uid);
+      assert.doesNotMatch(name, /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\u00A0]/u);
+    }
+  });
+
   test("a provider user with an existing user's email and username gets a suffixed uid, never that user", async () => {
     await s.addUser({ uid: 'bob', email: 'bob@example.com', password: 'bob password 1', labels: 'secret' });
     idp.accounts.set('sub-impostor', { email: 'bob@example.com', preferred_username: 'bob', name: 'Not Bob' });

@@ -4,7 +4,8 @@
 //   the uid claim itself equals their uid, or (oidc) the email claim equals theirs exactly and is verified;
 // - a uid derived from an email's local part never links to anyone: it only names a new user under jit;
 // - with jit an unknown user is created with default_acl plus mapped group labels;
-// - name and email are refreshed on every arrival; the ACL and the admin flag are never changed here.
+// - name and email are refreshed on every arrival (the name cleaned of unseen characters); the ACL and the admin
+//   flag are never changed here.
 // Each decision and its writes run in one write transaction, which SQLite runs alone across every process, so
 // concurrent first arrivals of one subject, on any instance, create one user.
 import { and, eq, sql } from 'drizzle-orm';
@@ -12,6 +13,7 @@ import type { Database, Db, Tx } from '../db/open.ts';
 import { users } from '../db/schema.ts';
 import type { GroupsConfig } from '../config/load.ts';
 import { parseLabels, type LabelSet } from '../domain/labels.ts';
+import { cleanDisplayText } from '../domain/display-text.ts';
 import { deriveUid, uidCandidates, emailProblem, isValidUid } from '../domain/uid.ts';
 import { createUserWithFreeUid, findUser, toUser, updateUser, NAME_MAX, type User } from '../store/users.ts';
 import { userBySubject, linkIdentity } from '../store/identities.ts';
@@ -48,11 +50,17 @@ export function labelsForGroups(groups: readonly string[], config: GroupsConfig 
   return parseLabels(groups.flatMap((g) => [...(config.map.get(g) ?? [])]));
 }
 
+/**
+ * The name a provider states, made fit to show as client names are (no bidi overrides, invisible, control or C1
+ * characters): a person's name is shown to admins and in mail, and a provider's claim is whatever its user typed.
+ */
+const shownName = (arrival: Arrival): string | undefined => (arrival.name === null ? undefined : cleanDisplayText(arrival.name, NAME_MAX));
+
 /** The profile change an arrival brings: email and name as the provider states them now. */
 function profileChange(user: User, arrival: Arrival): { email?: string; name?: string } {
   const change: { email?: string; name?: string } = {};
   if (arrival.email !== null && arrival.email !== user.email && emailProblem(arrival.email) === null) change.email = arrival.email;
-  const name = arrival.name?.trim().slice(0, NAME_MAX);
+  const name = shownName(arrival);
   if (name !== undefined && name !== user.name) change.name = name;
   return change;
 }
@@ -109,7 +117,7 @@ export async function provisionIn(tx: Tx, arrival: Arrival, policy: Policy): Pro
   const labels = parseLabels([...policy.defaultAcl, ...labelsForGroups(arrival.groups, policy.groups)]);
   const created = await createUserWithFreeUid(tx, uidCandidates(deriveUid(arrival.uidClaim ?? undefined, email)), {
     email,
-    name: arrival.name?.trim().slice(0, NAME_MAX) ?? '',
+    name: shownName(arrival) ?? '',
     labels: [...labels],
   });
   await linkIdentity(tx, arrival.provider, arrival.subject, created.id);

@@ -7,6 +7,7 @@ import { pageOf, window, type Page, type PageRequest } from './paging.ts';
 import { databaseClock } from '../db/clock.ts';
 import { mintToken, randomId, storedHash, tokenWellFormed } from '../domain/secrets.ts';
 import { parseDuration, DURATION_HINT } from '../domain/duration.ts';
+import { hasUnseen } from '../domain/display-text.ts';
 import { badRequest, conflict, notFound } from '../domain/errors.ts';
 import { toUser, checkLabels, type User } from './users.ts';
 import { storedLabels, formatLabels, type LabelSet } from '../domain/labels.ts';
@@ -44,8 +45,11 @@ const LAST_USED_GRANULARITY_MS = 60_000;
 
 export function checkTokenName(name: unknown): string {
   const trimmed = typeof name === 'string' ? name.trim() : '';
-  if (trimmed === '' || trimmed.length > TOKEN_NAME_MAX || /[\x00-\x1f\x7f]/.test(trimmed)) {
-    throw badRequest(`name: required, 1 to ${TOKEN_NAME_MAX} characters, no control characters`, 'name');
+  if (trimmed === '' || trimmed.length > TOKEN_NAME_MAX || hasUnseen(trimmed)) {
+    throw badRequest(
+      `name: required, 1 to ${TOKEN_NAME_MAX} characters, no control, invisible or bidirectional-formatting characters`,
+      'name',
+    );
   }
   return trimmed;
 }

@@ -5,6 +5,7 @@ import { users, identities, tokens, sessions } from '../db/schema.ts';
 import { storedHash } from '../domain/secrets.ts';
 import { parseLabels, formatLabels, storedLabels, LabelError, type LabelSet } from '../domain/labels.ts';
 import { uidProblem, emailProblem } from '../domain/uid.ts';
+import { hasUnseen } from '../domain/display-text.ts';
 import { AppError, badRequest, conflict, notFound } from '../domain/errors.ts';
 
 export interface User {
@@ -78,8 +79,8 @@ function checkEmail(email: unknown): string {
 function checkName(name: unknown): string {
   if (typeof name !== 'string') throw badRequest('name: must be text', 'name');
   const trimmed = name.trim();
-  if (trimmed.length > NAME_MAX || /[\x00-\x1f\x7f]/.test(trimmed)) {
-    throw badRequest(`name: at most ${NAME_MAX} characters, no control characters`, 'name');
+  if (trimmed.length > NAME_MAX || hasUnseen(trimmed)) {
+    throw badRequest(`name: at most ${NAME_MAX} characters, no control, invisible or bidirectional-formatting characters`, 'name');
   }
   return trimmed;
 }
