@@ -469,10 +469,23 @@ describe('OAuth authorization requests that must not get a code', () => {
     }
   });
 
-  test('loopback redirects match on any port; https ones exactly', async () => {
+  test('loopback redirects match on any port, and only on the port; https ones exactly', async () => {
     assert.equal((await authorize({ redirect_uri: 'http://127.0.0.1:50123/callback' })).status, 200);
     assert.equal((await authorize({ redirect_uri: 'https://app.example/cb' })).status, 200);
     assert.equal((await authorize({ redirect_uri: 'https://app.example:8443/cb' })).status, 400);
+    // User information or a fragment (even an empty one) never matches a registered loopback redirect: a page, no redirect.
+    for (const redirect of [
+      'http://evil@127.0.0.1:50123/callback',
+      'http://a:b@127.0.0.1:33418/callback',
+      'http://@127.0.0.1:50123/callback',
+      'http://127.0.0.1:50123/callback#x',
+      'http://127.0.0.1:33418/callback#',
+      'https://user@app.example/cb',
+    ]) {
+      const r = await authorize({ redirect_uri: redirect });
+      assert.equal(r.status, 400, redirect);
+      assert.equal(r.headers.get('location'), null, redirect);
+    }
   });
 
   test('plain or missing PKCE, another resource, another response type of a self-registered client: a 400 page, never a redirect', async () => {
@@ -572,6 +585,10 @@ describe('OAuth authorization requests that must not get a code', () => {
       'http://localhost.evil.example/cb',
       'https://user:pw@app.example/cb',
       'https://app.example/cb#frag',
+      'http://user@127.0.0.1:3000/cb',
+      'http://@[::1]/cb',
+      'http://localhost/cb#',
+      'http://127.0.0.1/cb#x',
       'not a uri',
       ...schemes,
     ]) {
@@ -592,6 +609,12 @@ describe('OAuth authorization requests that must not get a code', () => {
       ((await (await reg({ redirect_uris: [REDIRECT], application_type: 'browser' })).json()) as { error: string }).error,
       'invalid_client_metadata',
     );
+    // The jwt-bearer grant only where enterprise-managed authorization is configured (not here).
+    const jwtBearer = await reg({
+      redirect_uris: [REDIRECT],
+      grant_types: ['authorization_code', 'urn:ietf:params:oauth:grant-type:jwt-bearer'],
+    });
+    assert.equal(((await jwtBearer.json()) as { error: string }).error, 'invalid_client_metadata');
     assert.equal((await s.database.db.select({ n: count() }).from(oauthClients).get())!.n, before, 'nothing refused was kept');
     // Cursor's mix of schemes is fine, and so is an app's own reverse-domain scheme; application_type (SEP-837) too.
     assert.equal(

@@ -45,6 +45,11 @@ export function isLoopbackRedirect(uri: string): boolean {
   }
 }
 
+/** An authority with an `@`: user information, even an empty one (`http://@127.0.0.1/`), which URL would drop. */
+function hasUserInfo(uri: string): boolean {
+  return /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i.test(uri);
+}
+
 /**
  * Why a redirect URI cannot be registered, or null. An allow-list: https, http on loopback, and private-use
  * schemes (RFC 8252 §7.1); schemes that start browser or system handlers (mailto:, ms-…:, jar:, …) never pass.
@@ -57,7 +62,7 @@ export function redirectUriProblem(uri: unknown): string | null {
   } catch {
     return `"${uri.slice(0, 100)}" is not an absolute URI`;
   }
-  if (u.username !== '' || u.password !== '') return 'a redirect URI may not carry user information';
+  if (hasUserInfo(uri)) return 'a redirect URI may not carry user information';
   if (uri.includes('#')) return 'a redirect URI may not have a fragment';
   if (u.protocol === 'https:') return u.hostname === '' ? 'an https redirect URI needs a host' : null;
   if (u.protocol === 'http:')
@@ -68,15 +73,19 @@ export function redirectUriProblem(uri: unknown): string | null {
   return `${u.protocol} redirect URIs are refused: use https, http on a loopback address, or an app scheme named after a domain you own (com.example.app:/callback)`;
 }
 
-/** A registered redirect URI matches exactly, except that a loopback one matches on any port (RFC 8252 §7.3). */
+/**
+ * A registered redirect URI matches exactly, except that a loopback one matches on any port (RFC 8252 §7.3): only the
+ * port. A given URI with user information or a fragment (even an empty `#`) never matches, whatever was registered.
+ */
 export function redirectMatches(registered: readonly string[], given: string): boolean {
-  if (registered.includes(given)) return true;
   let g: URL;
   try {
     g = new URL(given);
   } catch {
     return false;
   }
+  if (hasUserInfo(given) || given.includes('#')) return false;
+  if (registered.includes(given)) return true;
   if (g.protocol !== 'http:' || !isLoopbackRedirectHost(g.hostname)) return false;
   return registered.some((r) => {
     try {
