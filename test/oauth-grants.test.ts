@@ -12,7 +12,7 @@ import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
 import { consentAs, REDIRECT } from './helpers/oauth-client.ts';
 import { movableClock } from './helpers/clock.ts';
 import { createLogger } from '../src/log.ts';
-import { oauthClients, oauthGrants } from '../src/db/schema.ts';
+import { audit, oauthClients, oauthGrants } from '../src/db/schema.ts';
 import { MAX_UNUSED_CLIENTS } from '../src/store/oauth-clients.ts';
 
 const OAUTH = `${DEFAULT_AUTH}oauth\n    enabled true\n    refresh_grace 30s\n`;
@@ -294,6 +294,60 @@ describe('the grant is the authority', () => {
     const ids = new Set((await s.database.db.select({ id: oauthClients.id }).from(oauthClients).all()).map((r) => r.id));
     assert.ok(!ids.has('oc_old0000'), 'the oldest never-used client was forgotten');
     assert.ok(ids.has('oc_old0999') && ids.has('oc_used'), 'newer and used clients stay');
+  });
+
+  test("an app's own sign-out (its refresh token revoked at /oauth/revoke) ends the grant, which leaves Connected apps", async () => {
+    const connected = async () =>
+      ((await (await alice.request('/auth/grants', { headers: { accept: 'application/json' } })).json()) as { client_id: string }[]).map(
+        (g) => g.client_id,
+      );
+    const revoke = async (client: oauth.Client, token: string) => {
+      const res = await oauth.revocationRequest(as, client, oauth.None(), token, insecure);
+      await oauth.processRevocationResponse(res);
+    };
+    const signedOut: string[] = [];
+    // Two sign-in and sign-out cycles, as Claude Code makes them: a new registration each time.
+    for (let cycle = 0; cycle < 2; cycle++) {
+      const { client } = await registered({ client_name: `Claude Code ${cycle}` });
+      signedOut.push(client.client_id);
+      const signedIn = await exchange(client, await codeFor(client));
+      const rotated = await refresh(client, signedIn.refresh_token!);
+      assert.ok((await connected()).includes(client.client_id));
+      await revoke(client, rotated.refresh_token!);
+      assert.equal(await works(rotated.access_token), false, 'its access token ends with it');
+      assert.ok(!(await connected()).includes(client.client_id), `cycle ${cycle}: the app left Connected apps`);
+      assert.notEqual((await grantOf(client.client_id)).revokedAt, null);
+    }
+    // A grant with another live family (the app signed in on a second device), or a code not yet redeemed, stays.
+    const { client } = await registered({ client_name: 'two devices' });
+    const laptop = await exchange(client, await codeFor(client));
+    const desktop = await exchange(client, await codeFor(client));
+    const pending = await codeFor(client);
+    await revoke(client, laptop.refresh_token!);
+    assert.equal(await works(laptop.access_token), false);
+    assert.equal(await works(desktop.access_token), true, "the other device's family lives on");
+    assert.ok((await connected()).includes(client.client_id));
+    await revoke(client, desktop.refresh_token!);
+    assert.equal((await grantOf(client.client_id)).revokedAt, null, 'a code still waits to be redeemed');
+    const last = await exchange(client, pending);
+    await revoke(client, last.refresh_token!);
+    signedOut.push(client.client_id);
+    assert.ok(!(await connected()).includes(client.client_id), 'then the last sign-out ends it');
+    // Revoking an access token alone ends that token, not the grant; an unknown token is answered 200 as well.
+    const { client: other } = await registered({ client_name: 'access only' });
+    const issued = await exchange(other, await codeFor(other));
+    await revoke(other, issued.access_token);
+    assert.equal(await works(issued.access_token), false);
+    assert.ok((await connected()).includes(other.client_id));
+    await revoke(other, 'svcr_unknown');
+    const ended = (await s.database.db.select().from(audit).where(eq(audit.action, 'oauth.grant_end')).all()).filter((e) =>
+      signedOut.includes(e.target!),
+    );
+    assert.deepEqual(
+      ended.map((e) => [e.target, e.actor, e.via]),
+      signedOut.map((id) => [id, 'alice', 'oauth']),
+      'each sign-out that ended a grant is audited',
+    );
   });
 
   // Last: it moves the clock past the browsers' sessions.

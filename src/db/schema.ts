@@ -210,22 +210,27 @@ export const oauthGrants = sqliteTable(
 );
 
 /** Authorization codes: single use, short-lived, bound to client, redirect URI, PKCE challenge and resource. */
-export const oauthCodes = sqliteTable('oauth_codes', {
-  /** SHA-256 (hex) of the code */
-  id: text('id').primaryKey(),
-  grantId: text('grant_id')
-    .notNull()
-    .references(() => oauthGrants.id, { onDelete: 'cascade' }),
-  clientId: text('client_id').notNull(),
-  redirectUri: text('redirect_uri').notNull(),
-  codeChallenge: text('code_challenge').notNull(),
-  resource: text('resource').notNull(),
-  scope: text('scope').notNull(),
-  expiresAt: integer('expires_at').notNull(),
-  usedAt: integer('used_at'),
-  /** the refresh family its use started, revoked if the code is used again */
-  familyId: text('family_id'),
-});
+export const oauthCodes = sqliteTable(
+  'oauth_codes',
+  {
+    /** SHA-256 (hex) of the code */
+    id: text('id').primaryKey(),
+    grantId: text('grant_id')
+      .notNull()
+      .references(() => oauthGrants.id, { onDelete: 'cascade' }),
+    clientId: text('client_id').notNull(),
+    redirectUri: text('redirect_uri').notNull(),
+    codeChallenge: text('code_challenge').notNull(),
+    resource: text('resource').notNull(),
+    scope: text('scope').notNull(),
+    expiresAt: integer('expires_at').notNull(),
+    usedAt: integer('used_at'),
+    /** the refresh family its use started, revoked if the code is used again */
+    familyId: text('family_id'),
+  },
+  // Whether a grant still has a code waiting to be redeemed (store/oauth.ts, when an app signs itself out).
+  (t) => [index('oauth_codes_grant').on(t.grantId)],
+);
 
 /** Refresh tokens, rotated at every use; all of one family descend from one code. */
 export const oauthRefreshTokens = sqliteTable(
@@ -250,7 +255,11 @@ export const oauthRefreshTokens = sqliteTable(
     graceUsedAt: integer('grace_used_at'),
     revokedAt: integer('revoked_at'),
   },
-  (t) => [index('oauth_refresh_family').on(t.familyId), index('oauth_refresh_parent').on(t.parentId)],
+  (t) => [
+    index('oauth_refresh_family').on(t.familyId),
+    index('oauth_refresh_parent').on(t.parentId),
+    index('oauth_refresh_grant').on(t.grantId),
+  ],
 );
 
 /**

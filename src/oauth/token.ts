@@ -175,8 +175,20 @@ async function refresh(server: OauthServer, client: OauthClient, body: Params, f
   });
 }
 
-/** POST /oauth/revoke (RFC 7009): unknown tokens are no error. */
-export async function revokeRequest(server: OauthServer, client: OauthClient, body: Params): Promise<void> {
+/** POST /oauth/revoke (RFC 7009): unknown tokens are no error. A grant the app's sign-out ended is audited. */
+export async function revokeRequest(server: OauthServer, client: OauthClient, body: Params, from: string): Promise<void> {
   const token = str(body, 'token');
-  if (token !== undefined) await server.database.write((tx) => revokeOauthToken(tx, token, client.id));
+  if (token === undefined) return;
+  await server.database.write(async (tx) => {
+    const ended = await revokeOauthToken(tx, token, client.id, server.database.now());
+    if (!ended) return;
+    await recordAudit(tx, {
+      actor: ended.uid,
+      via: 'oauth',
+      action: 'oauth.grant_end',
+      target: client.id,
+      detail: { grant: ended.grantId, reason: 'the app revoked its last refresh token' },
+      peer: from,
+    });
+  });
 }

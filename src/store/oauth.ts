@@ -2,10 +2,10 @@
 // tokens issued under them (rows of `tokens`, so the bearer lookup treats them like any svc token). A grant is the
 // one authority behind its codes and tokens: nothing is issued under a revoked one. Every secret is stored as its
 // SHA-256 only. Functions that change data take a Tx: call them inside one write. Clients: oauth-clients.ts.
-import { and, desc, eq, isNull, isNotNull, lt, ne } from 'drizzle-orm';
+import { and, desc, eq, gt, isNull, isNotNull, lt, ne } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { databaseClock } from '../db/clock.ts';
-import { oauthClients, oauthCodes, oauthGrants, oauthRefreshTokens, oauthRequests, tokens } from '../db/schema.ts';
+import { oauthClients, oauthCodes, oauthGrants, oauthRefreshTokens, oauthRequests, tokens, users } from '../db/schema.ts';
 import { mintToken, randomId, storedHash } from '../domain/secrets.ts';
 import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
 import { pageOf, window, type Page, type PageRequest } from './paging.ts';
@@ -380,16 +380,34 @@ export async function useRefresh(
   return { ok: true, grantId: row.grantId, familyId: row.familyId, tokenId: row.id, resource: row.resource, scope: row.scope };
 }
 
-/** RFC 7009: a refresh token ends its family; an access token of this client ends itself. Unknown: nothing. */
-export async function revokeOauthToken(tx: Tx, token: string, clientId: string, now = Date.now()): Promise<void> {
+/**
+ * RFC 7009: a refresh token ends its family, and a grant left with no live family and no code waiting to be
+ * redeemed ends too (the app signed itself out: it leaves Connected apps, with its access tokens). An access token of
+ * this client ends itself. Unknown: nothing. Returns the grant that ended, if one did.
+ */
+export async function revokeOauthToken(
+  tx: Tx,
+  token: string,
+  clientId: string,
+  now = Date.now(),
+): Promise<{ grantId: string; uid: string } | null> {
   if (token.startsWith(REFRESH_PREFIX)) {
     const row = await tx
       .select()
       .from(oauthRefreshTokens)
       .where(eq(oauthRefreshTokens.id, storedHash(token)))
       .get();
-    if (row && row.clientId === clientId) await revokeFamily(tx, row.familyId, now);
-    return;
+    if (!row || row.clientId !== clientId) return null;
+    await revokeFamily(tx, row.familyId, now);
+    const grant = await tx
+      .select({ uid: users.uid })
+      .from(oauthGrants)
+      .innerJoin(users, eq(users.id, oauthGrants.userId))
+      .where(and(eq(oauthGrants.id, row.grantId), isNull(oauthGrants.revokedAt)))
+      .get();
+    if (!grant || (await grantInUse(tx, row.grantId, now))) return null;
+    await endGrant(tx, row.grantId, now);
+    return { grantId: row.grantId, uid: grant.uid };
   }
   const access = await tx
     .select({ id: tokens.id })
@@ -402,4 +420,23 @@ export async function revokeOauthToken(tx: Tx, token: string, clientId: string, 
       .update(tokens)
       .set({ revokedAt: now })
       .where(and(eq(tokens.id, access.id), isNull(tokens.revokedAt)));
+  return null;
+}
+
+/** A grant is in use while a refresh token of it lives, or a code issued under it waits to be redeemed. */
+async function grantInUse(tx: Tx, grantId: string, now: number): Promise<boolean> {
+  const refresh = await tx
+    .select({ id: oauthRefreshTokens.id })
+    .from(oauthRefreshTokens)
+    .where(and(eq(oauthRefreshTokens.grantId, grantId), isNull(oauthRefreshTokens.revokedAt), gt(oauthRefreshTokens.expiresAt, now)))
+    .limit(1)
+    .get();
+  if (refresh) return true;
+  const code = await tx
+    .select({ id: oauthCodes.id })
+    .from(oauthCodes)
+    .where(and(eq(oauthCodes.grantId, grantId), isNull(oauthCodes.usedAt), gt(oauthCodes.expiresAt, now)))
+    .limit(1)
+    .get();
+  return code !== undefined;
 }

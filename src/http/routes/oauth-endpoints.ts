@@ -49,7 +49,7 @@ export function oauthClientEndpoints(services: Services, oauth: OauthConfig): Ho
     const body = await readBody(c);
     const client = await clientOf(c, body);
     if (!client) return error(c, badClient, 401);
-    await revokeRequest(server, client, body);
+    await revokeRequest(server, client, body, c.get('client'));
     return c.json({});
   });
 
