@@ -112,7 +112,12 @@ describe('Client ID Metadata Documents', () => {
       }
     });
     await new Promise<void>((resolve) => https.listen(port, '127.0.0.1', resolve));
-    inst = await install(sourceRunner, { auth: oauthAuth(true), env: { NODE_EXTRA_CA_CERTS: join(dir, 'ca.pem') } });
+    // The test itself is a trusted proxy, so it can speak for clients at other addresses (X-Forwarded-For).
+    inst = await install(sourceRunner, {
+      auth: oauthAuth(true),
+      env: { NODE_EXTRA_CA_CERTS: join(dir, 'ca.pem') },
+      server: 'trusted_proxies = 127.0.0.1\n',
+    });
     const added = await inst.cli(['user', 'add', 'alice', '--email', 'alice@example.com', '--password-stdin'], 'alice password 1\n');
     assert.equal(added.code, 0, added.stderr);
     server = await inst.serve();
@@ -137,7 +142,8 @@ describe('Client ID Metadata Documents', () => {
     return lines().filter((l) => l.event === 'oauth_client_metadata_unreachable');
   };
 
-  const authorize = (browser: Browser, clientId: string) => {
+  /** `forwardedFor`: the client address the (trusted) test says it forwards for. */
+  const authorize = (browser: Browser, clientId: string, forwardedFor?: string) => {
     const challenge = createHash('sha256').update(randomBytes(32).toString('base64url')).digest('base64url');
     const q = new URLSearchParams({
       client_id: clientId,
@@ -146,7 +152,9 @@ describe('Client ID Metadata Documents', () => {
       code_challenge: challenge,
       code_challenge_method: 'S256',
     });
-    return browser.request(`/oauth/authorize?${q}`, { headers: { accept: 'text/html' } });
+    return browser.request(`/oauth/authorize?${q}`, {
+      headers: { accept: 'text/html', ...(forwardedFor ? { 'x-forwarded-for': forwardedFor } : {}) },
+    });
   };
 
   test('the SDK client connects with its metadata URL as client_id; consent names the publishing host', async () => {
@@ -249,20 +257,23 @@ describe('Client ID Metadata Documents', () => {
     );
   });
 
-  test('the documents one address can make svc fetch are limited', async () => {
+  test('the documents one address can make svc fetch are limited; an IPv6 client counts by its /64', async () => {
     const alice = new Browser(inst.url);
     await alice.login('alice', 'alice password 1');
     const before = fetched.length;
     let limited = -1;
+    // Each request from another address of one /64, as one IPv6 host may send them.
     for (let i = 0; i < 25 && limited < 0; i++) {
-      const text = await (await authorize(alice, `${docs}/missing-${i}.json`)).text();
+      const text = await (await authorize(alice, `${docs}/missing-${i}.json`, `2001:db8:0:5::${(i + 1).toString(16)}`)).text();
       if (/too many new apps from this address/.test(text)) limited = i;
     }
     assert.ok(limited >= 0 && limited <= 20, `limited after ${limited} fetches`);
     const after = fetched.length;
-    await authorize(alice, `${docs}/missing-more.json`);
+    await authorize(alice, `${docs}/missing-more.json`, '2001:db8:0:5:ffff::1');
     assert.equal(fetched.length, after, 'no fetch once limited');
     assert.ok(after - before <= 20);
+    await authorize(alice, `${docs}/missing-other.json`, '2001:db8:0:6::1');
+    assert.equal(fetched.length, after + 1, 'another /64 is not limited');
   });
 
   test('with client_metadata_allow_private off, a document on a local address is refused without being fetched', async () => {
