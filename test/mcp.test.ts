@@ -9,6 +9,8 @@ import { Browser, bearer } from './helpers/http.ts';
 import { putItem } from '../src/store/items.ts';
 import { updateUser, type User } from '../src/store/users.ts';
 import { visible } from '../src/domain/visibility.ts';
+import { createLogger } from '../src/log.ts';
+import { sql } from 'drizzle-orm';
 
 async function connectAs(
   url: string,
@@ -444,6 +446,37 @@ describe('/mcp session ids without a session secret (token-only configuration)',
       const list = '{"jsonrpc":"2.0","id":2,"method":"tools/list"}';
       assert.equal((await post(s.url, { ...bearer(ta), 'mcp-session-id': id }, list)).status, 200);
       assert.equal((await post(s.url, { ...bearer(tb), 'mcp-session-id': id }, list)).status, 403);
+    } finally {
+      await s.stop();
+    }
+  });
+});
+
+describe('/mcp when a read fails after the caller is known', () => {
+  test("a tool or resource call answers in svc's own words; the statement and the driver's message go to the log only", async () => {
+    const lines: string[] = [];
+    const s = await startTestServer({ auth: 'token\n    enabled true\n', log: createLogger((line) => lines.push(line)) });
+    try {
+      const alice = await s.addUser({ uid: 'alice', email: 'alice@example.com' });
+      await s.database.write((tx) => putItem(tx, 'doc', { title: 'a plan', text: 'the plan', labels: '' }));
+      const { client } = await connectAs(s.url, bearer(await s.tokenFor(alice)));
+      try {
+        // The search index goes away under the server: the bearer lookup still works, the search's query cannot.
+        await s.database.write(async (tx) => void (await tx.run(sql`ALTER TABLE items_fts RENAME TO items_fts_gone`)));
+        const r = await call(client, 'search', { query: 'plan' });
+        assert.equal(r.isError, true);
+        const text = r.content.map((c) => c.text).join(' ');
+        assert.match(text, /svc failed to answer this call; its log has details/);
+        assert.doesNotMatch(text, /items_fts|SELECT|select|params/i);
+        await s.database.write(async (tx) => void (await tx.run(sql`ALTER TABLE items RENAME TO items_gone`)));
+        await assert.rejects(client.listResources(), (e: Error) => /svc failed to answer/.test(e.message) && !/items/.test(e.message));
+        assert.ok(
+          lines.some((l) => /"event":"mcp_handler_failed".*"handler":"search".*items_fts/.test(l)),
+          'the log has the cause',
+        );
+      } finally {
+        await client.close();
+      }
     } finally {
       await s.stop();
     }

@@ -7,10 +7,13 @@ import {
   ListResourcesRequestSchema,
   ListResourceTemplatesRequestSchema,
   ReadResourceRequestSchema,
+  ErrorCode,
   McpError,
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { Db } from '../db/open.ts';
+import { isBusy, isUnreachable, safeDatabaseMessage } from '../db/errors.ts';
+import type { Logger } from '../log.ts';
 import { accessOf, type Principal } from '../auth/core.ts';
 import { effectiveLabels } from '../domain/visibility.ts';
 import { fetchVisible, listVisible, searchVisible, ITEM_ID_MAX } from '../store/items.ts';
@@ -50,8 +53,30 @@ function json(value: unknown) {
   return [{ type: 'text' as const, text: JSON.stringify(value) }];
 }
 
-/** `cursorKey` signs resources/list cursors (see cursor.ts). */
-export function buildMcpServer(db: Db, principal: Principal, cursorKey: Buffer): McpServer {
+/**
+ * A handler whose failure is told to the caller in words that name nothing of svc's insides: the SDK would send an
+ * error's own message, and a database driver's names the statement or the database server. The log has the cause.
+ */
+function guarded<A extends unknown[], R>(log: Logger, what: string, handler: (...args: A) => Promise<R>): (...args: A) => Promise<R> {
+  return async (...args) => {
+    try {
+      return await handler(...args);
+    } catch (e) {
+      if (e instanceof McpError) throw e;
+      log.warn('mcp_handler_failed', { handler: what, error: safeDatabaseMessage(e) });
+      throw new McpError(
+        ErrorCode.InternalError,
+        isBusy(e) || isUnreachable(e)
+          ? 'svc cannot read its database just now; try again shortly'
+          : 'svc failed to answer this call; its log has details',
+      );
+    }
+  };
+}
+
+/** `cursorKey` signs resources/list cursors (see cursor.ts); `log` gets what a failed handler could not tell. */
+export function buildMcpServer(db: Db, principal: Principal, options: { cursorKey: Buffer; log: Logger }): McpServer {
+  const { cursorKey, log } = options;
   // Labels come from the user record read for this very request, so a label change applies on the next call; a
   // token's restriction narrows them inside every query.
   const access = accessOf(principal);
@@ -71,7 +96,7 @@ export function buildMcpServer(db: Db, principal: Principal, cursorKey: Buffer):
       outputSchema: whoamiOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async () => {
+    guarded(log, 'whoami', async () => {
       const u = principal.user;
       const restriction = access.restriction === null ? null : [...access.restriction];
       const scopes = principal.via === 'token' ? [...(principal.scopes ?? [])] : null;
@@ -86,7 +111,7 @@ export function buildMcpServer(db: Db, principal: Principal, cursorKey: Buffer):
         scopes,
       };
       return { content: json(result), structuredContent: result };
-    },
+    }),
   );
 
   server.registerTool(
@@ -99,10 +124,10 @@ export function buildMcpServer(db: Db, principal: Principal, cursorKey: Buffer):
       outputSchema: searchOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ query, limit }) => {
+    guarded(log, 'search', async ({ query, limit }) => {
       const results = await searchVisible(db, query, access, limit);
       return { content: json(results), structuredContent: { results } };
-    },
+    }),
   );
 
   server.registerTool(
@@ -114,13 +139,13 @@ export function buildMcpServer(db: Db, principal: Principal, cursorKey: Buffer):
       outputSchema: itemOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ id }) => {
+    guarded(log, 'fetch', async ({ id }) => {
       const item = await fetchVisible(db, id, access);
       // Missing and not visible are the same answer, from the same single query.
-      if (!item) return { content: [{ type: 'text', text: `not found: no document "${id}"` }], isError: true };
+      if (!item) return { content: [{ type: 'text' as const, text: `not found: no document "${id}"` }], isError: true };
       const result = { id: item.id, title: item.title, text: item.text, labels: [...item.labels] };
       return { content: json(result), structuredContent: result };
-    },
+    }),
   );
 
   // Resources are served by hand: McpServer's template listing cannot page with a cursor.
@@ -136,23 +161,29 @@ export function buildMcpServer(db: Db, principal: Principal, cursorKey: Buffer):
       },
     ],
   }));
-  low.setRequestHandler(ListResourcesRequestSchema, async (request) => {
-    const cursor = request.params?.cursor;
-    const after = cursor === undefined ? null : decodeCursor(cursorKey, principal.user.id, cursor);
-    if (cursor !== undefined && after === null) throw new McpError(-32602, 'invalid cursor: not one this server gave you');
-    const page = await listVisible(db, access, after, RESOURCE_PAGE);
-    return {
-      resources: page.items.map((i) => ({ uri: RESOURCE_PREFIX + i.id, name: i.id, title: i.title, mimeType: 'text/markdown' })),
-      ...(page.last === null ? {} : { nextCursor: encodeCursor(cursorKey, principal.user.id, page.last) }),
-    };
-  });
-  low.setRequestHandler(ReadResourceRequestSchema, async (request) => {
-    const uri = request.params.uri;
-    const id = uri.startsWith(RESOURCE_PREFIX) ? decodeId(uri.slice(RESOURCE_PREFIX.length)) : null;
-    const item = id === null ? null : await fetchVisible(db, id, access);
-    if (!item) throw new McpError(RESOURCE_NOT_FOUND, `Resource not found: ${uri}`);
-    return { contents: [{ uri, mimeType: 'text/markdown', text: item.text }] };
-  });
+  low.setRequestHandler(
+    ListResourcesRequestSchema,
+    guarded(log, 'resources/list', async (request) => {
+      const cursor = request.params?.cursor;
+      const after = cursor === undefined ? null : decodeCursor(cursorKey, principal.user.id, cursor);
+      if (cursor !== undefined && after === null) throw new McpError(-32602, 'invalid cursor: not one this server gave you');
+      const page = await listVisible(db, access, after, RESOURCE_PAGE);
+      return {
+        resources: page.items.map((i) => ({ uri: RESOURCE_PREFIX + i.id, name: i.id, title: i.title, mimeType: 'text/markdown' })),
+        ...(page.last === null ? {} : { nextCursor: encodeCursor(cursorKey, principal.user.id, page.last) }),
+      };
+    }),
+  );
+  low.setRequestHandler(
+    ReadResourceRequestSchema,
+    guarded(log, 'resources/read', async (request) => {
+      const uri = request.params.uri;
+      const id = uri.startsWith(RESOURCE_PREFIX) ? decodeId(uri.slice(RESOURCE_PREFIX.length)) : null;
+      const item = id === null ? null : await fetchVisible(db, id, access);
+      if (!item) throw new McpError(RESOURCE_NOT_FOUND, `Resource not found: ${uri}`);
+      return { contents: [{ uri, mimeType: 'text/markdown', text: item.text }] };
+    }),
+  );
   // The stateless endpoint can never send a notification, so none is announced (McpServer announces tools'
   // listChanged as soon as a tool is registered).
   low.registerCapabilities({ tools: { listChanged: false }, resources: { listChanged: false } });

@@ -89,7 +89,7 @@ export function mcpRoutes(services: Services): Hono<Env> {
     if (batchRefused !== null) return rpcError(400, -32600, batchRefused);
 
     const { Transport, buildMcpServer } = await loadMcp();
-    const server = buildMcpServer(services.database.db, principal, cursor);
+    const server = buildMcpServer(services.database.db, principal, { cursorKey: cursor, log: services.log });
     const transport = new Transport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
     // Stateless JSON: once the response is built, nothing is pending, and nothing but this request holds the server
