@@ -63,7 +63,8 @@ const SETTLE_MS = 2_000;
 /**
  * Limits that keep a slow or greedy client from holding the server. From [server] (defaults): all of a request's
  * headers within header_timeout (10 s), no body left without a byte for body_idle_timeout (10 s), at most
- * max_connections (1,000) at once, more refused at accept, and of them max_connections_per_address (100) for one
+ * max_connections (1,000) at once (past it a waiting connection is cut for a new one, else the new one is refused),
+ * and of them max_connections_per_address (100) for one
  * client. Fixed: the whole request within 60 s (bodies are at most 4 MiB), idle keep-alive connections closed
  * after 5 s, checked every second; half of max_connections for connections still waiting for their request, so
  * slow clients from many addresses leave the other half to requests that arrived.
@@ -161,7 +162,6 @@ export async function startServer(
       },
       () => resolve(s),
     );
-    s.maxConnections = limits.maxConnections;
     share = shareConnections(s as Server, limits, addressMatcher(config.server.trustedProxies), log);
     s.once('error', reject);
   });

@@ -16,6 +16,7 @@ import { createUser, findUser } from '../src/store/users.ts';
 import { hashPassword } from '../src/auth/passwords.ts';
 import { clientAddress, addressMatcher, limitAddress } from '../src/domain/addresses.ts';
 import { ROOT } from './helpers/workspace.ts';
+import { holdWriteLock } from './helpers/installation.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const json = (body: unknown) => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -457,6 +458,47 @@ describe('one client address cannot take every connection', () => {
       }
       const held = attack.filter((a) => a.isOpen()).length;
       assert.ok(held >= 400, `the slow ones keep half of the slots until their header deadline (${held} held)`);
+    } finally {
+      for (const a of attack) a.socket.destroy();
+      await s.stop();
+    }
+  });
+
+  test('a request being answered is not waiting: slow connections arriving meanwhile never cut it', async () => {
+    // Two may wait (half of four). The GET takes a second to answer (/readyz waits for a write lock held elsewhere).
+    const s = await startTestServer({ serverExtra: 'max_connections = 4\nmax_connections_per_address = 4\n' });
+    const bare: ReturnType<typeof slowClient>[] = [];
+    const lock = await holdWriteLock(s.ws.dbUrl.slice('file:'.length));
+    try {
+      const answered = rawRequest(s.url, ['GET /readyz HTTP/1.1'], { localAddress: '127.0.0.2' });
+      await sleep(300);
+      for (const address of ['127.0.0.3', '127.0.0.4']) bare.push(slowClient(s.ws.port, address, ''));
+      await Promise.all(bare.map((b) => Promise.race([b.written, b.closed])));
+      assert.equal((await answered).status, 503, 'answered (the database is locked), not cut');
+      assert.ok(
+        bare.every((b) => b.isOpen()),
+        'two waiting connections are within the ceiling',
+      );
+    } finally {
+      await lock.release();
+      for (const b of bare) b.socket.destroy();
+      await s.stop();
+    }
+  });
+
+  test('idle kept-alive connections count as waiting: they cannot hold every slot beside silent ones', async () => {
+    // At most 20 connections, 10 of them waiting, 10 for one address.
+    const s = await startTestServer({ serverExtra: 'max_connections = 20\nmax_connections_per_address = 10\n' });
+    const attack: ReturnType<typeof slowClient>[] = [];
+    try {
+      // Ten ask for /healthz once and stay open between requests; ten more say nothing.
+      for (let i = 0; i < 10; i++) attack.push(slowClient(s.ws.port, `127.0.1.${1 + (i % 2)}`, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'));
+      await Promise.all(attack.map((a) => Promise.race([a.written, a.closed])));
+      await sleep(300);
+      for (let i = 0; i < 10; i++) attack.push(slowClient(s.ws.port, `127.0.1.${3 + (i % 2)}`, ''));
+      await Promise.all(attack.map((a) => Promise.race([a.written, a.closed])));
+      await untilTrue(() => attack.filter((a) => a.isOpen()).length <= 10, 'the attack keeps at most the waiting half', 3000);
+      assert.equal((await rawRequest(s.url, ['GET /healthz HTTP/1.1'], { localAddress: '127.0.0.2' })).status, 200);
     } finally {
       for (const a of attack) a.socket.destroy();
       await s.stop();

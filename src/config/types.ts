@@ -59,7 +59,7 @@ export interface EnterpriseConfig {
   readonly uidClaim: string | null;
 }
 export interface ConnectionsConfig {
-  /** connections at once; more are refused at accept */
+  /** connections at once; past it a waiting connection is cut for a new one, else the new one is refused */
   readonly max: number;
   /** connections (or, behind a trusted proxy, requests in flight) one client address may hold */
   readonly perAddress: number;

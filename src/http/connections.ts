@@ -8,6 +8,8 @@ import { clientAddress, limitAddress, normalizeIp } from '../domain/addresses.ts
 import type { Logger } from '../log.ts';
 
 export interface ShareLimits {
+  /** connections at once, of every peer; past it a waiting connection is cut for a new one, else the new one is */
+  readonly maxConnections: number;
   /** connections (direct) plus requests in flight (through a trusted proxy) one client address may hold */
   readonly perAddress: number;
   /**
@@ -28,6 +30,12 @@ export interface ConnectionShare {
    */
   admitForwarded(incoming: IncomingMessage, outgoing: ServerResponse): boolean;
   stop(): void;
+}
+
+/** Whether a request comes with a body (a length above zero, or a chunked one), by its headers. */
+function hasBody(request: IncomingMessage): boolean {
+  const length = request.headers['content-length'];
+  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 interface Watched {
@@ -108,6 +116,18 @@ export function shareConnections(
     refusedSince = 0;
   };
 
+  // A server full of connections that are all busy turns new ones away; a line at most every ten seconds.
+  let lastFullWarned = 0;
+  let fullSince = 0;
+  const full = () => {
+    fullSince++;
+    const now = Date.now();
+    if (now - lastFullWarned < 10_000) return;
+    log.warn('connections_full', { max_connections: limits.maxConnections, refused: fullSince });
+    lastFullWarned = now;
+    fullSince = 0;
+  };
+
   // Cutting waiting connections is logged like refusals: a line at most every ten seconds.
   let lastCutWarned = 0;
   let cutSince = 0;
@@ -124,11 +144,24 @@ export function shareConnections(
     cutSince = 0;
   };
 
-  // A trusted proxy carries many clients on its connections: they are counted by the address it forwards, per
-  // request, never as the proxy's own. Every other connection counts for its client's limit address (an IPv6 /64).
+  // Every connection counts against max_connections here (not Node's maxConnections, which drops a new connection
+  // before anything can make room for it). A trusted proxy carries many clients on its connections: they are counted
+  // by the address it forwards, per request, never as the proxy's own. Every other connection counts for its
+  // client's limit address (an IPv6 /64), and waits until its request has arrived.
+  let open = 0;
   const waiting = new Waiting();
   const addressOf = new WeakMap<Socket, string>();
   server.on('connection', (socket: Socket) => {
+    if (open >= limits.maxConnections) {
+      if (waiting.count === 0) {
+        full();
+        socket.destroy();
+        return;
+      }
+      cutWaiting();
+    }
+    open++;
+    socket.once('close', () => open--);
     const peer = normalizeIp(socket.remoteAddress ?? '');
     if (trustedProxy(peer)) return;
     const address = limitAddress(peer);
@@ -152,11 +185,17 @@ export function shareConnections(
     const socket = request.socket;
     const address = addressOf.get(socket);
     if (address !== undefined) {
-      // The request is in once its body is; after the response the connection waits for the next one.
-      const arrived = () => waiting.remove(address, socket);
-      if (request.complete) arrived();
+      // The request has arrived with its headers when it has no body, else when its body has been read; from its
+      // response's end the connection waits for the next request. A late 'end' (Node drains an unread body after
+      // the response) no longer counts.
+      let answered = false;
+      const arrived = () => {
+        if (!answered) waiting.remove(address, socket);
+      };
+      if (request.complete || !hasBody(request)) arrived();
       else request.once('end', arrived);
       response.once('finish', () => {
+        answered = true;
         if (!socket.destroyed) waiting.add(address, socket);
       });
     }
