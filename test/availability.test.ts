@@ -4,13 +4,14 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { and, count, eq, isNull, isNotNull, sql } from 'drizzle-orm';
+import { and, count, eq, inArray, isNull, isNotNull, sql } from 'drizzle-orm';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { Browser, bearer, rawRequest } from './helpers/http.ts';
 import { DEFAULT_AUTH } from './helpers/workspace.ts';
 import { movableClock } from './helpers/clock.ts';
 import { REDIRECT } from './helpers/oauth-client.ts';
-import { audit, oauthClients, oauthGrants, tokens } from '../src/db/schema.ts';
+import { audit, oauthClients, oauthGrants, oauthRequests, tokens } from '../src/db/schema.ts';
+import { HELD_REQUESTS_PER_USER } from '../src/store/oauth.ts';
 import { createToken, revokeToken, ACTIVE_TOKENS_MAX, INACTIVE_TOKENS_KEPT } from '../src/store/tokens.ts';
 import { recordAudit } from '../src/store/audit.ts';
 import { putItem } from '../src/store/items.ts';
@@ -404,5 +405,43 @@ describe('a flood of client registrations cannot break a sign-in in progress', (
     assert.deepEqual([...new Set(statuses)], [201]);
     assert.equal((await register('same /64', '127.0.0.9', '2001:db8:0:9:ffff::1')).status, 429);
     assert.equal((await register('other /64', '127.0.0.9', '2001:db8:0:a::1')).status, 201);
+  });
+
+  test('one person holds at most ten consent requests, so held requests cannot keep every registration out', async () => {
+    const apps: string[] = [];
+    for (let i = 0; i < 12; i++)
+      apps.push((JSON.parse((await register(`held ${i}`, '127.0.0.4')).body) as { client_id: string }).client_id);
+    const held: string[] = [];
+    for (const app of apps) held.push(await heldConsent(s.url, alice, app));
+    const stillHeld = await s.database.db.select({ n: count() }).from(oauthRequests).where(inArray(oauthRequests.clientId, apps)).get();
+    assert.equal(stillHeld!.n, HELD_REQUESTS_PER_USER);
+    // The two opened first are gone; the newest is answered as ever.
+    const refused = await alice.request('/oauth/authorize', {
+      method: 'POST',
+      body: new URLSearchParams({ request: held[0]!, decision: 'approve', access: 'all' }).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' },
+    });
+    assert.equal(refused.status, 400);
+    assert.match(await refused.text(), /expired or was answered already/);
+    assert.ok(await answer(held[11]!));
+  });
+
+  // Last: it moves the clock a day on, past the browser's session.
+  test('a never-used client whose grant was never redeemed is forgotten after a day, and that grant ends', async () => {
+    const app = (JSON.parse((await register('never redeemed', '127.0.0.5')).body) as { client_id: string }).client_id;
+    await answer(await heldConsent(s.url, alice, app));
+    const kept = (JSON.parse((await register('redeemed', '127.0.0.5')).body) as { client_id: string }).client_id;
+    const flow = pkce();
+    assert.equal((await redeem(kept, await answer(await heldConsent(s.url, alice, kept, flow.challenge)), flow.verifier)).status, 200);
+    const grant = () => s.database.db.select().from(oauthGrants).where(eq(oauthGrants.clientId, app)).get();
+    assert.equal((await grant())!.revokedAt, null);
+    clock.advance(25 * 3600_000);
+    // Each registration forgets a batch of the oldest such clients; the flood's go first, this one among the last.
+    const known = async () => (await s.database.db.select().from(oauthClients).where(eq(oauthClients.id, app)).get()) !== undefined;
+    for (let i = 0; i < 40 && (await known()); i++) assert.equal((await register(`later ${i}`, '127.0.0.6')).status, 201);
+    assert.equal(await known(), false, 'forgotten');
+    assert.notEqual((await grant())!.revokedAt, null, 'its grant ended with it');
+    // An app that completed a grant stays, however old.
+    assert.ok(await s.database.db.select().from(oauthClients).where(eq(oauthClients.id, kept)).get(), 'the used app stays');
   });
 });

@@ -151,22 +151,28 @@ export const serverKeys = sqliteTable('server_keys', {
 });
 
 /** OAuth clients: registered dynamically (RFC 7591), by a metadata document URL, or by an admin (`svc oauth client`). */
-export const oauthClients = sqliteTable('oauth_clients', {
-  id: text('id').primaryKey(),
-  /** 'dynamic', 'metadata' or 'static' */
-  kind: text('kind').notNull(),
-  name: text('name').notNull(),
-  /** JSON array of the registered redirect URIs */
-  redirectUris: text('redirect_uris').notNull(),
-  /** 'none', 'client_secret_post' or 'client_secret_basic' */
-  authMethod: text('auth_method').notNull(),
-  /** SHA-256 (hex) of the client secret, for confidential clients */
-  secretHash: text('secret_hash'),
-  createdAt: integer('created_at').notNull(),
-  lastUsedAt: integer('last_used_at'),
-  /** metadata documents: when the cached copy must be fetched again */
-  refreshAt: integer('refresh_at'),
-});
+export const oauthClients = sqliteTable(
+  'oauth_clients',
+  {
+    id: text('id').primaryKey(),
+    /** 'dynamic', 'metadata' or 'static' */
+    kind: text('kind').notNull(),
+    name: text('name').notNull(),
+    /** JSON array of the registered redirect URIs */
+    redirectUris: text('redirect_uris').notNull(),
+    /** 'none', 'client_secret_post' or 'client_secret_basic' */
+    authMethod: text('auth_method').notNull(),
+    /** SHA-256 (hex) of the client secret, for confidential clients */
+    secretHash: text('secret_hash'),
+    createdAt: integer('created_at').notNull(),
+    lastUsedAt: integer('last_used_at'),
+    /** metadata documents: when the cached copy must be fetched again */
+    refreshAt: integer('refresh_at'),
+  },
+  // Every registration counts and forgets the never-used ones (last_used_at NULL), oldest first, among clients that
+  // were used, which only grow.
+  (t) => [index('oauth_clients_unused').on(t.lastUsedAt, t.createdAt)],
+);
 
 /** Authorization requests waiting for the user's consent; `id` is the SHA-256 of the secret the consent form carries. */
 export const oauthRequests = sqliteTable(

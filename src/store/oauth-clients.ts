@@ -1,8 +1,8 @@
 // OAuth clients: registered dynamically (RFC 7591), known by a metadata document URL, or added by an admin. A
 // client secret is stored as its SHA-256 only. Functions that change data take a Tx: call them inside one write.
-import { and, asc, count, eq, gt, inArray, isNull, lt, lte, min, not, sql } from 'drizzle-orm';
+import { and, asc, count, eq, gt, isNull, lt, lte, min, not, sql } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
-import { oauthClients, oauthGrants, oauthRequests } from '../db/schema.ts';
+import { oauthClients, oauthCodes, oauthGrants, oauthRequests } from '../db/schema.ts';
 import { randomId, storedHash } from '../domain/secrets.ts';
 import { endGrant, type ClientKind } from './oauth.ts';
 
@@ -68,10 +68,12 @@ export const MAX_UNUSED_CLIENTS = 1000;
 
 /**
  * A client this young may be in its first sign-in: the person signing in, before svc holds their authorization
- * request. Such a client is never forgotten to make room, nor is one with a request waiting for consent or a grant
- * (whose code may not be redeemed yet): a flood of registrations cannot break a sign-in in progress.
+ * request. Such a client is never forgotten to make room, nor is one with a request waiting for consent or a standing
+ * grant (whose code may not be redeemed yet): a flood of registrations cannot break a sign-in in progress.
  */
 export const AUTHORIZATION_WINDOW_MS = 10 * 60_000;
+/** Never-used clients past a day forgotten by one registration at most, so no registration does unbounded work. */
+const FORGET_BATCH = 50;
 
 /** Why a registration must wait: the cap is full of clients that may be in a sign-in right now. */
 export class RegistrationsFull extends Error {
@@ -80,21 +82,30 @@ export class RegistrationsFull extends Error {
   }
 }
 
-const unusedClients = () =>
-  and(
-    eq(oauthClients.kind, 'dynamic'),
-    isNull(oauthClients.lastUsedAt),
-    sql`NOT EXISTS (SELECT 1 FROM ${oauthGrants} WHERE ${oauthGrants.clientId} = ${oauthClients.id})`,
-  );
+const neverUsed = () => and(eq(oauthClients.kind, 'dynamic'), isNull(oauthClients.lastUsedAt));
+const standingGrant = sql`EXISTS (SELECT 1 FROM ${oauthGrants} WHERE ${oauthGrants.clientId} = ${oauthClients.id} AND ${oauthGrants.revokedAt} IS NULL)`;
+/** Never used and no standing grant: what the cap counts. */
+const unusedClients = () => and(neverUsed(), not(standingGrant));
 const awaitingConsent = (now: number) =>
   sql`EXISTS (SELECT 1 FROM ${oauthRequests} WHERE ${oauthRequests.clientId} = ${oauthClients.id} AND ${oauthRequests.expiresAt} > ${now})`;
+const codeWaiting = (now: number) =>
+  sql`EXISTS (SELECT 1 FROM ${oauthGrants} JOIN ${oauthCodes} ON ${oauthCodes.grantId} = ${oauthGrants.id}
+    WHERE ${oauthGrants.clientId} = ${oauthClients.id} AND ${oauthCodes.usedAt} IS NULL AND ${oauthCodes.expiresAt} > ${now})`;
 
 /**
- * Forgets never-used dynamic clients older than a day, and, to make room for one more under the cap, the oldest that
- * are past the authorization window and not waiting for consent. Throws RegistrationsFull when no such one is left.
+ * Forgets never-used dynamic clients older than a day that wait for no consent and no code (ending a grant one of
+ * them was given but never used), a batch at a time; then, to make room for one more under the cap, the oldest
+ * unused ones past the authorization window and not waiting for consent. Throws RegistrationsFull when none is left.
  */
 async function makeRoomForClient(tx: Tx, now: number): Promise<void> {
-  await tx.delete(oauthClients).where(and(unusedClients(), lt(oauthClients.createdAt, now - UNUSED_CLIENT_MS), not(awaitingConsent(now))));
+  const stale = await tx
+    .select({ id: oauthClients.id })
+    .from(oauthClients)
+    .where(and(neverUsed(), lt(oauthClients.createdAt, now - UNUSED_CLIENT_MS), not(awaitingConsent(now)), not(codeWaiting(now))))
+    .orderBy(asc(oauthClients.createdAt))
+    .limit(FORGET_BATCH)
+    .all();
+  for (const client of stale) await removeClient(tx, client.id, now);
   const n = (await tx.select({ n: count() }).from(oauthClients).where(unusedClients()).get())?.n ?? 0;
   if (n < MAX_UNUSED_CLIENTS) return;
   const oldest = await tx
@@ -105,12 +116,7 @@ async function makeRoomForClient(tx: Tx, now: number): Promise<void> {
     .limit(n - MAX_UNUSED_CLIENTS + 1)
     .all();
   if (oldest.length === n - MAX_UNUSED_CLIENTS + 1) {
-    await tx.delete(oauthClients).where(
-      inArray(
-        oauthClients.id,
-        oldest.map((o) => o.id),
-      ),
-    );
+    for (const client of oldest) await removeClient(tx, client.id, now);
     return;
   }
   // Full of clients that may be signing in: the next one leaves the window when the oldest young one does.
@@ -146,10 +152,15 @@ export async function listClients(db: Db): Promise<OauthClient[]> {
   return (await db.select().from(oauthClients).orderBy(asc(oauthClients.createdAt)).all()).map(toClient);
 }
 
-export async function removeClient(tx: Tx, id: string): Promise<boolean> {
+/** Forgets a client; a standing grant it had ends with its tokens. */
+export async function removeClient(tx: Tx, id: string, now = Date.now()): Promise<boolean> {
   const rows = await tx.delete(oauthClients).where(eq(oauthClients.id, id)).returning({ id: oauthClients.id });
   if (rows.length === 0) return false;
-  for (const g of await tx.select({ id: oauthGrants.id }).from(oauthGrants).where(eq(oauthGrants.clientId, id)).all())
-    await endGrant(tx, g.id);
+  const standing = await tx
+    .select({ id: oauthGrants.id })
+    .from(oauthGrants)
+    .where(and(eq(oauthGrants.clientId, id), isNull(oauthGrants.revokedAt)))
+    .all();
+  for (const g of standing) await endGrant(tx, g.id, now);
   return true;
 }

@@ -2,7 +2,7 @@
 // tokens issued under them (rows of `tokens`, so the bearer lookup treats them like any svc token). A grant is the
 // one authority behind its codes and tokens: nothing is issued under a revoked one. Every secret is stored as its
 // SHA-256 only. Functions that change data take a Tx: call them inside one write. Clients: oauth-clients.ts.
-import { and, desc, eq, gt, isNull, isNotNull, lt, ne } from 'drizzle-orm';
+import { and, desc, eq, gt, isNull, isNotNull, lt, ne, notInArray } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { databaseClock } from '../db/clock.ts';
 import { oauthClients, oauthCodes, oauthGrants, oauthRefreshTokens, oauthRequests, tokens, users } from '../db/schema.ts';
@@ -26,9 +26,23 @@ export interface PendingRequest {
   readonly resource: string;
 }
 
+/**
+ * Requests one person may have waiting for consent at once; opening another forgets their oldest. A waiting
+ * request keeps its client from being forgotten (oauth-clients.ts), so without a bound one person could keep every
+ * registration out.
+ */
+export const HELD_REQUESTS_PER_USER = 10;
+
 /** Stores a request for one user's consent; returns the secret the consent form carries. */
 export async function holdRequest(tx: Tx, userId: number, request: PendingRequest, now = Date.now()): Promise<string> {
   await tx.delete(oauthRequests).where(lt(oauthRequests.expiresAt, now));
+  const newest = tx
+    .select({ id: oauthRequests.id })
+    .from(oauthRequests)
+    .where(eq(oauthRequests.userId, userId))
+    .orderBy(desc(oauthRequests.expiresAt), desc(oauthRequests.id))
+    .limit(HELD_REQUESTS_PER_USER - 1);
+  await tx.delete(oauthRequests).where(and(eq(oauthRequests.userId, userId), notInArray(oauthRequests.id, newest)));
   const secret = randomId(20);
   await tx.insert(oauthRequests).values({ id: storedHash(secret), userId, ...request, expiresAt: now + REQUEST_TTL_MS });
   return secret;

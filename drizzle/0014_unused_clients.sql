@@ -1,0 +1,1 @@
+CREATE INDEX `oauth_clients_unused` ON `oauth_clients` (`last_used_at`,`created_at`);
