@@ -253,17 +253,24 @@ describe('svc.ini', () => {
     assert.equal(withDb('libsql://db.example.com').server.database, 'libsql://db.example.com');
   });
 
-  test('plain http:// or ws:// to another machine needs insecure_database = true; loopback and TLS do not', () => {
+  test('plain http://, ws:// or tls=0 to another machine needs insecure_database = true; loopback and TLS do not', () => {
     const withDb = (db: string, extra = '') =>
       `${SERVER.replace('database = file:svc.db', `database = ${db}`)}${extra}\n[auth]\ntoken\n    enabled true\n`;
     const loads = (text: string) => loadConfig(text, {}, { mode: 'serve' });
-    for (const db of ['http://db.internal:8080', 'ws://10.0.0.5:8080', 'http://user:pw@db.example.com', 'http://[2001:db8::1]:8080']) {
+    for (const db of [
+      'http://db.internal:8080',
+      'ws://10.0.0.5:8080',
+      'http://user:pw@db.example.com',
+      'http://[2001:db8::1]:8080',
+      'libsql://db.example.com:8080?tls=0',
+      'wss://db.example.com?tls=0',
+    ]) {
       assert.throws(
         () => loads(withDb(db)),
         (e: unknown) =>
           e instanceof ConfigError &&
           e.problems.length === 1 &&
-          /^svc: config: server\.database: (http|ws):\/\/ to another machine .* clear text; .*insecure_database = true/.test(
+          /^svc: config: server\.database: (http:\/\/|ws:\/\/|tls=0) to another machine .* clear text; .*insecure_database = true/.test(
             e.problems[0]!,
           ) &&
           !e.problems[0]!.includes('pw'),
@@ -278,6 +285,7 @@ describe('svc.ini', () => {
       'https://db.example.com',
       'wss://db.example.com',
       'libsql://db.example.com',
+      'libsql://127.0.0.1:8080?tls=0',
     ])
       assert.equal(loads(withDb(db)).server.database, db);
     assert.match(

@@ -5,6 +5,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
 import { count, eq } from 'drizzle-orm';
 import { exportSPKI, generateKeyPair, SignJWT, type JWTPayload } from 'jose';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -357,6 +358,66 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
     assert.equal(await claim('window-j', expiry, expiry - 1000), false, 'J again: still used');
     assert.equal(await claim('window-l', expiry + 600_000, expiry + USED_ASSERTION_KEPT_MS + 1000), true);
     assert.equal(await claim('window-j', expiry, expiry + USED_ASSERTION_KEPT_MS + 1000), true, 'long expired: forgotten');
+  });
+
+  test("an app that also signs in by browser: one installation's sign-out does not end the grant its assertions stand on", async () => {
+    const reg = await fetch(`${s.url}/oauth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        client_name: 'Two ways in',
+        redirect_uris: ['http://127.0.0.1:9/cb'],
+        grant_types: ['authorization_code', 'refresh_token', JWT_BEARER],
+      }),
+    });
+    const app = ((await reg.json()) as { client_id: string }).client_id;
+    // One installation exchanges assertions for carol, headless.
+    const carolClaims = () => claims({ client_id: app, email: 'carol@corp.test', email_verified: true });
+    const headless = await exchange(s.url, await idp.idJag!.sign(carolClaims()), { id: app });
+    assert.equal(headless.status, 200, JSON.stringify(headless.body));
+    // Another signs carol in through the browser, gets a refresh token, and later signs itself out.
+    const browser = new Agent();
+    assert.equal((await browser.signIn(s.url, 'carol-sub')).res.status, 303);
+    const verifier = randomBytes(32).toString('base64url');
+    const q = new URLSearchParams({
+      client_id: app,
+      redirect_uri: 'http://127.0.0.1:9/cb',
+      response_type: 'code',
+      code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+      code_challenge_method: 'S256',
+    });
+    const consent = await (await browser.send(`${s.url}/oauth/authorize?${q}`, { method: 'GET', headers: { accept: 'text/html' } })).text();
+    const request = /name="request" value="([^"]+)"/.exec(consent)?.[1];
+    assert.ok(request, consent);
+    const allowed = await browser.send(`${s.url}/oauth/authorize`, {
+      method: 'POST',
+      headers: { origin: s.url, 'content-type': 'application/x-www-form-urlencoded', accept: 'text/html' },
+      body: new URLSearchParams({ request, decision: 'approve', access: 'all' }).toString(),
+    });
+    const code = new URL(allowed.headers.get('location')!).searchParams.get('code')!;
+    const tokens = (await (
+      await fetch(`${s.url}/oauth/token`, {
+        method: 'POST',
+        body: new URLSearchParams({
+          grant_type: 'authorization_code',
+          client_id: app,
+          code,
+          redirect_uri: 'http://127.0.0.1:9/cb',
+          code_verifier: verifier,
+        }),
+      })
+    ).json()) as { refresh_token: string };
+    const revoked = await fetch(`${s.url}/oauth/revoke`, {
+      method: 'POST',
+      body: new URLSearchParams({ client_id: app, token: tokens.refresh_token }),
+    });
+    assert.equal(revoked.status, 200);
+    // The headless installation's token still works, and so do its next exchanges.
+    await withMcp(String(headless.body.access_token), async (client) => {
+      const who = (await client.callTool({ name: 'whoami', arguments: {} })).structuredContent as { uid: string };
+      assert.equal(who.uid, 'carol');
+    });
+    assert.equal((await exchange(s.url, await idp.idJag!.sign(carolClaims()), { id: app })).status, 200);
   });
 
   test('carol sees the app under Connected apps; revoking it ends its token and stops further exchanges', async () => {

@@ -213,7 +213,8 @@ describe('the client address behind trusted proxies', () => {
 describe('per-address limits count an IPv6 client by its /64', () => {
   test('IPv4 as it is; every spelling of an IPv6 address of one /64 the same, another /64 apart', () => {
     assert.equal(limitAddress('203.0.113.9'), '203.0.113.9');
-    assert.equal(limitAddress('::ffff:203.0.113.9'), '203.0.113.9', 'an IPv4-mapped peer is its IPv4 address');
+    for (const mapped of ['::ffff:203.0.113.9', '::FFFF:203.0.113.9', '::ffff:cb00:7109', '0:0:0:0:0:ffff:203.0.113.9'])
+      assert.equal(limitAddress(mapped), '203.0.113.9', `an IPv4-mapped peer is its IPv4 address: ${mapped}`);
     const one = limitAddress('2001:db8:0:7::1');
     assert.equal(one, '2001:db8:0:7::/64');
     for (const same of [

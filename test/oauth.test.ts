@@ -481,6 +481,11 @@ describe('OAuth authorization requests that must not get a code', () => {
       'http://127.0.0.1:50123/callback#x',
       'http://127.0.0.1:33418/callback#',
       'https://user@app.example/cb',
+      // Spellings the URL parser also reads as user information on the loopback host.
+      'http:evil.example@127.0.0.1:50123/callback',
+      'http:/evil.example@127.0.0.1:50123/callback',
+      'http:\\\\evil.example@127.0.0.1:50123/callback',
+      ' http://evil.example@127.0.0.1:50123/callback',
     ]) {
       const r = await authorize({ redirect_uri: redirect });
       assert.equal(r.status, 400, redirect);
@@ -589,6 +594,10 @@ describe('OAuth authorization requests that must not get a code', () => {
       'http://@[::1]/cb',
       'http://localhost/cb#',
       'http://127.0.0.1/cb#x',
+      'http:evil@127.0.0.1/cb',
+      'http:/evil@127.0.0.1/cb',
+      'http:\\\\evil@localhost/cb',
+      ' http://127.0.0.1/cb',
       'not a uri',
       ...schemes,
     ]) {

@@ -180,6 +180,10 @@ describe('OIDC single sign-on against oidc-provider', () => {
       const { res } = await new Agent().signIn(s.url, sub!);
       assert.equal(res.status, 303, `${sub} signs in`);
     }
+    // A name cut at its limit never keeps half of an emoji (which the user record would refuse, failing the sign-in).
+    idp.accounts.set('sub-long', { email: 'long@example.com', name: `${'a'.repeat(199)}\u{1F600}` });
+    assert.equal((await new Agent().signIn(s.url, 'sub-long')).res.status, 303);
+    assert.equal((await getUser(s.database.db, 'long')).name, 'a'.repeat(199));
     // The returning user's name refreshed, and the new one's made, both from the same dirty claim.
     for (const uid of ['ann.lee', 'fresh']) {
       const name = (await getUser(s.database.db, uid)).name;

@@ -56,13 +56,13 @@ export function readServer(lines: Lines | undefined, env: Env, baseDir: string, 
     // Relative to the configuration file, so one config names one database from whatever folder svc starts in.
     database = `file:${resolve(baseDir, database.slice('file:'.length))}`;
   }
-  // Plain http:// and ws:// carry the database token and every row in clear text: only to this machine, unless the
-  // operator says the network between is trusted.
+  // Plain http:// and ws://, and any URL with tls=0 (which @libsql/client then speaks without TLS), carry the database
+  // token and every row in clear text: only to this machine, unless the operator says the network between is trusted.
   const insecure = section.bool('insecure_database', false);
-  const clear = /^(http|ws):\/\/([^/?#]*)/.exec(database);
-  if (clear && !insecure && !isLoopbackIssuerHost(hostOf(clear[2]!))) {
+  const clear = clearTextDatabase(database);
+  if (clear !== null && !insecure && !isLoopbackIssuerHost(clear.host)) {
     problems.push(
-      `server.database: ${clear[1]}:// to another machine sends the database token and every row in clear text; use https://, wss:// or libsql://, or set insecure_database = true for a network you trust`,
+      `server.database: ${clear.how} to another machine sends the database token and every row in clear text; use https://, wss:// or libsql:// with TLS, or set insecure_database = true for a network you trust`,
     );
   }
   const tokenEnv = str('database_token_env', '');
@@ -129,11 +129,16 @@ function readOrigins(text: string, problems: string[]): string[] {
   return allowedOrigins;
 }
 
-/** The host of a URL's authority (userinfo and port dropped), as URL.hostname spells it; '' when unreadable. */
-function hostOf(authority: string): string {
+/** How a database URL goes without TLS (`http://`, `ws://`, `tls=0`), and to which host; null when it is TLS or a file. */
+function clearTextDatabase(database: string): { how: string; host: string } | null {
+  let url: URL;
   try {
-    return new URL(`http://${authority}`).hostname;
+    url = new URL(database);
   } catch {
-    return '';
+    return null;
   }
+  if (url.protocol === 'file:') return null;
+  const how =
+    url.protocol === 'http:' || url.protocol === 'ws:' ? `${url.protocol}//` : url.searchParams.get('tls') === '0' ? 'tls=0' : null;
+  return how === null ? null : { how, host: url.hostname };
 }

@@ -65,7 +65,13 @@ export function limitAddress(address: string): string {
   const a = normalizeIp(address);
   if (isIP(a) !== 6) return a;
   const groups = ipv6Groups(a);
-  return groups === null ? a : `${groups.slice(0, 4).join(':')}::/64`;
+  if (groups === null) return a;
+  // An IPv4-mapped address in any spelling (::ffff:102:304, 0:0:0:0:0:ffff:1.2.3.4) is that IPv4 address.
+  if (groups.slice(0, 5).every((g) => g === '0') && groups[5] === 'ffff') {
+    const [hi, lo] = [Number.parseInt(groups[6]!, 16), Number.parseInt(groups[7]!, 16)];
+    return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+  }
+  return `${groups.slice(0, 4).join(':')}::/64`;
 }
 
 /** The eight groups of an IPv6 address, in lower-case hex without leading zeros; null when it is not one. */

@@ -16,7 +16,12 @@ export function hasUnseen(text: string): boolean {
   return new RegExp(UNSEEN.source, 'u').test(text);
 }
 
-/** The text made fit to show: other spaces as plain ones, unseen characters dropped, at most `max` characters. */
+/**
+ * The text made fit to show: other spaces as plain ones, unseen characters dropped, at most `max` UTF-16 units, never
+ * ending in half of a character outside the Basic Multilingual Plane (an emoji cut in two would be unseen itself).
+ */
 export function cleanDisplayText(text: string, max: number): string {
-  return text.replace(SPACES, ' ').replace(UNSEEN, '').replace(/ {2,}/g, ' ').trim().slice(0, max).trim();
+  let cut = text.replace(SPACES, ' ').replace(UNSEEN, '').replace(/ {2,}/g, ' ').trim().slice(0, max);
+  if (/[\uD800-\uDBFF]$/.test(cut)) cut = cut.slice(0, -1);
+  return cut.trim();
 }

@@ -45,9 +45,14 @@ export function isLoopbackRedirect(uri: string): boolean {
   }
 }
 
-/** An authority with an `@`: user information, even an empty one (`http://@127.0.0.1/`), which URL would drop. */
+/**
+ * User information, even an empty one (`http://@127.0.0.1/`, which URL drops), in any spelling the URL parser
+ * reads as an authority (`http:evil@…`, `http:/evil@…`, `http:\\evil@…`); or a character the parser would strip
+ * or rewrite (spaces, controls, backslashes), so that what is checked is never other than what the browser follows.
+ */
 function hasUserInfo(uri: string): boolean {
-  return /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i.test(uri);
+  if (/[\x00-\x20\x7f\\]/.test(uri)) return true;
+  return /^[a-z][a-z0-9+.-]*:\/*[^/?#]*@/i.test(uri);
 }
 
 /**
@@ -62,7 +67,7 @@ export function redirectUriProblem(uri: unknown): string | null {
   } catch {
     return `"${uri.slice(0, 100)}" is not an absolute URI`;
   }
-  if (hasUserInfo(uri)) return 'a redirect URI may not carry user information';
+  if (hasUserInfo(uri)) return 'a redirect URI may not carry user information, spaces, control characters or backslashes';
   if (uri.includes('#')) return 'a redirect URI may not have a fragment';
   if (u.protocol === 'https:') return u.hostname === '' ? 'an https redirect URI needs a host' : null;
   if (u.protocol === 'http:')

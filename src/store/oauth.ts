@@ -414,12 +414,12 @@ export async function revokeOauthToken(
     if (!row || row.clientId !== clientId) return null;
     await revokeFamily(tx, row.familyId, now);
     const grant = await tx
-      .select({ uid: users.uid })
+      .select({ uid: users.uid, userId: users.id })
       .from(oauthGrants)
       .innerJoin(users, eq(users.id, oauthGrants.userId))
       .where(and(eq(oauthGrants.id, row.grantId), isNull(oauthGrants.revokedAt)))
       .get();
-    if (!grant || (await grantInUse(tx, row.grantId, now))) return null;
+    if (!grant || (await grantInUse(tx, row.grantId, grant.userId, now))) return null;
     await endGrant(tx, row.grantId, now);
     return { grantId: row.grantId, uid: grant.uid };
   }
@@ -437,8 +437,19 @@ export async function revokeOauthToken(
   return null;
 }
 
-/** A grant is in use while a refresh token of it lives, or a code issued under it waits to be redeemed. */
-async function grantInUse(tx: Tx, grantId: string, now: number): Promise<boolean> {
+/**
+ * A grant is in use while a refresh token of it lives, a code issued under it waits to be redeemed, or it stands
+ * behind enterprise assertions (tokens with no refresh family): those clients have no browser in which to consent
+ * again, so one installation's sign-out must not end the grant for every other.
+ */
+async function grantInUse(tx: Tx, grantId: string, userId: number, now: number): Promise<boolean> {
+  const assertion = await tx
+    .select({ id: tokens.id })
+    .from(tokens)
+    .where(and(eq(tokens.userId, userId), eq(tokens.grantId, grantId), isNull(tokens.familyId)))
+    .limit(1)
+    .get();
+  if (assertion) return true;
   const refresh = await tx
     .select({ id: oauthRefreshTokens.id })
     .from(oauthRefreshTokens)

@@ -78,7 +78,7 @@ export function adminApiRoutes(services: Services): Hono<Env> {
     let bytes = 0;
     for (const entry of entries.slice(0, limit)) {
       const json = auditEntryJson(entry);
-      bytes += JSON.stringify(json).length;
+      bytes += Buffer.byteLength(JSON.stringify(json));
       if (page.length > 0 && bytes > AUDIT_PAGE_BYTES) break;
       page.push(json);
     }
