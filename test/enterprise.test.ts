@@ -469,25 +469,28 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
   });
 });
 
+/** svc with the [auth] that `auth` gives, oidc-provider as its enterprise identity provider, and the agent's client added. */
+async function enterpriseServer(
+  auth: (issuer: string, baseUrl: string) => string,
+): Promise<{ s: TestServer; idp: TestProvider; issuer: string }> {
+  const idpPort = await freePort();
+  const issuer = `http://127.0.0.1:${idpPort}`;
+  const s = await startTestServer({ env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET }, auth: ({ baseUrl }) => auth(issuer, baseUrl) });
+  const idp = await startProvider({
+    port: idpPort,
+    redirectUris: [`${s.url}/oidc/callback`],
+    extraClients: [AGENT],
+    idJag: { clientIds: { [AGENT.client_id]: AT_SVC } },
+  });
+  const added = await s.ws.svc(['oauth', 'client', 'add', 'Agent', '--redirect-uri', 'http://127.0.0.1:9/cb', '--id', AT_SVC]);
+  assert.equal(added.code, 0, added.stderr);
+  return { s, idp, issuer };
+}
+
 describe('enterprise-managed authorization with jit', () => {
   test('an unknown user is provisioned as single sign-on would: default_acl and the group map', async () => {
-    const idpPort = await freePort();
-    const issuer = `http://127.0.0.1:${idpPort}`;
-    const s = await startTestServer({
-      env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET },
-      auth: ({ baseUrl }) => enterpriseAuth(issuer, baseUrl, true),
-    });
-    const idp = await startProvider({
-      port: idpPort,
-      redirectUris: [`${s.url}/oidc/callback`],
-      extraClients: [AGENT],
-      idJag: { clientIds: { [AGENT.client_id]: AT_SVC } },
-    });
+    const { s, idp, issuer } = await enterpriseServer((issuer, baseUrl) => enterpriseAuth(issuer, baseUrl, true));
     try {
-      assert.equal(
-        (await s.ws.svc(['oauth', 'client', 'add', 'Agent', '--redirect-uri', 'http://127.0.0.1:9/cb', '--id', AT_SVC])).code,
-        0,
-      );
       const now = Math.floor(Date.now() / 1000);
       const jag = await idp.idJag!.sign({
         iss: issuer,
@@ -553,24 +556,11 @@ describe('an enterprise block without uid_claim', () => {
   };
   for (const [what, oidcClaim] of Object.entries(configs))
     test(`with ${what}: links a pre-provisioned admin only by a verified email, never by a uid claim`, async () => {
-      const idpPort = await freePort();
-      const issuer = `http://127.0.0.1:${idpPort}`;
-      const s = await startTestServer({
-        env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET },
-        auth: ({ baseUrl }) => oidcClaim(enterpriseAuth(issuer, baseUrl, false).replace(/\n {8}uid_claim employee_id\n$/, '\n')),
-      });
-      const idp = await startProvider({
-        port: idpPort,
-        redirectUris: [`${s.url}/oidc/callback`],
-        extraClients: [AGENT],
-        idJag: { clientIds: { [AGENT.client_id]: AT_SVC } },
-      });
+      const { s, idp, issuer } = await enterpriseServer((issuer, baseUrl) =>
+        oidcClaim(enterpriseAuth(issuer, baseUrl, false).replace(/\n {8}uid_claim employee_id\n$/, '\n')),
+      );
       try {
         await s.addUser({ uid: 'boss', email: 'boss@corp.test', admin: true });
-        assert.equal(
-          (await s.ws.svc(['oauth', 'client', 'add', 'Agent', '--redirect-uri', 'http://127.0.0.1:9/cb', '--id', AT_SVC])).code,
-          0,
-        );
         const now = Math.floor(Date.now() / 1000);
         const send = async (over: JWTPayload) => {
           const jag = await idp.idJag!.sign({
