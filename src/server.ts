@@ -12,8 +12,7 @@ import { channelsFor } from './auth/channels.ts';
 import { createApp } from './http/app.ts';
 import type { Logger } from './log.ts';
 import type { RelyingParty } from './auth/oidc.ts';
-import { pruneAudit } from './store/audit.ts';
-import { safeDatabaseMessage } from './db/errors.ts';
+import { startAuditRetention } from './jobs/audit-retention.ts';
 import { noMetrics, type Metrics } from './metrics/events.ts';
 import type { Database } from './db/open.ts';
 import { population } from './store/population.ts';
@@ -174,15 +173,7 @@ export async function startServer(
     driver: database.driver,
   });
 
-  // The audit trail keeps audit_retention: older entries go in small batches, soon after start and then hourly.
-  let pruning: Promise<void> = Promise.resolve();
-  const prune = () => {
-    pruning = pruneAudit(database, config.server.auditRetentionSeconds * 1000)
-      .then((removed) => (removed > 0 ? log.info('audit_pruned', { removed }) : undefined))
-      .catch((e: unknown) => log.warn('audit_prune_failed', { error: safeDatabaseMessage(e) }));
-  };
-  const firstPrune = setTimeout(prune, 1000).unref();
-  const hourlyPrune = setInterval(prune, 3600_000).unref();
+  const retention = startAuditRetention(database, config.server.auditRetentionSeconds * 1000, log);
   // Mail to users, when [notify] is set: loaded only then.
   const notices = config.notify
     ? (await import('./notify/job.ts')).startNoticeJob(database, config.notify, config.server.baseUrl, log)
@@ -214,10 +205,8 @@ export async function startServer(
                 setTimeout(r, SETTLE_MS).unref();
               });
         void drained.then(async () => {
-          clearTimeout(firstPrune);
-          clearInterval(hourlyPrune);
           share?.stop();
-          await pruning;
+          await retention.stop();
           await notices?.stop();
           await services.auth.close?.().catch(() => undefined);
           database.close();

@@ -8,7 +8,8 @@ import { startTestServer } from './helpers/server.ts';
 import { Browser, bearer, rawRequest } from './helpers/http.ts';
 import { createWorkspace } from './helpers/workspace.ts';
 import { audit } from '../src/db/schema.ts';
-import { recordAudit, pruneAudit } from '../src/store/audit.ts';
+import { recordAudit } from '../src/store/audit.ts';
+import { pruneAudit } from '../src/jobs/audit-retention.ts';
 import { loadConfig, ConfigError } from '../src/config/load.ts';
 import { createLogger } from '../src/log.ts';
 

@@ -3,7 +3,7 @@
 // with its audit record in one transaction, or neither does. Routes only translate HTTP to these calls; what an
 // administrator does to other accounts is in admin/actions.ts.
 import type { Database } from '../db/open.ts';
-import { iso } from '../domain/json.ts';
+import { iso } from '../domain/clock.ts';
 import { getUser, passwordHashOf, rehashPassword, type User } from '../store/users.ts';
 import { createSession, endSession } from '../store/sessions.ts';
 import { startFlow, takeFlow, type Flow } from '../store/oidc-flows.ts';

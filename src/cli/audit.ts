@@ -3,7 +3,7 @@ import { type Command, withDatabase, str, flag } from './command.ts';
 import { UsageError } from './errors.ts';
 import { exportAudit } from '../store/audit.ts';
 import { parseDuration } from '../domain/duration.ts';
-import { auditEntryJson } from '../domain/json.ts';
+import { auditEntryJson } from '../wire/json.ts';
 
 // Control characters (C0, DEL, C1), line and paragraph separators and bidirectional controls: any of them in a
 // field could start a new line, move the cursor or recolour the terminal, so a value written by an anonymous

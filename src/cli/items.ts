@@ -4,7 +4,7 @@ import { listAllItems, checkItemId } from '../store/items.ts';
 import { putItemAs, adminRemoveItem } from '../admin/actions.ts';
 import { readMarkdownDir, putItems } from '../store/markdown-dir.ts';
 import { UsageError } from './errors.ts';
-import { itemSummaryJson } from '../domain/json.ts';
+import { itemSummaryJson } from '../wire/json.ts';
 
 export const itemCommands: Command[] = [
   {

@@ -7,7 +7,7 @@ import { redirectUriProblem } from '../oauth/rules.ts';
 import { clientNameProblem } from '../oauth/names.ts';
 import { mintClientSecret } from '../domain/secrets.ts';
 import { badRequest, notFound } from '../domain/errors.ts';
-import { iso } from '../domain/json.ts';
+import { iso } from '../domain/clock.ts';
 
 export const oauthCommands: Command[] = [
   {

@@ -4,7 +4,7 @@ import { createUserAs, updateUserAs, adminRemoveUser } from '../admin/actions.ts
 import { hashPassword, passwordProblem } from '../auth/passwords.ts';
 import { badRequest } from '../domain/errors.ts';
 import { UsageError } from './errors.ts';
-import { userJson } from '../domain/json.ts';
+import { userJson } from '../wire/json.ts';
 
 async function readPassword(ctx: CommandContext): Promise<string> {
   const password = await passwordFromStdin(ctx.io);

@@ -5,3 +5,8 @@
 export type Clock = () => number;
 
 export const systemClock: Clock = () => Date.now();
+
+/** A time as the contract writes it: ISO 8601 UTC, or null. */
+export function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}

@@ -1,6 +1,6 @@
 // The audit trail: admin actions, sign-ins, token creation and revocation, refused proxy requests.
 import { and, asc, desc, eq, gt, lt, or, sql } from 'drizzle-orm';
-import type { Database, Db, Tx } from '../db/open.ts';
+import type { Db, Tx } from '../db/open.ts';
 import { audit } from '../db/schema.ts';
 import { storedHash } from '../domain/secrets.ts';
 
@@ -87,49 +87,6 @@ export async function recordCountedAudit(
 }
 export const COUNTED_WINDOW_MS = 60_000;
 
-type CountedEvent = Parameters<typeof recordCountedAudit>[1];
-
-/**
- * recordCountedAudit with one write per peer and reason per minute in this process: the first event of a minute
- * is written at once, the rest are counted here and added shortly before the minute ends. A flood of refused
- * requests then costs no write each.
- */
-export interface CountedAuditRecorder {
-  record(event: CountedEvent): Promise<void>;
-  /** writes what is counted but not written yet (at shutdown) */
-  flush(): Promise<void>;
-}
-
-export function countedAuditRecorder(database: Database): CountedAuditRecorder {
-  const open = new Map<string, { event: CountedEvent; until: number; pending: number; timer: NodeJS.Timeout | null }>();
-  const MAX_OPEN = 10_000;
-  const write = (event: CountedEvent, count: number) => database.write((tx) => recordCountedAudit(tx, event, count));
-  const settle = (key: string) => {
-    const entry = open.get(key);
-    open.delete(key);
-    if (entry?.timer) clearTimeout(entry.timer);
-    return entry && entry.pending > 0 ? write(entry.event, entry.pending) : Promise.resolve();
-  };
-  return {
-    async record(event) {
-      const now = Date.now();
-      const key = `${event.action}\n${event.peer}\n${event.reason}`;
-      const entry = open.get(key);
-      if (entry && entry.until > now) {
-        entry.pending++;
-        entry.timer ??= setTimeout(() => void settle(key).catch(() => undefined), Math.max(0, entry.until - now - 1000)).unref();
-        return;
-      }
-      if (entry) await settle(key);
-      if (open.size < MAX_OPEN) open.set(key, { event, until: now + COUNTED_WINDOW_MS, pending: 0, timer: null });
-      await write(event, 1);
-    },
-    async flush() {
-      await Promise.all([...open.keys()].map((key) => settle(key)));
-    },
-  };
-}
-
 /** Who acts in a request: the signed-in caller and the address the request came from. */
 export interface Actor {
   readonly uid: string;
@@ -178,22 +135,13 @@ export async function exportAudit(db: Db, options: { since?: number; uid?: strin
   return rows.map(toEntry);
 }
 
-export const AUDIT_PRUNE_BATCH = 1000;
-
-/** Removes entries older than the retention, a batch per transaction so writers are never held up for long. */
-export async function pruneAudit(database: Database, retentionMs: number, now = Date.now()): Promise<number> {
-  let removed = 0;
-  for (;;) {
-    const n = await database.write(async (tx) => {
-      const rows = await tx
-        .delete(audit)
-        .where(sql`${audit.id} IN (SELECT id FROM audit WHERE at < ${now - retentionMs} ORDER BY id LIMIT ${AUDIT_PRUNE_BATCH})`)
-        .returning({ id: audit.id });
-      return rows.length;
-    });
-    removed += n;
-    if (n < AUDIT_PRUNE_BATCH) return removed;
-  }
+/** Removes up to `batch` entries older than `before` (ms), oldest first; returns how many. */
+export async function pruneAuditBatch(tx: Tx, before: number, batch: number): Promise<number> {
+  const rows = await tx
+    .delete(audit)
+    .where(sql`${audit.id} IN (SELECT id FROM audit WHERE at < ${before} ORDER BY id LIMIT ${batch})`)
+    .returning({ id: audit.id });
+  return rows.length;
 }
 
 function toEntry(r: typeof audit.$inferSelect): AuditEntry {

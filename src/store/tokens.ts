@@ -259,7 +259,16 @@ export async function revokeAllTokens(tx: Tx, userId: number, now = Date.now()):
 }
 
 export type TokenCheck =
-  | { ok: true; user: User; tokenId: string; restriction: LabelSet | null; scopes: ScopeSet; grantId: string | null }
+  | {
+      ok: true;
+      user: User;
+      tokenId: string;
+      restriction: LabelSet | null;
+      scopes: ScopeSet;
+      grantId: string | null;
+      /** whether last_used_at is older than its granularity: the caller stamps it (stampLastUsed), off the request */
+      stale: boolean;
+    }
   | { ok: false; reason: 'malformed' | 'unknown' | 'expired' | 'revoked' };
 
 interface LookupRow {
@@ -349,7 +358,10 @@ function prepareLookup(db: Db): Lookup {
 }
 const lookups = new WeakMap<Db, Lookup>();
 
-/** The bearer hot path: a format check, one SHA-256 and one indexed lookup. No cache: revocation is immediate. */
+/**
+ * The bearer hot path: a format check, one SHA-256 and one indexed lookup, and no write. No cache: revocation is
+ * immediate.
+ */
 export async function checkToken(database: Database, token: string, now = database.now()): Promise<TokenCheck> {
   if (!tokenWellFormed(token)) return { ok: false, reason: 'malformed' };
   const db = database.db;
@@ -362,30 +374,21 @@ export async function checkToken(database: Database, token: string, now = databa
   if (!row) return { ok: false, reason: 'unknown' };
   const state = row.grantRevoked ? 'revoked' : stateOf(row, now);
   if (state !== 'active') return { ok: false, reason: state };
-  if (row.lastUsedAt === null || row.lastUsedAt < now - LAST_USED_GRANULARITY_MS) touchToken(database, row.tokenId, now);
-  return { ok: true, user: row.user, tokenId: row.tokenId, restriction: row.restriction, scopes: row.scopes, grantId: row.grantId };
+  return {
+    ok: true,
+    user: row.user,
+    tokenId: row.tokenId,
+    restriction: row.restriction,
+    scopes: row.scopes,
+    grantId: row.grantId,
+    stale: row.lastUsedAt === null || row.lastUsedAt < now - LAST_USED_GRANULARITY_MS,
+  };
 }
 
-/**
- * Stamps last_used_at after the response, without waiting for a lock another process holds: under contention
- * the stamp is dropped (the next use a minute later writes it), and it never fails or delays a request.
- */
-function touchToken(database: Database, id: string, now: number): void {
-  setImmediate(() => {
-    // Inside an async function, so a synchronous driver's throw (say, the database closed at shutdown) becomes
-    // a rejection here instead of an uncaught exception.
-    void (async () => {
-      await database.write(
-        async (tx) => {
-          await tx
-            .update(tokens)
-            .set({ lastUsedAt: now })
-            .where(and(eq(tokens.id, id), or(isNull(tokens.lastUsedAt), lt(tokens.lastUsedAt, now - LAST_USED_GRANULARITY_MS))));
-        },
-        { waitMs: 0 },
-      );
-    })().catch(() => {
-      // A missed last-used stamp is harmless; the next use writes it.
-    });
-  });
+/** Stamps a token's last_used_at, unless another request stamped it within the granularity already. */
+export async function stampLastUsed(tx: Tx, id: string, now: number): Promise<void> {
+  await tx
+    .update(tokens)
+    .set({ lastUsedAt: now })
+    .where(and(eq(tokens.id, id), or(isNull(tokens.lastUsedAt), lt(tokens.lastUsedAt, now - LAST_USED_GRANULARITY_MS))));
 }

@@ -6,7 +6,7 @@ import type { HeaderConfig, GroupsConfig } from '../../config/load.ts';
 import { addressMatcher } from '../../domain/addresses.ts';
 import { provision } from '../provisioning.ts';
 import { secretEquals, sha256 } from '../../domain/secrets.ts';
-import { countedAuditRecorder } from '../../store/audit.ts';
+import { countedAuditRecorder } from '../counted-audit.ts';
 import type { Logger } from '../../log.ts';
 import type { Channel, Rejection } from '../core.ts';
 

@@ -1,9 +1,26 @@
 // Bearer tokens: any Authorization header makes this channel answer, with a Principal or a 401.
 import type { Database } from '../../db/open.ts';
-import { checkToken } from '../../store/tokens.ts';
+import { checkToken, stampLastUsed } from '../../store/tokens.ts';
 import type { Channel, Rejection } from '../core.ts';
 
 const BEARER = /^Bearer ([^\s,]+)$/i;
+
+/**
+ * Stamps last_used_at after the response, without waiting for a lock another process holds: under contention the
+ * stamp is dropped (the next use a minute later writes it), and it never fails or delays a request.
+ */
+function stampAfterResponse(database: Database, tokenId: string): void {
+  const now = database.now();
+  setImmediate(() => {
+    // Inside an async function, so a synchronous driver's throw (say, the database closed at shutdown) becomes a
+    // rejection here instead of an uncaught exception.
+    void (async () => {
+      await database.write((tx) => stampLastUsed(tx, tokenId, now), { waitMs: 0 });
+    })().catch(() => {
+      // A missed last-used stamp is harmless; the next use writes it.
+    });
+  });
+}
 
 function invalid(outcome: Rejection['outcome'], reason: string, message: string, code: Rejection['code'] = 'invalid_token'): Rejection {
   return { status: 401, code, message, reason, outcome };
@@ -39,6 +56,7 @@ export function tokenChannel(database: Database, enabled: boolean): Channel {
           message,
         );
       }
+      if (check.stale) stampAfterResponse(database, check.tokenId);
       return {
         user: check.user,
         via: 'token',

@@ -3,7 +3,7 @@ import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
 import { requireAdmin, actorOf, caller } from '../guards.ts';
 import { readBody } from '../forms.ts';
-import { auditEntryJson, userJson, itemJson, itemSummaryJson } from '../../domain/json.ts';
+import { auditEntryJson, userJson, itemJson, itemSummaryJson } from '../../wire/json.ts';
 import { listUsers, getUser, signInSummaries } from '../../store/users.ts';
 import { listAllItems, getAnyItem } from '../../store/items.ts';
 import { listAudit } from '../../store/audit.ts';

@@ -12,7 +12,7 @@ import { authorizationServerMetadata, protectedResourceMetadata, resourceFor } f
 import { authorize, answerConsent, type AuthorizeAnswer } from '../../oauth/authorize.ts';
 import { listGrants } from '../../store/oauth.ts';
 import { revokeOwnGrant } from '../../account/actions.ts';
-import { iso } from '../../domain/json.ts';
+import { grantJson } from '../../wire/json.ts';
 import { AppError } from '../../domain/errors.ts';
 import { oauthServerOf } from './oauth-endpoints.ts';
 import { nextPageHeader, pageRequest } from '../paging.ts';
@@ -89,18 +89,7 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
   app.get('/auth/grants', requireCaller({ scope: 'api' }), async (c) => {
     const request = pageRequest(c);
     const grants = await listGrants(services.database.db, caller(c).user.id, request);
-    return c.json(
-      grants.rows.map((g) => ({
-        id: g.id,
-        client_id: g.clientId,
-        client_name: g.clientName,
-        scope: g.scope,
-        created_at: iso(g.createdAt),
-        last_used_at: iso(g.lastUsedAt),
-      })),
-      200,
-      nextPageHeader(c, base, 'page', request.page, grants.more),
-    );
+    return c.json(grants.rows.map(grantJson), 200, nextPageHeader(c, base, 'page', request.page, grants.more));
   });
   app.post('/auth/grants/:id/revoke', requireCaller({ scope: 'api' }), async (c) => {
     const id = c.req.param('id');

@@ -3,28 +3,15 @@
 import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
 import { wantsHtml, nonceOf } from '../context.ts';
-import { iso } from '../../domain/json.ts';
+import { createdTokenJson, tokenJson } from '../../wire/json.ts';
 import { requireCaller, caller, actorOf } from '../guards.ts';
 import { readBody, restrictionFromForm, scopesFromForm } from '../forms.ts';
 import { nextPageHeader, pageHref, pageRequest } from '../paging.ts';
 import { TokensPage, type TokensProps } from '../pages/tokens.tsx';
-import { listTokens, type TokenInfo } from '../../store/tokens.ts';
+import { listTokens } from '../../store/tokens.ts';
 import { listGrants } from '../../store/oauth.ts';
 import { AppError, badRequest } from '../../domain/errors.ts';
 import { createPersonalToken, restrictOwnToken, revokeOwnToken } from '../../account/actions.ts';
-
-function tokenJson(t: TokenInfo) {
-  return {
-    id: t.id,
-    name: t.name,
-    labels: t.labels === null ? null : [...t.labels],
-    scopes: [...t.scopes],
-    created_at: iso(t.createdAt),
-    expires_at: iso(t.expiresAt),
-    last_used_at: iso(t.lastUsedAt),
-    state: t.state,
-  };
-}
 
 export function tokenRoutes(services: Services): Hono<Env> {
   const { database, config } = services;
@@ -80,17 +67,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
         config.auth.token,
       );
       if (html) return renderPage(c, 201, { created });
-      return c.json(
-        {
-          id: created.id,
-          token: created.token,
-          name: created.name,
-          expires_at: iso(created.expiresAt),
-          labels: created.labels,
-          scopes: created.scopes,
-        },
-        201,
-      );
+      return c.json(createdTokenJson(created), 201);
     } catch (e) {
       if (html && e instanceof AppError && (e.code === 'bad_request' || e.code === 'conflict'))
         return renderPage(c, e.code === 'conflict' ? 409 : 400, { error: e.message });

@@ -1,0 +1,64 @@
+// The JSON shapes of the contract (snake_case, ISO 8601 UTC times), shared by the HTTP API and the CLI: what goes
+// over the wire is written here once, from the records the store returns.
+import type { User, SignInSummary } from '../store/users.ts';
+import type { Item, ItemSummary } from '../store/items.ts';
+import type { AuditEntry } from '../store/audit.ts';
+import type { CreatedToken, TokenInfo } from '../store/tokens.ts';
+import type { GrantListing } from '../store/oauth.ts';
+import { iso } from '../domain/clock.ts';
+
+export function userJson(u: User, signIn?: SignInSummary) {
+  return {
+    uid: u.uid,
+    email: u.email,
+    name: u.name,
+    labels: [...u.labels],
+    admin: u.admin,
+    has_password: u.hasPassword,
+    created_at: iso(u.createdAt),
+    ...(signIn === undefined
+      ? {}
+      : { updated_at: iso(u.updatedAt), identities: [...signIn.providers], active_tokens: signIn.activeTokens }),
+  };
+}
+
+export function itemSummaryJson(i: ItemSummary) {
+  return { id: i.id, title: i.title, labels: [...i.labels] };
+}
+
+export function itemJson(i: Item) {
+  return { id: i.id, title: i.title, text: i.text, labels: [...i.labels], created_at: iso(i.createdAt), updated_at: iso(i.updatedAt) };
+}
+
+export function auditEntryJson(e: AuditEntry) {
+  return { id: e.id, at: iso(e.at), actor: e.actor, via: e.via, action: e.action, target: e.target, detail: e.detail, peer: e.peer };
+}
+
+export function tokenJson(t: TokenInfo) {
+  return {
+    id: t.id,
+    name: t.name,
+    labels: t.labels === null ? null : [...t.labels],
+    scopes: [...t.scopes],
+    created_at: iso(t.createdAt),
+    expires_at: iso(t.expiresAt),
+    last_used_at: iso(t.lastUsedAt),
+    state: t.state,
+  };
+}
+
+/** A token just made: the one answer that carries its secret. */
+export function createdTokenJson(t: CreatedToken) {
+  return { id: t.id, token: t.token, name: t.name, expires_at: iso(t.expiresAt), labels: t.labels, scopes: t.scopes };
+}
+
+export function grantJson(g: GrantListing) {
+  return {
+    id: g.id,
+    client_id: g.clientId,
+    client_name: g.clientName,
+    scope: g.scope,
+    created_at: iso(g.createdAt),
+    last_used_at: iso(g.lastUsedAt),
+  };
+}
