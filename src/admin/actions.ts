@@ -7,6 +7,8 @@ import { revokeAllTokens } from '../store/tokens.ts';
 import { endAllSessions } from '../store/sessions.ts';
 import { endUserGrants, revokeGrant } from '../store/oauth.ts';
 import { putItem, removeItem, checkItemId, type Item, type ItemInput } from '../store/items.ts';
+import { registerClient, removeClient, type OauthClient } from '../store/oauth-clients.ts';
+import { putItems, type MarkdownItem } from '../store/markdown-dir.ts';
 import { recordActorAudit as audit, type Actor } from '../store/audit.ts';
 import { hashPassword, passwordProblem } from '../auth/passwords.ts';
 import { badRequest } from '../domain/errors.ts';
@@ -179,5 +181,55 @@ export async function adminRemoveItem(database: Database, actor: Actor, id: stri
   await database.write(async (tx) => {
     await removeItem(tx, id);
     await audit(tx, actor, 'item.remove', id);
+  });
+}
+
+/** Creates or replaces the documents read from a folder, in one transaction with one audit record for the folder. */
+export function importItemsAs(
+  database: Database,
+  actor: Actor,
+  dir: string,
+  docs: readonly MarkdownItem[],
+): Promise<{ id: string; created: boolean }[]> {
+  return database.write(async (tx) => {
+    const done = await putItems(tx, docs);
+    await audit(tx, actor, 'item.import', dir, {
+      created: done.filter((r) => r.created).length,
+      replaced: done.filter((r) => !r.created).length,
+    });
+    return done;
+  });
+}
+
+/** An OAuth client an administrator registers ahead, with a fixed id and, when `secret` is given, confidential. */
+export function addStaticClient(
+  database: Database,
+  actor: Actor,
+  client: { id?: string; name: string; redirectUris: readonly string[]; secret: string | null },
+): Promise<OauthClient> {
+  return database.write(async (tx) => {
+    const made = await registerClient(tx, {
+      ...(client.id ? { id: client.id } : {}),
+      kind: 'static',
+      name: client.name,
+      redirectUris: client.redirectUris,
+      authMethod: client.secret ? 'client_secret_basic' : 'none',
+      secret: client.secret,
+    });
+    await audit(tx, actor, 'oauth.client_register', made.id, {
+      name: client.name,
+      redirect_uris: client.redirectUris,
+      confidential: client.secret !== null,
+    });
+    return made;
+  });
+}
+
+/** Forgets an OAuth client, its grants ending with their tokens; false when there is no such client. */
+export function removeClientAs(database: Database, actor: Actor, id: string): Promise<boolean> {
+  return database.write(async (tx) => {
+    const gone = await removeClient(tx, id);
+    if (gone) await audit(tx, actor, 'oauth.client_remove', id);
+    return gone;
   });
 }

@@ -2,8 +2,8 @@
 import type { ParseArgsConfig } from 'node:util';
 import type { Config } from '../config/load.ts';
 import { userInfo } from 'node:os';
-import { openDatabase, type Database, type Tx } from '../db/open.ts';
-import { recordActorAudit, type Actor } from '../store/audit.ts';
+import { openDatabase, type Database } from '../db/open.ts';
+import type { Actor } from '../store/audit.ts';
 
 export interface Io {
   out(line: string): void;
@@ -43,11 +43,6 @@ export function cliActor(): Actor {
     // no name for this uid
   }
   return { uid, via: 'cli', peer: null };
-}
-
-/** Records a CLI action that has no shared action of its own (imports, OAuth clients) in the audit trail. */
-export function auditCli(tx: Tx, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
-  return recordActorAudit(tx, cliActor(), action, target, detail);
 }
 
 /** Opens the configured database with pending migrations applied, runs `fn`, and closes it. */

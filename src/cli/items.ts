@@ -1,8 +1,8 @@
 import { existsSync, statSync } from 'node:fs';
-import { type Command, withDatabase, str, flag, auditCli, cliActor } from './command.ts';
+import { type Command, withDatabase, str, flag, cliActor } from './command.ts';
 import { listAllItems, checkItemId } from '../store/items.ts';
-import { putItemAs, adminRemoveItem } from '../admin/actions.ts';
-import { readMarkdownDir, putItems } from '../store/markdown-dir.ts';
+import { putItemAs, adminRemoveItem, importItemsAs } from '../admin/actions.ts';
+import { readMarkdownDir } from '../store/markdown-dir.ts';
 import { UsageError } from './errors.ts';
 import { itemSummaryJson } from '../wire/json.ts';
 
@@ -42,16 +42,7 @@ export const itemCommands: Command[] = [
       const dir = ctx.positionals[0]!;
       if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new UsageError(`${dir} is not a directory`);
       const docs = readMarkdownDir(dir);
-      const results = await withDatabase(ctx.config(), (database) =>
-        database.write(async (tx) => {
-          const done = await putItems(tx, docs);
-          await auditCli(tx, 'item.import', dir, {
-            created: done.filter((r) => r.created).length,
-            replaced: done.filter((r) => !r.created).length,
-          });
-          return done;
-        }),
-      );
+      const results = await withDatabase(ctx.config(), (database) => importItemsAs(database, cliActor(), dir, docs));
       for (const r of results) ctx.io.out(`${r.created ? 'created' : 'replaced'} item ${r.id}`);
       ctx.io.out(`imported ${results.length} item(s)`);
       return 0;

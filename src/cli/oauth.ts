@@ -1,8 +1,9 @@
 // `svc oauth client add|list|remove`: OAuth clients an admin registers ahead (a fixed client_id, an optional
 // secret shown once), beside those that register themselves.
-import { type Command, withDatabase, str, flag, auditCli } from './command.ts';
+import { type Command, withDatabase, str, flag, cliActor } from './command.ts';
 import { UsageError } from './errors.ts';
-import { registerClient, listClients, removeClient } from '../store/oauth-clients.ts';
+import { listClients } from '../store/oauth-clients.ts';
+import { addStaticClient, removeClientAs } from '../admin/actions.ts';
 import { redirectUriProblem } from '../oauth/rules.ts';
 import { clientNameProblem } from '../oauth/names.ts';
 import { mintClientSecret } from '../domain/secrets.ts';
@@ -37,18 +38,7 @@ Options:
       if (id !== undefined && !/^[A-Za-z0-9._:-]{1,100}$/.test(id)) throw badRequest('--id: 1 to 100 characters of A-Z a-z 0-9 . _ : -');
       const secret = flag(ctx, 'secret') ? mintClientSecret() : null;
       const client = await withDatabase(ctx.config(), (database) =>
-        database.write(async (tx) => {
-          const made = await registerClient(tx, {
-            ...(id ? { id } : {}),
-            kind: 'static',
-            name,
-            redirectUris: uris,
-            authMethod: secret ? 'client_secret_basic' : 'none',
-            secret,
-          });
-          await auditCli(tx, 'oauth.client_register', made.id, { name, redirect_uris: uris, confidential: secret !== null });
-          return made;
-        }),
+        addStaticClient(database, cliActor(), { ...(id ? { id } : {}), name, redirectUris: uris, secret }),
       );
       ctx.io.out(`client_id: ${client.id}`);
       if (secret) ctx.io.out(`client_secret: ${secret}   (shown once)`);
@@ -89,13 +79,7 @@ Options:
     options: {},
     configMode: 'data',
     async run(ctx) {
-      const removed = await withDatabase(ctx.config(), (database) =>
-        database.write(async (tx) => {
-          const gone = await removeClient(tx, ctx.positionals[0]!);
-          if (gone) await auditCli(tx, 'oauth.client_remove', ctx.positionals[0]!);
-          return gone;
-        }),
-      );
+      const removed = await withDatabase(ctx.config(), (database) => removeClientAs(database, cliActor(), ctx.positionals[0]!));
       if (!removed) throw notFound(`no OAuth client "${ctx.positionals[0]}"`);
       ctx.io.out(`removed OAuth client ${ctx.positionals[0]}; its grants and tokens ended`);
       return 0;
