@@ -166,7 +166,7 @@ export async function createPersonalToken(
       ...(actor.uid === owner.uid && actor.via !== 'cli' ? {} : { owner: owner.uid }),
       name: token.name,
       expires_at: iso(token.expiresAt),
-      restriction: restrictionDigest(token.labels),
+      restriction: restrictionDigest(token.restriction),
       scopes: token.scopes,
     });
     return token;
@@ -177,7 +177,7 @@ export async function createPersonalToken(
 export async function restrictOwnToken(database: Database, actor: Actor, owner: User, id: string, labels: unknown): Promise<TokenInfo> {
   return database.write(async (tx) => {
     const changed = await restrictToken(tx, owner.id, id, labels, database.now());
-    await recordActorAudit(tx, actor, 'token.restrict', id, { restriction: restrictionDigest(changed.labels) });
+    await recordActorAudit(tx, actor, 'token.restrict', id, { restriction: restrictionDigest(changed.restriction) });
     return changed;
   });
 }

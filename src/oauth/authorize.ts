@@ -91,7 +91,7 @@ export async function authorize(
     return { kind: 'redirect', to: redirectBack(server.base, redirectUri, { code, state }) };
   }
   const secret = await server.database.write((tx) => holdRequest(tx, user.id, request, server.database.now()));
-  return { kind: 'consent', client, request, secret, restriction: grant?.labels ?? null, known: grant !== null };
+  return { kind: 'consent', client, request, secret, restriction: grant?.restriction ?? null, known: grant !== null };
 }
 
 export interface ConsentAnswer {
@@ -132,7 +132,7 @@ export async function answerConsent(
       grant: grant.id,
       scope: grant.scope,
       redirect_uri: request.redirectUri,
-      restriction: restrictionDigest(grant.labels),
+      restriction: restrictionDigest(grant.restriction),
     });
     return issueCode(tx, grant, request, server.database.now());
   });

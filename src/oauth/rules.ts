@@ -6,7 +6,8 @@ import type { OauthConfig } from '../config/load.ts';
 import { ID_JAG_PROFILE, JWT_BEARER_GRANT } from './enterprise.ts';
 import { isLoopbackRedirectHost } from '../domain/addresses.ts';
 
-export const SCOPES = ['mcp'] as const;
+/** The scopes svc's OAuth server grants (a token's own scopes are domain/scopes.ts; an OAuth token has only `mcp`). */
+export const OAUTH_SCOPES = ['mcp'] as const;
 
 export const resourceFor = (baseUrl: string) => `${baseUrl}/oauth/mcp`;
 
@@ -17,7 +18,7 @@ export function resourceAllowed(baseUrl: string, resource: string): boolean {
 
 /** Known scopes of a request, space-separated; unknown ones are dropped, and none asked means `mcp`. */
 export function grantedScope(requested: string | undefined): string {
-  const known = (requested ?? '').split(' ').filter((s) => (SCOPES as readonly string[]).includes(s));
+  const known = (requested ?? '').split(' ').filter((s) => (OAUTH_SCOPES as readonly string[]).includes(s));
   return known.length === 0 ? 'mcp' : [...new Set(known)].sort().join(' ');
 }
 
@@ -112,7 +113,7 @@ export function protectedResourceMetadata(baseUrl: string, resource: string) {
   return {
     resource,
     authorization_servers: [baseUrl],
-    scopes_supported: [...SCOPES],
+    scopes_supported: [...OAUTH_SCOPES],
     bearer_methods_supported: ['header'],
     resource_name: 'svc',
   };
@@ -131,7 +132,7 @@ export function authorizationServerMetadata(baseUrl: string, config: OauthConfig
     code_challenge_methods_supported: ['S256'],
     token_endpoint_auth_methods_supported: ['none', 'client_secret_post', 'client_secret_basic'],
     revocation_endpoint_auth_methods_supported: ['none', 'client_secret_post', 'client_secret_basic'],
-    scopes_supported: [...SCOPES],
+    scopes_supported: [...OAUTH_SCOPES],
     client_id_metadata_document_supported: config.clientMetadataDocuments,
     authorization_response_iss_parameter_supported: true,
   };
@@ -142,5 +143,5 @@ export const resourceMetadataUrl = (baseUrl: string, resourcePath: string) =>
 
 /** The WWW-Authenticate challenge of a protected resource that announces OAuth. */
 export function oauthChallenge(baseUrl: string, resourcePath: string): string {
-  return `Bearer realm="svc", resource_metadata="${resourceMetadataUrl(baseUrl, resourcePath)}", scope="${SCOPES.join(' ')}"`;
+  return `Bearer realm="svc", resource_metadata="${resourceMetadataUrl(baseUrl, resourcePath)}", scope="${OAUTH_SCOPES.join(' ')}"`;
 }

@@ -50,7 +50,7 @@ export interface RestrictedTokenReader {
   readonly tokenId: string;
   readonly name: string;
   readonly owner: string;
-  readonly labels: LabelSet;
+  readonly restriction: LabelSet;
 }
 
 export interface Readers {
@@ -103,7 +103,7 @@ export async function readersOf(
     users: { ...pageOf(readers.map(toUser), pages.users), total: userTotal },
     restrictedTokens: {
       ...pageOf(
-        restricted.map((t) => ({ tokenId: t.tokenId, name: t.name, owner: t.owner, labels: storedLabels(t.labels ?? '') })),
+        restricted.map((t) => ({ tokenId: t.tokenId, name: t.name, owner: t.owner, restriction: storedLabels(t.labels ?? '') })),
         pages.tokens,
       ),
       total: tokenTotal,

@@ -34,22 +34,22 @@ export async function enterpriseGrant(
   userId: number,
   clientId: string,
   now = Date.now(),
-): Promise<{ id: string; labels: string | null } | null> {
+): Promise<{ id: string; restriction: string | null } | null> {
   const existing = await tx
     .select()
     .from(oauthGrants)
     .where(and(eq(oauthGrants.userId, userId), eq(oauthGrants.clientId, clientId)))
     .get();
-  if (existing) return existing.revokedAt === null ? { id: existing.id, labels: existing.labels } : null;
+  if (existing) return existing.revokedAt === null ? { id: existing.id, restriction: existing.labels } : null;
   const id = `gr_${randomId(12)}`;
   await tx.insert(oauthGrants).values({ id, userId, clientId, scope: 'mcp', redirectUris: '[]', labels: null, createdAt: now });
-  return { id, labels: null };
+  return { id, restriction: null };
 }
 
 /** An access token under the grant: scope `mcp`, the grant's label restriction, no refresh token. */
 export async function issueAssertionToken(
   tx: Tx,
-  grant: { id: string; labels: string | null },
+  grant: { id: string; restriction: string | null },
   userId: number,
   client: { id: string; name: string },
   accessSeconds: number,
@@ -65,7 +65,7 @@ export async function issueAssertionToken(
     createdAt: now,
     expiresAt: now + accessSeconds * 1000,
     grantId: grant.id,
-    labels: grant.labels,
+    labels: grant.restriction,
     scopes: formatScopes(['mcp']),
   });
   await tx.update(oauthGrants).set({ lastUsedAt: now }).where(eq(oauthGrants.id, grant.id));

@@ -75,14 +75,15 @@ export interface Grant {
   readonly scope: string;
   readonly redirectUris: readonly string[];
   /** the label restriction chosen at consent; null: the user's whole access */
-  readonly labels: LabelSet | null;
+  readonly restriction: LabelSet | null;
   readonly createdAt: number;
   readonly lastUsedAt: number | null;
   readonly revokedAt: number | null;
 }
 
 function toGrant(r: typeof oauthGrants.$inferSelect): Grant {
-  return { ...r, redirectUris: JSON.parse(r.redirectUris) as string[], labels: r.labels === null ? null : storedLabels(r.labels) };
+  const { labels, ...rest } = r;
+  return { ...rest, redirectUris: JSON.parse(r.redirectUris) as string[], restriction: labels === null ? null : storedLabels(labels) };
 }
 
 /** The user's standing grant to this client, if it is not revoked. */
@@ -105,10 +106,10 @@ export async function consent(
   clientId: string,
   scope: string,
   redirectUri: string,
-  labels: LabelSet | null,
+  restriction: LabelSet | null,
   now = Date.now(),
 ): Promise<Grant> {
-  const restriction = labels === null ? null : formatLabels(labels);
+  const stored = restriction === null ? null : formatLabels(restriction);
   const existing = await tx
     .select()
     .from(oauthGrants)
@@ -119,7 +120,7 @@ export async function consent(
     const scopes = [...new Set([...existing.scope.split(' '), ...scope.split(' ')].filter((s) => s !== ''))].sort().join(' ');
     const rows = await tx
       .update(oauthGrants)
-      .set({ scope: scopes, redirectUris: JSON.stringify(uris), labels: restriction })
+      .set({ scope: scopes, redirectUris: JSON.stringify(uris), labels: stored })
       .where(eq(oauthGrants.id, existing.id))
       .returning();
     return toGrant(rows[0]!);
@@ -134,7 +135,7 @@ export async function consent(
       clientId,
       scope,
       redirectUris: JSON.stringify([redirectUri]),
-      labels: restriction,
+      labels: stored,
       createdAt: now,
     })
     .returning();

@@ -19,7 +19,7 @@ export interface TokenInfo {
   readonly id: string;
   readonly name: string;
   /** the label restriction, or null: the owner's whole access */
-  readonly labels: LabelSet | null;
+  readonly restriction: LabelSet | null;
   readonly scopes: ScopeSet;
   readonly createdAt: number;
   readonly expiresAt: number | null;
@@ -34,7 +34,8 @@ export interface CreatedToken {
   readonly name: string;
   readonly createdAt: number;
   readonly expiresAt: number | null;
-  readonly labels: LabelSet | null;
+  /** the label restriction, or null: the owner's whole access */
+  readonly restriction: LabelSet | null;
   readonly scopes: ScopeSet;
 }
 
@@ -166,7 +167,7 @@ export async function createToken(
     labels: restriction === null ? null : formatLabels(restriction),
     scopes: formatScopes(checkedScopes),
   });
-  return { id, token, name: checkedName, createdAt: now, expiresAt, labels: restriction, scopes: checkedScopes };
+  return { id, token, name: checkedName, createdAt: now, expiresAt, restriction, scopes: checkedScopes };
 }
 
 /**
@@ -206,7 +207,7 @@ function tokenInfo(r: typeof tokens.$inferSelect, now: number): TokenInfo {
   return {
     id: r.id,
     name: r.name,
-    labels: r.labels === null ? null : storedLabels(r.labels),
+    restriction: r.labels === null ? null : storedLabels(r.labels),
     scopes: storedScopes(r.scopes),
     createdAt: r.createdAt,
     expiresAt: r.expiresAt,

@@ -38,7 +38,7 @@ export function tokenJson(t: TokenInfo) {
   return {
     id: t.id,
     name: t.name,
-    labels: t.labels === null ? null : [...t.labels],
+    labels: t.restriction === null ? null : [...t.restriction],
     scopes: [...t.scopes],
     created_at: iso(t.createdAt),
     expires_at: iso(t.expiresAt),
@@ -49,7 +49,7 @@ export function tokenJson(t: TokenInfo) {
 
 /** A token just made: the one answer that carries its secret. */
 export function createdTokenJson(t: CreatedToken) {
-  return { id: t.id, token: t.token, name: t.name, expires_at: iso(t.expiresAt), labels: t.labels, scopes: t.scopes };
+  return { id: t.id, token: t.token, name: t.name, expires_at: iso(t.expiresAt), labels: t.restriction, scopes: t.scopes };
 }
 
 export function grantJson(g: GrantListing) {

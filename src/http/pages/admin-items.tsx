@@ -167,7 +167,7 @@ export function ItemPage(p: ItemPageProps) {
           <ul class="restricted">
             {p.restrictedTokens.rows.map((t) => (
               <li>
-                “{t.name}” of {t.owner} <span class="muted">(only {t.labels.join(', ') || 'unlabelled documents'})</span>
+                “{t.name}” of {t.owner} <span class="muted">(only {t.restriction.join(', ') || 'unlabelled documents'})</span>
               </li>
             ))}
           </ul>

@@ -242,7 +242,7 @@ export function UserPage(p: UserPageProps) {
                   {g.clientName}{' '}
                   <span class="muted">
                     granted {formatTime(g.createdAt)}
-                    {g.labels ? `, only ${g.labels.join(', ') || 'unlabelled documents'}` : ''}
+                    {g.restriction ? `, only ${g.restriction.join(', ') || 'unlabelled documents'}` : ''}
                   </span>{' '}
                   <form method="post" action={`${base}/grants/${g.id}/revoke`} class="inline">
                     <button type="submit" class="danger">

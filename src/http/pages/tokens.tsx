@@ -20,7 +20,7 @@ export interface TokensProps {
   labels: readonly string[];
   /** whether [auth] token accepts tokens; without it no token is made, and the page says so */
   tokensOn: boolean;
-  created?: { token: string; name: string; expiresAt: number | null; labels: readonly string[] | null; scopes: ScopeSet } | undefined;
+  created?: { token: string; name: string; expiresAt: number | null; restriction: readonly string[] | null; scopes: ScopeSet } | undefined;
   error?: string | undefined;
 }
 
@@ -96,7 +96,7 @@ export function TokensPage(p: TokensProps) {
         <section class="notice ok" aria-live="polite">
           <h2>New token “{p.created.name}”</h2>
           <p>
-            Copy it now: it is shown only once. Expires: {when(p.created.expiresAt)}. Access: {accessText(p.created.labels)}. Scopes:{' '}
+            Copy it now: it is shown only once. Expires: {when(p.created.expiresAt)}. Access: {accessText(p.created.restriction)}. Scopes:{' '}
             {scopesText(p.created.scopes)}.
           </p>
           <div class="secret">
@@ -160,7 +160,7 @@ export function TokensPage(p: TokensProps) {
               {p.tokens.rows.map((t) => (
                 <tr data-token-id={t.id}>
                   <td>{t.name}</td>
-                  <td class="token-access">{accessText(t.labels)}</td>
+                  <td class="token-access">{accessText(t.restriction)}</td>
                   <td class="token-scopes">{scopesText(t.scopes)}</td>
                   <td>{when(t.createdAt)}</td>
                   <td>{when(t.expiresAt)}</td>
