@@ -12,10 +12,11 @@ describe('on sqld', async () => {
   await import('./login.test.ts');
   await import('./oauth.test.ts');
   await import('./oauth-grants.test.ts');
-  await import('./scoped-tokens.test.ts');
+  await import('./token-restrictions.test.ts');
   await import('./scopes.test.ts');
   await import('./enterprise.test.ts');
   await import('./mcp.test.ts');
   await import('./admin.test.ts');
-  await import('./availability.test.ts');
+  await import('./user-limits.test.ts');
+  await import('./client-registration.test.ts');
 });

@@ -1,6 +1,7 @@
 // An MCP client's side of OAuth for tests: the SDK's OAuthClientProvider kept in memory, with a person who signs
 // in and answers the consent page in an HTTP user agent.
 import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
@@ -96,4 +97,28 @@ export async function connect(url: string, provider: Provider): Promise<Client> 
   const again = new Client({ name: 'oauth-test', version: '1' });
   await again.connect(new StreamableHTTPClientTransport(endpoint, { authProvider: provider }));
   return again;
+}
+
+/** GET /oauth/authorize as `browser` up to the consent page; returns the held request's secret, unanswered. */
+export async function heldConsent(base: string, browser: Browser, clientId: string, challenge = pkce().challenge): Promise<string> {
+  const url = new URL(`${base}/oauth/authorize`);
+  url.search = new URLSearchParams({
+    client_id: clientId,
+    redirect_uri: REDIRECT,
+    response_type: 'code',
+    state: 'st',
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+  }).toString();
+  const res = await browser.request(url.pathname + url.search, { headers: { accept: 'text/html' } });
+  const html = await res.text();
+  assert.equal(res.status, 200, html);
+  const secret = /name="request" value="([^"]+)"/.exec(html)?.[1];
+  assert.ok(secret, html);
+  return secret;
+}
+
+export function pkce(): { verifier: string; challenge: string } {
+  const verifier = randomBytes(32).toString('base64url');
+  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
 }
