@@ -10,7 +10,9 @@ import { loadConfig, ConfigError, type Config } from '../src/config/load.ts';
 import { openDatabase } from '../src/db/open.ts';
 import { createUser, findUser } from '../src/store/users.ts';
 import { createToken } from '../src/store/tokens.ts';
-import { readMarkdownDir, putItems } from '../src/store/markdown-dir.ts';
+import { readMarkdownDir } from '../src/requests/markdown-dir.ts';
+import { putItems } from '../src/store/items.ts';
+import { tokenRequest } from '../src/requests/tokens.ts';
 import { hashPassword } from '../src/auth/passwords.ts';
 import { startServer } from '../src/server.ts';
 import { createLogger } from '../src/log.ts';
@@ -59,11 +61,12 @@ if (!(await findUser(database.db, 'admin'))) {
       uid: 'admin',
       email: 'admin@example.com',
       name: 'Administrator',
-      labels: 'eng, finance',
+      labels: ['eng', 'finance'],
       admin: true,
       passwordHash,
     });
-    return (await createToken(tx, admin.id, 'quickstart', undefined)).token;
+    const request = tokenRequest({ name: 'quickstart', ttl: undefined, labels: null, scopes: undefined });
+    return (await createToken(tx, admin.id, request)).token;
   });
 }
 const examples = readMarkdownDir(join(root, 'examples', 'items'));

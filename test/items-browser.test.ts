@@ -13,6 +13,7 @@ import { bearer } from './helpers/http.ts';
 import { ROOT } from './helpers/workspace.ts';
 import { getUser } from '../src/store/users.ts';
 import { putItem } from '../src/store/items.ts';
+import { itemRecord } from './helpers/records.ts';
 
 let s: TestServer;
 let browser: Browser;
@@ -20,7 +21,9 @@ before(async () => {
   s = await startTestServer();
   await s.addUser({ uid: 'boss', email: 'boss@example.com', password: 'boss password 1', admin: true, labels: 'finance' });
   await s.addUser({ uid: 'erin', email: 'erin@example.com', password: 'erin password 1', labels: 'finance, eng' });
-  await s.database.write((tx) => putItem(tx, 'finance/q3', { title: 'Q3 forecast', text: 'the quarterly forecast', labels: 'finance' }));
+  await s.database.write((tx) =>
+    putItem(tx, 'finance/q3', itemRecord({ title: 'Q3 forecast', text: 'the quarterly forecast', labels: 'finance' })),
+  );
   browser = await launchChromium();
 });
 after(async () => {

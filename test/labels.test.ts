@@ -9,6 +9,7 @@ import { deriveUid, uidCandidates, isValidUid } from '../src/domain/uid.ts';
 import { openDatabase } from '../src/db/open.ts';
 import { putItem, fetchVisible, searchVisible, listVisible } from '../src/store/items.ts';
 import { DRIVERS, openFresh } from './helpers/drivers.ts';
+import { itemRecord } from './helpers/records.ts';
 
 describe('ACL label strings', () => {
   test('canonical: unique, sorted, comma-separated; commas and/or whitespace separate', () => {
@@ -91,7 +92,7 @@ describe('visibility', () => {
       try {
         await database.migrate();
         for (const [id, labels] of Object.entries(ITEMS)) {
-          await database.write((tx) => putItem(tx, id, { title: `doc ${id}`, text: `shared word plus ${id}`, labels }));
+          await database.write((tx) => putItem(tx, id, itemRecord({ title: `doc ${id}`, text: `shared word plus ${id}`, labels })));
         }
         for (const user of USERS) {
           for (const restriction of RESTRICTIONS(user)) {
@@ -110,7 +111,7 @@ describe('visibility', () => {
           }
         }
         // Relabelling an item changes who sees it at once (item_labels follow items.labels).
-        await database.write((tx) => putItem(tx, 'open', { title: 'doc open', text: 'shared word', labels: 'oncall' }));
+        await database.write((tx) => putItem(tx, 'open', itemRecord({ title: 'doc open', text: 'shared word', labels: 'oncall' })));
         assert.equal(await fetchVisible(database.db, 'open', { labels: ['eng'], restriction: null }), null);
         assert.ok(await fetchVisible(database.db, 'open', { labels: ['oncall'], restriction: null }));
       } finally {
@@ -129,7 +130,8 @@ describe('search past the rank window', () => {
       // Oldest first: two items for team a, then 28 for team b; every one holds the common word.
       const ids = [...['a0', 'a1'], ...Array.from({ length: 28 }, (_, i) => `b${i}`)];
       await database.write(async (tx) => {
-        for (const id of ids) await putItem(tx, id, { title: id, text: `needle ${id}`, labels: id.startsWith('a') ? 'a' : 'b' });
+        for (const id of ids)
+          await putItem(tx, id, itemRecord({ title: id, text: `needle ${id}`, labels: id.startsWith('a') ? 'a' : 'b' }));
       });
       const search = (labels: string[], limit: number, window: number) =>
         searchVisible(database.db, 'needle', { labels, restriction: null }, limit, window);

@@ -22,6 +22,7 @@ import { Browser } from './helpers/http.ts';
 import { DEFAULT_AUTH } from './helpers/workspace.ts';
 import { createLogger } from '../src/log.ts';
 import { putItem } from '../src/store/items.ts';
+import { itemRecord } from './helpers/records.ts';
 
 const require = createRequire(import.meta.url);
 const MCP_REMOTE = join(dirname(require.resolve('mcp-remote/package.json')), 'dist', 'proxy.js');
@@ -69,7 +70,9 @@ describe('mcp-remote by URL alone: sign-in, stored tokens, refresh, revocation, 
     });
     s = await startTestServer({ auth: `${DEFAULT_AUTH}oauth\n    enabled true\n    access_ttl 30s\n`, log });
     await s.addUser({ uid: PETRA.uid, email: 'petra@example.com', password: PETRA.password });
-    await s.database.write((tx) => putItem(tx, 'notes/remote', { title: 'Remote notes', text: 'what mcp-remote should find', labels: '' }));
+    await s.database.write((tx) =>
+      putItem(tx, 'notes/remote', itemRecord({ title: 'Remote notes', text: 'what mcp-remote should find', labels: '' })),
+    );
     chromium = await launchChromium();
     profile = await chromium.newContext();
 

@@ -11,6 +11,7 @@ import { updateUser, type User } from '../src/store/users.ts';
 import { visible } from '../src/domain/visibility.ts';
 import { createLogger } from '../src/log.ts';
 import { sql } from 'drizzle-orm';
+import { itemRecord, changeRecord } from './helpers/records.ts';
 
 async function connectAs(
   url: string,
@@ -59,11 +60,15 @@ describe('/mcp', () => {
     s = await startTestServer();
     for (const [id, labels] of Object.entries(ITEMS)) {
       await s.database.write((tx) =>
-        putItem(tx, id, {
-          title: `Quarterly report ${id}`,
-          text: `The quarterly report for ${id}. Revenue grew; see ${id} appendix.`,
-          labels,
-        }),
+        putItem(
+          tx,
+          id,
+          itemRecord({
+            title: `Quarterly report ${id}`,
+            text: `The quarterly report for ${id}. Revenue grew; see ${id} appendix.`,
+            labels,
+          }),
+        ),
       );
     }
     for (const [uid, labels] of Object.entries(USERS)) {
@@ -172,10 +177,10 @@ describe('/mcp', () => {
   test('a label granted is visible on the next call; a label removed is gone', async () => {
     const { client } = await connectAs(s.url, bearer(tokens.nolabels!));
     assert.equal((await call(client, 'fetch', { id: 'eng' })).isError, true);
-    await s.database.write((tx) => updateUser(tx, 'nolabels', { labels: 'eng' }));
+    await s.database.write((tx) => updateUser(tx, 'nolabels', changeRecord({ labels: 'eng' })));
     assert.equal((await call(client, 'fetch', { id: 'eng' })).isError, undefined);
     assert.deepEqual((await call(client, 'whoami')).structuredContent!.labels, ['eng']);
-    await s.database.write((tx) => updateUser(tx, 'nolabels', { labels: '' }));
+    await s.database.write((tx) => updateUser(tx, 'nolabels', changeRecord({ labels: '' })));
     assert.equal((await call(client, 'fetch', { id: 'eng' })).isError, true);
     await client.close();
   });
@@ -333,7 +338,7 @@ describe('/mcp', () => {
   test('resources/list pages with a cursor, opaque and bound to the caller', async () => {
     for (let i = 0; i < 230; i++)
       await s.database.write((tx) =>
-        putItem(tx, `bulk/${String(i).padStart(3, '0')}`, { title: `bulk ${i}`, text: 'bulk', labels: i % 2 ? 'eng' : '' }),
+        putItem(tx, `bulk/${String(i).padStart(3, '0')}`, itemRecord({ title: `bulk ${i}`, text: 'bulk', labels: i % 2 ? 'eng' : '' })),
       );
     const { client } = await connectAs(s.url, bearer(tokens.finuser!));
     const seen: string[] = [];
@@ -458,7 +463,7 @@ describe('/mcp when a read fails after the caller is known', () => {
     const s = await startTestServer({ auth: 'token\n    enabled true\n', log: createLogger((line) => lines.push(line)) });
     try {
       const alice = await s.addUser({ uid: 'alice', email: 'alice@example.com' });
-      await s.database.write((tx) => putItem(tx, 'doc', { title: 'a plan', text: 'the plan', labels: '' }));
+      await s.database.write((tx) => putItem(tx, 'doc', itemRecord({ title: 'a plan', text: 'the plan', labels: '' })));
       const { client } = await connectAs(s.url, bearer(await s.tokenFor(alice)));
       try {
         // The search index goes away under the server: the bearer lookup still works, the search's query cannot.

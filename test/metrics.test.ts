@@ -12,6 +12,7 @@ import { movableClock } from './helpers/clock.ts';
 import { filePath } from '../src/db/open.ts';
 import { createToken } from '../src/store/tokens.ts';
 import { loadConfig, type ConfigError } from '../src/config/load.ts';
+import { tokenRecord } from './helpers/records.ts';
 
 const mcp = (url: string, token: string, body: unknown) =>
   fetch(`${url}/mcp`, {
@@ -29,7 +30,7 @@ describe('metrics', () => {
     try {
       const alice = await s.addUser({ uid: 'alice', email: 'alice@example.com', labels: 'eng', password: 'alice password 1' });
       const mint = (name: string, ttl?: string) =>
-        s.database.write(async (tx) => createToken(tx, alice.id, name, ttl, null, 'mcp api', await s.database.tokenEpoch(tx)));
+        s.database.write(async (tx) => createToken(tx, alice.id, tokenRecord(name, ttl, null, 'mcp api'), await s.database.tokenEpoch(tx)));
       const { token: good } = await mint('good');
       const { token: revoked, id: revokedId } = await mint('revoked');
       const { token: expired } = await mint('expired', '1h');
@@ -128,7 +129,7 @@ describe('metrics', () => {
     try {
       const bob = await s.addUser({ uid: 'bob', email: 'bob@example.com' });
       const token = await s.tokenFor(bob, undefined, 'api');
-      const other = await s.database.write((tx) => createToken(tx, bob.id, 'other', undefined));
+      const other = await s.database.write((tx) => createToken(tx, bob.id, tokenRecord('other', undefined)));
       const before = await scrape(metricsUrl);
       // Held briefly: the write waits, retries and succeeds.
       holder.exec('BEGIN IMMEDIATE');
@@ -143,7 +144,7 @@ describe('metrics', () => {
       assert.ok(middle.value('svc_database_busy_retries_total') > before.value('svc_database_busy_retries_total'));
       assert.equal(middle.value('svc_database_errors_total', { kind: 'busy' }), 0);
       // Held past the wait: 503, counted once.
-      const another = await s.database.write((tx) => createToken(tx, bob.id, 'another', undefined));
+      const another = await s.database.write((tx) => createToken(tx, bob.id, tokenRecord('another', undefined)));
       holder.exec('BEGIN IMMEDIATE');
       const refused = await fetch(`${s.url}/auth/tokens/${another.id}/revoke`, { method: 'POST', headers: bearer(token) });
       holder.exec('COMMIT');

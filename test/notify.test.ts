@@ -15,6 +15,7 @@ import { openDatabase } from '../src/db/open.ts';
 import { notices } from '../src/db/schema.ts';
 import { createUser } from '../src/store/users.ts';
 import { pruneNotices } from '../src/store/notices.ts';
+import { userRecord } from './helpers/records.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const SMTP_PASS = 'smtp-pass-Zq8-do-not-leak';
@@ -195,7 +196,7 @@ test('settled notices are removed after their keep time; pending ones never', as
   const database = await openDatabase(`file:${join(dir, 'svc.db')}`, null);
   try {
     await database.migrate();
-    const user = await database.write((tx) => createUser(tx, { uid: 'pat', email: 'pat@example.com' }));
+    const user = await database.write((tx) => createUser(tx, userRecord({ uid: 'pat', email: 'pat@example.com' })));
     const now = Date.now();
     await database.write(async (tx) => {
       for (let i = 0; i < 1500; i++) {

@@ -15,6 +15,7 @@ import { putItem } from '../src/store/items.ts';
 import { oauthClients, oauthGrants, tokens } from '../src/db/schema.ts';
 
 import { consentAs, connect, Provider, REDIRECT } from './helpers/oauth-client.ts';
+import { itemRecord } from './helpers/records.ts';
 
 const OAUTH = `${DEFAULT_AUTH}oauth\n    enabled true\n    refresh_grace 2s\n`;
 
@@ -38,7 +39,7 @@ describe('OAuth for MCP clients', () => {
     s = await startTestServer({ auth: OAUTH });
     await s.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1', labels: 'finance' });
     await s.addUser({ uid: 'bob', email: 'bob@example.com', password: 'bob password 1' });
-    await s.database.write((tx) => putItem(tx, 'fin', { title: 'Finance plan', text: 'the finance plan', labels: 'finance' }));
+    await s.database.write((tx) => putItem(tx, 'fin', itemRecord({ title: 'Finance plan', text: 'the finance plan', labels: 'finance' })));
     alice = new Browser(s.url);
     assert.equal((await alice.login('alice', 'alice password 1')).status, 303);
   });
@@ -651,8 +652,8 @@ describe('OAuth authorization requests that must not get a code', () => {
   test('consent can restrict what the app reads: the grant keeps the labels and every token issued under it carries them', async () => {
     await s.addUser({ uid: 'carl', email: 'carl@example.com', password: 'carl password 1', labels: 'eng, finance' });
     await s.database.write(async (tx) => {
-      await putItem(tx, 'eng-doc', { title: 'Eng', text: 'shared words', labels: 'eng' });
-      await putItem(tx, 'fin-doc', { title: 'Fin', text: 'shared words', labels: 'finance' });
+      await putItem(tx, 'eng-doc', itemRecord({ title: 'Eng', text: 'shared words', labels: 'eng' }));
+      await putItem(tx, 'fin-doc', itemRecord({ title: 'Fin', text: 'shared words', labels: 'finance' }));
     });
     const carl = new Browser(s.url);
     await carl.login('carl', 'carl password 1');

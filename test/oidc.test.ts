@@ -21,6 +21,7 @@ import { verifySignedId } from '../src/domain/secrets.ts';
 import { scrape } from './helpers/metrics.ts';
 import { movableClock } from './helpers/clock.ts';
 import { FLOW_TTL_SECONDS } from '../src/store/oidc-flows.ts';
+import { changeRecord } from './helpers/records.ts';
 
 async function until(check: () => Promise<boolean>, ms = 10_000): Promise<void> {
   const deadline = Date.now() + ms;
@@ -158,7 +159,7 @@ describe('OIDC single sign-on against oidc-provider', () => {
   });
 
   test('later logins refresh email and name, create no duplicate, and never change labels', async () => {
-    await s.database.write((tx) => updateUser(tx, 'ann.lee', { labels: 'eng, staff, granted-by-admin' }));
+    await s.database.write((tx) => updateUser(tx, 'ann.lee', changeRecord({ labels: 'eng, staff, granted-by-admin' })));
     idp.accounts.set('sub-ann', { email: 'ann@new.example.com', name: 'Ann New', groups: ['idp-fin'] });
     const before = await userCount();
     const { res } = await new Agent().signIn(s.url, 'sub-ann');

@@ -22,6 +22,7 @@ import { ROOT } from './helpers/workspace.ts';
 import { startServer } from '../src/server.ts';
 import { loadConfig } from '../src/config/load.ts';
 import { silentLogger } from '../src/log.ts';
+import { itemRecord } from './helpers/records.ts';
 
 const json = { 'content-type': 'application/json' };
 const INSUFFICIENT = (scope: string) => `Bearer realm="svc", error="insufficient_scope", scope="${scope}"`;
@@ -52,8 +53,8 @@ describe('an OAuth app allowed to read documents can do nothing else', () => {
     s = await startTestServer({ auth: OAUTH_ON });
     await s.addUser({ uid: 'root', email: 'root@example.com', password: 'root password 1', admin: true, labels: 'eng, fin' });
     await s.addUser({ uid: 'bob', email: 'bob@example.com', password: 'bob password 1' });
-    await s.database.write((tx) => putItem(tx, 'fin/q1', { title: 'Q1', text: 'quarter numbers', labels: 'fin' }));
-    await s.database.write((tx) => putItem(tx, 'eng/plan', { title: 'Plan', text: 'engineering plan', labels: 'eng' }));
+    await s.database.write((tx) => putItem(tx, 'fin/q1', itemRecord({ title: 'Q1', text: 'quarter numbers', labels: 'fin' })));
+    await s.database.write((tx) => putItem(tx, 'eng/plan', itemRecord({ title: 'Plan', text: 'engineering plan', labels: 'eng' })));
     root = new Browser(s.url);
     assert.equal((await root.login('root', 'root password 1')).status, 303);
     // A self-registered app, approved by the admin on the consent page and limited to the label eng.

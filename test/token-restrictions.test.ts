@@ -9,6 +9,7 @@ import { Browser, bearer } from './helpers/http.ts';
 import { putItem } from '../src/store/items.ts';
 import { updateUser } from '../src/store/users.ts';
 import { tokens } from '../src/db/schema.ts';
+import { itemRecord, changeRecord } from './helpers/records.ts';
 
 const ITEMS: Record<string, string> = { open: '', eng: 'eng', fin: 'finance', both: 'eng, finance', board: 'board' };
 
@@ -57,7 +58,7 @@ describe('label-scoped tokens', () => {
   before(async () => {
     s = await startTestServer();
     for (const [id, labels] of Object.entries(ITEMS))
-      await s.database.write((tx) => putItem(tx, id, { title: `${id} plan`, text: `the ${id} plan`, labels }));
+      await s.database.write((tx) => putItem(tx, id, itemRecord({ title: `${id} plan`, text: `the ${id} plan`, labels })));
     await s.addUser({ uid: 'fran', email: 'fran@example.com', labels: 'eng, finance', password: 'fran password 1' });
     await s.addUser({ uid: 'other', email: 'other@example.com', password: 'other password 1' });
     b = new Browser(s.url);
@@ -136,13 +137,13 @@ describe('label-scoped tokens', () => {
 
   test('never more than the owner: labels the owner gains later reach a restricted token only within its restriction', async () => {
     const fin = await create({ name: 'grows', labels: ['finance'] });
-    await s.database.write((tx) => updateUser(tx, 'fran', { labels: 'eng, finance, board' }));
+    await s.database.write((tx) => updateUser(tx, 'fran', changeRecord({ labels: 'eng, finance, board' })));
     await sees(fin.body.token, ['open', 'fin']);
     const finBoard = await create({ name: 'grows within', labels: ['finance', 'board'] });
     await sees(finBoard.body.token, ['open', 'fin', 'board']);
-    await s.database.write((tx) => updateUser(tx, 'fran', { labels: 'eng' }));
+    await s.database.write((tx) => updateUser(tx, 'fran', changeRecord({ labels: 'eng' })));
     await sees(finBoard.body.token, ['open']);
-    await s.database.write((tx) => updateUser(tx, 'fran', { labels: 'eng, finance' }));
+    await s.database.write((tx) => updateUser(tx, 'fran', changeRecord({ labels: 'eng, finance' })));
   });
 
   test('bad input: a bad label is 400 naming it, and nothing is created', async () => {

@@ -15,6 +15,7 @@ import { recordAudit } from '../src/store/audit.ts';
 import { putItem } from '../src/store/items.ts';
 import type { User } from '../src/store/users.ts';
 import { heldConsent } from './helpers/oauth-client.ts';
+import { itemRecord, tokenRecord } from './helpers/records.ts';
 
 const KiB = 1024;
 /** No single answer of svc may be larger than this, however much one user made. */
@@ -143,7 +144,7 @@ describe('one signed-in user cannot fill the disk or make a page huge', () => {
     assert.equal((await b.login('hoarder', 'hoarder password 1')).status, 303);
     const made: string[] = [];
     for (let i = 0; i < ACTIVE_TOKENS_MAX - 10; i++)
-      made.push((await s.database.write(async (tx) => createToken(tx, owner.id, `t${i}`, undefined, null, undefined))).id);
+      made.push((await s.database.write(async (tx) => createToken(tx, owner.id, tokenRecord(`t${i}`, undefined, null, undefined)))).id);
     // Twenty at once for the last ten places: exactly ten are made.
     const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => mint(b, { name: `race ${i}` })));
     const statuses = answers.map((a) => a.status).sort();
@@ -168,10 +169,10 @@ describe('one signed-in user cannot fill the disk or make a page huge', () => {
   test('revoked and expired tokens beyond the newest fifty are forgotten at the next mint', async () => {
     const owner = await s.addUser({ uid: 'churner', email: 'churner@example.com' });
     for (let i = 0; i < 120; i++) {
-      const t = await s.database.write(async (tx) => createToken(tx, owner.id, `c${i}`, undefined, null, undefined));
+      const t = await s.database.write(async (tx) => createToken(tx, owner.id, tokenRecord(`c${i}`, undefined, null, undefined)));
       await s.database.write((tx) => revokeToken(tx, owner.id, t.id));
     }
-    await s.database.write(async (tx) => createToken(tx, owner.id, 'kept', undefined, null, undefined));
+    await s.database.write(async (tx) => createToken(tx, owner.id, tokenRecord('kept', undefined, null, undefined)));
     const mine = eq(tokens.userId, owner.id);
     assert.equal(await countOf(tokens, and(mine, isNotNull(tokens.revokedAt))), INACTIVE_TOKENS_KEPT);
     assert.equal(await countOf(tokens, and(mine, isNull(tokens.revokedAt))), 1);
@@ -185,10 +186,10 @@ describe('one signed-in user cannot fill the disk or make a page huge', () => {
     const token = await s.tokenFor(owner, undefined, 'api');
     await s.database.write(async (tx) => {
       for (let i = 1; i < ACTIVE_TOKENS_MAX; i++)
-        await createToken(tx, owner.id, `${'n'.repeat(96)}${String(i).padStart(4, '0')}`, undefined, wide);
+        await createToken(tx, owner.id, tokenRecord(`${'n'.repeat(96)}${String(i).padStart(4, '0')}`, undefined, wide));
     });
     await assert.rejects(s.tokenFor(owner), /200 active tokens/, 'the 201st token is refused');
-    await s.database.write((tx) => putItem(tx, 'wide/doc', { title: 'wide', text: 'x', labels: wide[0]! }));
+    await s.database.write((tx) => putItem(tx, 'wide/doc', itemRecord({ title: 'wide', text: 'x', labels: wide[0]! })));
     // Audit entries as large as one may be, more than any page of the trail can hold.
     await s.database.write(async (tx) => {
       for (let i = 0; i < 300; i++)

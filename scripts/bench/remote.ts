@@ -13,6 +13,7 @@ import { openDatabase, type Database } from '../../src/db/open.ts';
 import { createUser } from '../../src/store/users.ts';
 import { createToken, checkToken } from '../../src/store/tokens.ts';
 import { startSqld } from '../../test/helpers/sqld.ts';
+import { benchToken, benchUser } from './records.ts';
 
 type Say = (line?: string) => void;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -21,8 +22,8 @@ const fmt = (n: number, digits = 2) => n.toFixed(digits);
 async function withBenchUser(database: Database): Promise<string> {
   await database.migrate();
   return database.write(async (tx) => {
-    const user = await createUser(tx, { uid: 'bench', email: 'bench@example.com', labels: 'eng' });
-    return (await createToken(tx, user.id, 'bench', undefined)).token;
+    const user = await createUser(tx, benchUser(['eng']));
+    return (await createToken(tx, user.id, benchToken('bench'))).token;
   });
 }
 

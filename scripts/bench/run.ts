@@ -24,6 +24,8 @@ import { sql } from 'drizzle-orm';
 import { openDatabase, type Database, type Db } from '../../src/db/open.ts';
 import { createUser } from '../../src/store/users.ts';
 import { createToken, checkToken } from '../../src/store/tokens.ts';
+import { parseLabels } from '../../src/domain/labels.ts';
+import { benchToken, benchUser } from './records.ts';
 import { searchVisible, ftsQuery } from '../../src/store/items.ts';
 import { storedHash } from '../../src/domain/secrets.ts';
 import { benchRemote } from './remote.ts';
@@ -93,8 +95,8 @@ async function load(port: number, token: string, seconds: number, mode: Mode): P
 async function benchUserDb(name: string, labels: string): Promise<{ url: string; token: string }> {
   const { url, database, close } = await prepareDb(name);
   const { token } = await database.write(async (tx) => {
-    const user = await createUser(tx, { uid: 'bench', email: 'bench@example.com', labels });
-    return createToken(tx, user.id, 'bench', undefined);
+    const user = await createUser(tx, benchUser(parseLabels(labels)));
+    return createToken(tx, user.id, benchToken('bench'));
   });
   close();
   return { url, token };
@@ -400,7 +402,7 @@ async function benchScale(): Promise<void> {
 /** A database with `count` tokens and 100 real ones; returns a function timing one batch of lookups (µs each). */
 async function tokenTable(count: number): Promise<{ batch(): Promise<number>; close(): void }> {
   const { path, database, close } = await prepareDb(`tokens-${count}`);
-  const user = await database.write((tx) => createUser(tx, { uid: 'bench', email: 'bench@example.com', labels: 'eng' }));
+  const user = await database.write((tx) => createUser(tx, benchUser(['eng'])));
   const raw = new Sqlite(path);
   const insert = raw.prepare('INSERT INTO tokens (id, hash, user_id, name, created_at) VALUES (?, ?, ?, ?, ?)');
   raw.exec('BEGIN');
@@ -408,7 +410,7 @@ async function tokenTable(count: number): Promise<{ batch(): Promise<number>; cl
   raw.exec('COMMIT');
   raw.close();
   const real: string[] = [];
-  for (let i = 0; i < 100; i++) real.push((await database.write((tx) => createToken(tx, user.id, `real${i}`, undefined))).token);
+  for (let i = 0; i < 100; i++) real.push((await database.write((tx) => createToken(tx, user.id, benchToken(`real${i}`)))).token);
   for (const t of real) await checkToken(database, t); // warm-up (the lookup writes nothing: the token channel stamps last_used_at)
   await new Promise((r) => setTimeout(r, 50));
   return {
@@ -446,7 +448,7 @@ async function benchLookup(): Promise<void> {
 
 async function benchWrites(): Promise<void> {
   const { path, database, close } = await prepareDb('writes');
-  const user = await database.write((tx) => createUser(tx, { uid: 'bench', email: 'bench@example.com' }));
+  const user = await database.write((tx) => createUser(tx, benchUser([])));
   const plain = new Sqlite(path);
   plain.exec('PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;');
   const insert = plain.prepare('INSERT INTO tokens (id, hash, user_id, name, created_at) VALUES (?, ?, ?, ?, ?)');
@@ -455,7 +457,7 @@ async function benchWrites(): Promise<void> {
   for (let i = 0; i < n; i++) {
     // Interleaved, so both see the same disk and machine state.
     let t = performance.now();
-    await database.write((tx) => createToken(tx, user.id, `svc${i}`, undefined));
+    await database.write((tx) => createToken(tx, user.id, benchToken(`svc${i}`)));
     times.svc.push(performance.now() - t);
     t = performance.now();
     insert.run(`tok_plain${i}`, storedHash(randomBytes(20).toString('hex')), user.id, `plain${i}`, Date.now());

@@ -8,10 +8,22 @@ import { getUser, passwordHashOf, rehashPassword, type User } from '../store/use
 import { createSession, endSession } from '../store/sessions.ts';
 import { startFlow, takeFlow, type Flow } from '../store/oidc-flows.ts';
 import { reserveAttempt, releaseAttempt, ACCOUNT_LIMIT, ADDRESS_LIMIT } from '../store/throttle.ts';
-import { createToken, restrictToken, restrictionDigest, revokeToken, type CreatedToken, type TokenInfo } from '../store/tokens.ts';
+import {
+  createToken,
+  personalTokenScopes,
+  revokeToken,
+  setRestriction,
+  type CreatedToken,
+  type NewToken,
+  type TokenInfo,
+} from '../store/tokens.ts';
+import { checkHeldByOwner, restrictionDigest } from '../domain/restriction.ts';
+import { checkScopesFor } from '../domain/scopes.ts';
+import type { LabelSet } from '../domain/labels.ts';
 import { revokeGrant } from '../store/oauth.ts';
 import { recordAudit, recordActorAudit, type Actor } from '../store/audit.ts';
-import { verifyPassword, dummyHash, needsRehash, hashPassword, PASSWORD_MAX } from '../auth/passwords.ts';
+import { verifyPassword, dummyHash, needsRehash, hashPassword } from '../auth/passwords.ts';
+import { PASSWORD_MAX } from '../domain/passwords.ts';
 import { provisionIn, type Arrival, type Policy } from '../auth/provisioning.ts';
 import { limitAddress } from '../domain/addresses.ts';
 import { AppError } from '../domain/errors.ts';
@@ -134,14 +146,6 @@ export function signOut(database: Database, sessionId: string): Promise<void> {
   return database.write((tx) => endSession(tx, sessionId));
 }
 
-export interface TokenRequest {
-  readonly name: unknown;
-  readonly ttl: unknown;
-  /** null: the owner's whole access */
-  readonly labels: unknown;
-  readonly scopes: unknown;
-}
-
 /** Why no personal token is made while [auth] token is off: every request with it would be refused. */
 export const TOKENS_OFF =
   'personal access tokens are turned off on this server ([auth] token enabled false): a token made now would be refused';
@@ -149,19 +153,21 @@ export const TOKENS_OFF =
 /**
  * Mints a personal token for the user `ownerUid`, by that user or by an operator on the CLI, only while the token
  * channel accepts tokens (`accepted`). The owner is read in the same transaction, so a user removed meanwhile gets
- * "no user", never a token.
+ * "no user", never a token; its restriction names only labels the owner holds, and `admin` needs an admin owner.
  */
 export async function createPersonalToken(
   database: Database,
   actor: Actor,
   ownerUid: string,
-  request: TokenRequest,
+  request: NewToken,
   accepted: boolean,
 ): Promise<CreatedToken> {
   if (!accepted) throw new AppError('forbidden', TOKENS_OFF);
   return database.write(async (tx) => {
     const owner = await getUser(tx, ownerUid);
-    const token = await createToken(tx, owner.id, request.name, request.ttl, request.labels, request.scopes, await database.tokenEpoch(tx));
+    if (request.restriction !== null) checkHeldByOwner(request.restriction, owner.labels);
+    checkScopesFor(request.scopes, owner, request.restriction !== null);
+    const token = await createToken(tx, owner.id, request, await database.tokenEpoch(tx));
     await recordActorAudit(tx, actor, 'token.create', token.id, {
       ...(actor.uid === owner.uid && actor.via !== 'cli' ? {} : { owner: owner.uid }),
       name: token.name,
@@ -173,10 +179,22 @@ export async function createPersonalToken(
   });
 }
 
-/** Sets or lifts (null) the restriction of one of the caller's own personal tokens. */
-export async function restrictOwnToken(database: Database, actor: Actor, owner: User, id: string, labels: unknown): Promise<TokenInfo> {
+/**
+ * Sets or lifts (null) the restriction of one of the caller's own personal tokens: only labels they hold now, and
+ * never on a token with the admin scope (an admin API sees everything: make a new token instead).
+ */
+export async function restrictOwnToken(
+  database: Database,
+  actor: Actor,
+  owner: User,
+  id: string,
+  restriction: LabelSet | null,
+): Promise<TokenInfo> {
   return database.write(async (tx) => {
-    const changed = await restrictToken(tx, owner.id, id, labels, database.now());
+    if (restriction !== null) checkHeldByOwner(restriction, (await getUser(tx, owner.uid)).labels);
+    const scopes = await personalTokenScopes(tx, owner.id, id);
+    if (restriction !== null) checkScopesFor(scopes, { admin: true }, true);
+    const changed = await setRestriction(tx, owner.id, id, restriction, database.now());
     await recordActorAudit(tx, actor, 'token.restrict', id, { restriction: restrictionDigest(changed.restriction) });
     return changed;
   });

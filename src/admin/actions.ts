@@ -1,74 +1,24 @@
-// What administrators can do, once, for the JSON API and the pages alike: validation of the request shape,
-// password hashing, the store call, and the audit record. Each change and its audit record commit together in
-// one transaction, or neither does. Routes only translate HTTP to these calls.
+// What administrators and operators can do, once, for the JSON API, the pages and the CLI alike: password hashing,
+// the store calls, and the audit record, from requests checked at the edge (requests/). Each change and its audit
+// record commit together in one transaction, or neither does.
 import type { Database } from '../db/open.ts';
-import { createUser, updateUser, removeUser, getUser, checkUid, type NewUser, type User, type UserChange } from '../store/users.ts';
+import { createUser, updateUser, removeUser, getUser, signsInBySso, type User, type UserChange } from '../store/users.ts';
+import type { NewUserRequest, UserChangeRequest } from '../requests/users.ts';
 import { revokeAllTokens } from '../store/tokens.ts';
 import { endAllSessions } from '../store/sessions.ts';
 import { endUserGrants, revokeGrant } from '../store/oauth.ts';
-import { putItem, removeItem, checkItemId, type Item, type ItemInput } from '../store/items.ts';
+import { putItem, putItems, removeItem, type Item, type ItemInput } from '../store/items.ts';
 import { registerClient, removeClient, type OauthClient } from '../store/oauth-clients.ts';
-import { putItems, type MarkdownItem } from '../store/markdown-dir.ts';
+import type { MarkdownItem } from '../requests/markdown-dir.ts';
 import { recordActorAudit as audit, type Actor } from '../store/audit.ts';
-import { hashPassword, passwordProblem } from '../auth/passwords.ts';
+import { hashPassword } from '../auth/passwords.ts';
 import { badRequest } from '../domain/errors.ts';
 
-function optionalString(body: Record<string, unknown>, key: string): string | undefined {
-  const v = body[key];
-  if (v === undefined) return undefined;
-  if (typeof v !== 'string') throw badRequest(`${key}: must be a string`, key);
-  return v;
-}
-
-function optionalBoolean(body: Record<string, unknown>, key: string): boolean | undefined {
-  const v = body[key];
-  if (v === undefined) return undefined;
-  if (typeof v !== 'boolean') throw badRequest(`${key}: must be true or false`, key);
-  return v;
-}
-
-function optionalLabels(body: Record<string, unknown>): string | unknown[] | undefined {
-  const v = body.labels;
-  if (v === undefined || typeof v === 'string' || Array.isArray(v)) return v;
-  throw badRequest('labels: give an ACL label string or an array of labels', 'labels');
-}
-
-async function passwordHashFrom(value: unknown): Promise<string | null> {
-  if (value === null) return null;
-  if (typeof value !== 'string') throw badRequest('password: must be a string, or null to remove it', 'password');
-  const problem = passwordProblem(value);
-  if (problem) throw badRequest(`password: ${problem}`, 'password');
-  return hashPassword(value);
-}
-
-const KNOWN_USER_FIELDS = new Set(['uid', 'email', 'name', 'labels', 'admin', 'password']);
-
-function rejectUnknown(body: Record<string, unknown>, known: Set<string>): void {
-  for (const key of Object.keys(body)) if (!known.has(key)) throw badRequest(`${key}: unknown field`, key);
-}
-
-/** Body: {uid, email, name?, labels?, admin?, password?}; an empty or missing password means none (single sign-on). */
-export async function adminCreateUser(database: Database, actor: Actor, body: Record<string, unknown>): Promise<User> {
-  rejectUnknown(body, KNOWN_USER_FIELDS);
-  const uid = checkUid(body.uid);
-  const email = optionalString(body, 'email');
-  if (email === undefined) throw badRequest('email: required', 'email');
-  const password = body.password === '' || body.password === undefined ? null : body.password;
-  const input = {
-    uid,
-    email,
-    name: optionalString(body, 'name') ?? '',
-    labels: optionalLabels(body) ?? '',
-    admin: optionalBoolean(body, 'admin') ?? false,
-    passwordHash: await passwordHashFrom(password),
-  };
-  return createUserAs(database, actor, input);
-}
-
-/** Creates a user as given (the admin API after checking its body, the CLI after reading the password). */
-export function createUserAs(database: Database, actor: Actor, input: NewUser): Promise<User> {
+/** Creates a user as asked (the admin API, a page's form, the CLI), its password hashed here. */
+export async function createUserAs(database: Database, actor: Actor, request: NewUserRequest): Promise<User> {
+  const passwordHash = request.password === null ? null : await hashPassword(request.password);
   return database.write(async (tx) => {
-    const user = await createUser(tx, input);
+    const user = await createUser(tx, { ...request, passwordHash });
     await audit(tx, actor, 'user.create', user.uid, {
       email: user.email,
       labels: user.labels,
@@ -80,34 +30,25 @@ export function createUserAs(database: Database, actor: Actor, input: NewUser): 
 }
 
 /**
- * Body: any of {email, name, labels, admin, password}; password null removes it. A new or removed password ends
- * the user's sessions but `keepSessionId`, the browser session making the change (when it is their own).
+ * Changes the fields asked; the audit record names them, and says only whether a password was set. A new or removed
+ * password ends the user's sessions but `keepSessionId`, the browser session making the change (when it is their
+ * own). A user of single sign-on can never have a password.
  */
-export async function adminUpdateUser(
+export async function updateUserAs(
   database: Database,
   actor: Actor,
   uid: string,
-  body: Record<string, unknown>,
+  request: UserChangeRequest,
   keepSessionId?: string,
 ): Promise<User> {
-  rejectUnknown(body, new Set([...KNOWN_USER_FIELDS].filter((k) => k !== 'uid')));
-  const change: UserChange = {};
-  const email = optionalString(body, 'email');
-  const name = optionalString(body, 'name');
-  const labels = optionalLabels(body);
-  const admin = optionalBoolean(body, 'admin');
-  if (email !== undefined) change.email = email;
-  if (name !== undefined) change.name = name;
-  if (labels !== undefined) change.labels = labels;
-  if (admin !== undefined) change.admin = admin;
-  if (body.password !== undefined) change.passwordHash = await passwordHashFrom(body.password);
+  const { password, ...fields } = request;
+  const change: UserChange = { ...fields };
+  if (typeof password === 'string') change.passwordHash = await hashPassword(password);
+  else if (password === null) change.passwordHash = null;
   if (Object.keys(change).length === 0) return getUser(database.db, uid);
-  return updateUserAs(database, actor, uid, change, keepSessionId);
-}
-
-/** Changes the given fields of a user; the audit record names them, and says only whether a password was set. */
-export function updateUserAs(database: Database, actor: Actor, uid: string, change: UserChange, keepSessionId?: string): Promise<User> {
   return database.write(async (tx) => {
+    if (typeof change.passwordHash === 'string' && (await signsInBySso(tx, uid)))
+      throw badRequest('password: this user signs in with single sign-on and cannot have a password', 'password');
     const user = await updateUser(tx, uid, change, keepSessionId === undefined ? {} : { keepSessionId });
     const detail: Record<string, unknown> = {};
     if (change.email !== undefined) detail.email = user.email;
@@ -157,21 +98,10 @@ export async function adminRevokeGrant(database: Database, actor: Actor, uid: st
   });
 }
 
-/** Body: {title, text, labels?}; without labels a replaced item keeps its own, `[]` or `""` removes them. */
-export async function adminPutItem(
-  database: Database,
-  actor: Actor,
-  id: string,
-  body: Record<string, unknown>,
-): Promise<{ item: Item; created: boolean }> {
-  rejectUnknown(body, new Set(['title', 'text', 'labels']));
-  return putItemAs(database, actor, id, { title: body.title, text: body.text, labels: optionalLabels(body) });
-}
-
 /** Creates or replaces an item; labels undefined keeps a replaced item's own. */
 export function putItemAs(database: Database, actor: Actor, id: string, input: ItemInput): Promise<{ item: Item; created: boolean }> {
   return database.write(async (tx) => {
-    const result = await putItem(tx, checkItemId(id), input);
+    const result = await putItem(tx, id, input);
     await audit(tx, actor, result.created ? 'item.create' : 'item.replace', id, { labels: result.item.labels });
     return result;
   });

@@ -8,15 +8,6 @@ const argon2 = () => import('@node-rs/argon2');
 const PARAMS = { algorithm: 2, memoryCost: 19456, timeCost: 2, parallelism: 1 } as const;
 const PHC_PARAMS = `$argon2id$v=19$m=${PARAMS.memoryCost},t=${PARAMS.timeCost},p=${PARAMS.parallelism}$`;
 
-export const PASSWORD_MIN = 8;
-export const PASSWORD_MAX = 1024;
-
-export function passwordProblem(password: string): string | null {
-  if (password.length < PASSWORD_MIN) return `a password has at least ${PASSWORD_MIN} characters`;
-  if (password.length > PASSWORD_MAX) return `a password has at most ${PASSWORD_MAX} characters`;
-  return null;
-}
-
 export async function hashPassword(password: string): Promise<string> {
   return (await argon2()).hash(password, PARAMS);
 }

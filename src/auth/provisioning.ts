@@ -13,9 +13,9 @@ import type { Database, Db, Tx } from '../db/open.ts';
 import { users } from '../db/schema.ts';
 import type { GroupsConfig } from '../config/load.ts';
 import { parseLabels, type LabelSet } from '../domain/labels.ts';
-import { cleanDisplayText } from '../domain/display-text.ts';
+import { cleanDisplayText, PERSON_NAME_MAX as NAME_MAX } from '../domain/display-text.ts';
 import { deriveUid, uidCandidates, emailProblem, isValidUid } from '../domain/uid.ts';
-import { createUserWithFreeUid, findUser, toUser, updateUser, NAME_MAX, type User } from '../store/users.ts';
+import { createUserWithFreeUid, findUser, toUser, updateUser, type User } from '../store/users.ts';
 import { userBySubject, linkIdentity } from '../store/identities.ts';
 import { recordAudit } from '../store/audit.ts';
 
@@ -118,7 +118,9 @@ export async function provisionIn(tx: Tx, arrival: Arrival, policy: Policy): Pro
   const created = await createUserWithFreeUid(tx, uidCandidates(deriveUid(arrival.uidClaim ?? undefined, email)), {
     email,
     name: shownName(arrival) ?? '',
-    labels: [...labels],
+    labels,
+    admin: false,
+    passwordHash: null,
   });
   await linkIdentity(tx, arrival.provider, arrival.subject, created.id);
   await audit(created, 'user.provision');

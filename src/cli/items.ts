@@ -1,8 +1,9 @@
 import { existsSync, statSync } from 'node:fs';
 import { type Command, withDatabase, str, flag, cliActor } from './command.ts';
-import { listAllItems, checkItemId } from '../store/items.ts';
+import { listAllItems } from '../store/items.ts';
+import { checkItemId, itemRequest } from '../requests/items.ts';
 import { putItemAs, adminRemoveItem, importItemsAs } from '../admin/actions.ts';
-import { readMarkdownDir } from '../store/markdown-dir.ts';
+import { readMarkdownDir } from '../requests/markdown-dir.ts';
 import { UsageError } from './errors.ts';
 import { itemSummaryJson } from '../wire/json.ts';
 
@@ -22,7 +23,7 @@ export const itemCommands: Command[] = [
       const config = ctx.config();
       const text = await ctx.io.readStdin();
       const { item, created } = await withDatabase(config, (database) =>
-        putItemAs(database, cliActor(), id, { title, text, labels: str(ctx, 'labels') }),
+        putItemAs(database, cliActor(), id, itemRequest({ title, text, labels: str(ctx, 'labels') })),
       );
       ctx.io.out(
         `${created ? 'created' : 'replaced'} item ${item.id} (labels: ${item.labels.join(',') || 'none, every signed-in user can read it'})`,

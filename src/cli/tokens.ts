@@ -1,6 +1,7 @@
 import { type Command, withDatabase, str, cliActor } from './command.ts';
 import { createPersonalToken } from '../account/actions.ts';
 import { UsageError } from './errors.ts';
+import { tokenRequest } from '../requests/tokens.ts';
 import { SCOPES, SCOPE_MEANING } from '../domain/scopes.ts';
 
 export const tokenCommands: Command[] = [
@@ -21,7 +22,7 @@ export const tokenCommands: Command[] = [
           database,
           cliActor(),
           ctx.positionals[0]!,
-          { name, ttl: str(ctx, 'ttl'), labels: str(ctx, 'labels') ?? null, scopes: str(ctx, 'scopes') },
+          tokenRequest({ name, ttl: str(ctx, 'ttl'), labels: str(ctx, 'labels') ?? null, scopes: str(ctx, 'scopes') }),
           config.auth.token,
         ),
       );

@@ -1,16 +1,13 @@
 import { type Command, type CommandContext, withDatabase, str, flag, passwordFromStdin, cliActor } from './command.ts';
-import { listUsers, type UserChange } from '../store/users.ts';
+import { listUsers } from '../store/users.ts';
 import { createUserAs, updateUserAs, adminRemoveUser } from '../admin/actions.ts';
-import { hashPassword, passwordProblem } from '../auth/passwords.ts';
-import { badRequest } from '../domain/errors.ts';
+import { checkPassword, newUserRequest, userChangeRequest } from '../requests/users.ts';
 import { UsageError } from './errors.ts';
 import { userJson } from '../wire/json.ts';
 
+/** The password given on standard input, checked. */
 async function readPassword(ctx: CommandContext): Promise<string> {
-  const password = await passwordFromStdin(ctx.io);
-  const problem = passwordProblem(password);
-  if (problem) throw badRequest(`password: ${problem}`);
-  return password;
+  return checkPassword(await passwordFromStdin(ctx.io))!;
 }
 
 export const userCommands: Command[] = [
@@ -38,17 +35,15 @@ Options:
       const email = str(ctx, 'email');
       if (email === undefined) throw new UsageError('--email is required');
       const config = ctx.config();
-      const passwordHash = flag(ctx, 'password-stdin') ? await hashPassword(await readPassword(ctx)) : null;
-      const user = await withDatabase(config, (database) =>
-        createUserAs(database, cliActor(), {
-          uid: ctx.positionals[0]!,
-          email,
-          name: str(ctx, 'name') ?? '',
-          labels: str(ctx, 'labels') ?? '',
-          admin: flag(ctx, 'admin') ?? false,
-          passwordHash,
-        }),
-      );
+      const request = newUserRequest({
+        uid: ctx.positionals[0]!,
+        email,
+        name: str(ctx, 'name') ?? '',
+        labels: str(ctx, 'labels') ?? '',
+        admin: flag(ctx, 'admin') ?? false,
+        password: flag(ctx, 'password-stdin') ? await readPassword(ctx) : null,
+      });
+      const user = await withDatabase(config, (database) => createUserAs(database, cliActor(), request));
       ctx.io.out(
         `created user ${user.uid}${user.admin ? ' (admin)' : ''}${user.labels.length ? ` with labels ${user.labels.join(',')}` : ''}`,
       );
@@ -79,15 +74,14 @@ Options:
       if (flag(ctx, 'password-stdin') && flag(ctx, 'password') === false)
         throw new UsageError('give --password-stdin or --no-password, not both');
       if (flag(ctx, 'password') === true) throw new UsageError('passwords are read with --password-stdin, never from the command line');
-      const change: UserChange = {};
-      if (str(ctx, 'email') !== undefined) change.email = str(ctx, 'email')!;
-      if (str(ctx, 'name') !== undefined) change.name = str(ctx, 'name')!;
-      if (str(ctx, 'labels') !== undefined) change.labels = str(ctx, 'labels')!;
-      if (flag(ctx, 'admin') !== undefined) change.admin = flag(ctx, 'admin')!;
-      if (flag(ctx, 'password') === false) change.passwordHash = null;
+      const body: Record<string, unknown> = {};
+      for (const key of ['email', 'name', 'labels'] as const) if (str(ctx, key) !== undefined) body[key] = str(ctx, key);
+      if (flag(ctx, 'admin') !== undefined) body.admin = flag(ctx, 'admin');
+      if (flag(ctx, 'password') === false) body.password = null;
       const config = ctx.config();
-      if (flag(ctx, 'password-stdin')) change.passwordHash = await hashPassword(await readPassword(ctx));
-      if (Object.keys(change).length === 0) throw new UsageError('nothing to change; see svc user set --help');
+      if (flag(ctx, 'password-stdin')) body.password = await readPassword(ctx);
+      if (Object.keys(body).length === 0) throw new UsageError('nothing to change; see svc user set --help');
+      const change = userChangeRequest(body);
       const user = await withDatabase(config, (database) => updateUserAs(database, cliActor(), ctx.positionals[0]!, change));
       ctx.io.out(`changed user ${user.uid}`);
       return 0;

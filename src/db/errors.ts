@@ -112,6 +112,11 @@ function networkCode(e: unknown): string | null {
   return null;
 }
 
+/** The insert failed because the uid is taken or reserved (the unique index, or the reservation trigger). */
+export function uidTaken(e: unknown): boolean {
+  return chain(e).some((c) => /svc: uid reserved|UNIQUE constraint failed: (users\.uid|uids\.uid)/.test(String(c.message ?? '')));
+}
+
 /** A failure that should be answered 503 + Retry-After, whichever layer let it through; else null. */
 export function asUnavailable(e: unknown, location: string): DatabaseUnavailable | null {
   if (e instanceof DatabaseUnavailable) return e;

@@ -11,6 +11,9 @@ const UNSEEN =
 /** Spaces and breaks that a cleaned name keeps as a plain space. */
 const SPACES = /[\u00A0\u1680\u2000-\u200A\u202F\u205F\u3000\t\n\r]/gu;
 
+/** A person's display name is at most this long. */
+export const PERSON_NAME_MAX = 200;
+
 /** Whether the text holds a character a reader could not see for what it is. */
 export function hasUnseen(text: string): boolean {
   return new RegExp(UNSEEN.source, 'u').test(text);

@@ -16,7 +16,8 @@ import { isBusy, isUnreachable, safeDatabaseMessage } from '../db/errors.ts';
 import type { Logger } from '../log.ts';
 import { accessOf, type Principal } from '../auth/core.ts';
 import { effectiveLabels } from '../domain/visibility.ts';
-import { fetchVisible, listVisible, searchVisible, ITEM_ID_MAX } from '../store/items.ts';
+import { fetchVisible, listVisible, searchVisible } from '../store/items.ts';
+import { ITEM_ID_MAX } from '../domain/item-id.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 
 const validator = new AjvJsonSchemaValidator();

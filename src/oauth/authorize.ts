@@ -5,7 +5,7 @@
 import { activeGrant, consent, holdRequest, issueCode, takeRequest, type Grant, type PendingRequest } from '../store/oauth.ts';
 import type { OauthClient } from '../store/oauth-clients.ts';
 import { recordActorAudit, type Actor } from '../store/audit.ts';
-import { checkRestriction, restrictionDigest } from '../store/tokens.ts';
+import { checkHeldByOwner, restrictionDigest } from '../domain/restriction.ts';
 import { AppError } from '../domain/errors.ts';
 import type { LabelSet } from '../domain/labels.ts';
 import { grantedScope, isLoopbackRedirect, isPrivateUseScheme, redirectMatches, resourceAllowed, resourceFor } from './rules.ts';
@@ -95,10 +95,11 @@ export async function authorize(
 }
 
 export interface ConsentAnswer {
-  readonly request: unknown;
+  /** the secret the consent form carried */
+  readonly request: string | undefined;
   readonly approve: boolean;
-  /** the label restriction the form asks for (see checkRestriction), read only when approving */
-  readonly restriction: unknown;
+  /** the label restriction the form asks for (requests/tokens.ts restrictionRequest), read only when approving */
+  readonly restriction: LabelSet | null;
 }
 
 /** POST /oauth/authorize: the person's answer. From here on, errors go back to the app. */
@@ -109,10 +110,10 @@ export async function answerConsent(
   answer: ConsentAnswer,
 ): Promise<AuthorizeAnswer> {
   // Checked before the request is used up, so a mistake on the page can be corrected with the back button.
-  let labels: LabelSet | null = null;
-  if (answer.approve) {
+  const labels = answer.approve ? answer.restriction : null;
+  if (labels !== null) {
     try {
-      labels = checkRestriction(answer.restriction, user.labels);
+      checkHeldByOwner(labels, user.labels);
     } catch (e) {
       if (e instanceof AppError) return page(e.message);
       throw e;
@@ -120,7 +121,7 @@ export async function answerConsent(
   }
   const secret = answer.request;
   const request =
-    typeof secret === 'string' ? await server.database.write((tx) => takeRequest(tx, secret, user.id, server.database.now())) : null;
+    secret === undefined ? null : await server.database.write((tx) => takeRequest(tx, secret, user.id, server.database.now()));
   if (!request) return page('This request has expired or was answered already. Start again from the app.');
   if (!answer.approve) {
     await server.database.write((tx) => recordActorAudit(tx, actor, 'oauth.deny', request.clientId));

@@ -4,8 +4,7 @@ import type { Db, Tx } from '../db/open.ts';
 import { items } from '../db/schema.ts';
 import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
 import { accessSql, type Access } from '../domain/visibility.ts';
-import { badRequest, notFound } from '../domain/errors.ts';
-import { checkLabels } from './users.ts';
+import { notFound } from '../domain/errors.ts';
 
 export interface Item {
   readonly id: string;
@@ -28,38 +27,12 @@ export interface SearchHit {
   readonly snippet: string;
 }
 
-// Ids are relative paths: segments of letters, digits, . _ - separated by /, no empty, "." or ".." segment.
-const ITEM_ID = /^(?!.*(?:^|\/)\.{1,2}(?:\/|$))[A-Za-z0-9._-]+(?:\/[A-Za-z0-9._-]+)*$/;
-export const ITEM_ID_MAX = 256;
-export const TITLE_MAX = 500;
-export const TEXT_MAX = 1024 * 1024;
-
-export function checkItemId(id: unknown): string {
-  if (typeof id !== 'string' || id.length > ITEM_ID_MAX || !ITEM_ID.test(id)) {
-    throw badRequest(`id: an item id is a relative path of letters, digits, . _ - and / (at most ${ITEM_ID_MAX} characters)`, 'id');
-  }
-  return id;
-}
-
+/** A document's fields, checked (requests/items.ts); labels undefined: a replaced item keeps its own. */
 export interface ItemInput {
-  title: unknown;
-  text: unknown;
-  /** undefined: not stated, so a replaced item keeps its labels (a new one has none); '' or []: unrestricted */
-  labels?: string | readonly unknown[] | undefined;
-}
-
-export function checkItemInput(input: ItemInput): { title: string; text: string; labels: string | null } {
-  if (typeof input.title !== 'string' || input.title.trim() === '' || input.title.length > TITLE_MAX) {
-    throw badRequest(`title: required, at most ${TITLE_MAX} characters`, 'title');
-  }
-  if (typeof input.text !== 'string' || input.text.length > TEXT_MAX) {
-    throw badRequest(`text: required, at most ${TEXT_MAX} characters`, 'text');
-  }
-  return {
-    title: input.title.trim(),
-    text: input.text,
-    labels: input.labels === undefined ? null : formatLabels(checkLabels(input.labels)),
-  };
+  readonly title: string;
+  readonly text: string;
+  /** undefined: not stated, so a replaced item keeps its labels (a new one has none); []: unrestricted */
+  readonly labels?: LabelSet;
 }
 
 /**
@@ -68,8 +41,8 @@ export function checkItemInput(input: ItemInput): { title: string; text: string;
  * index and item_labels in step.
  */
 export async function putItem(tx: Tx, id: string, input: ItemInput, now = Date.now()): Promise<{ item: Item; created: boolean }> {
-  checkItemId(id);
-  const { title, text, labels } = checkItemInput(input);
+  const { title, text } = input;
+  const labels = input.labels === undefined ? null : formatLabels(input.labels);
   const existed = await tx.select({ seq: items.seq }).from(items).where(eq(items.id, id)).get();
   const rows = await tx
     .insert(items)
@@ -190,4 +163,11 @@ function toItem(row: typeof items.$inferSelect): Item {
     createdAt: row.createdAt,
     updatedAt: row.updatedAt,
   };
+}
+
+/** Creates or replaces the items; call it inside one write so an import is whole or not at all. */
+export async function putItems(tx: Tx, docs: readonly { id: string; input: ItemInput }[]): Promise<{ id: string; created: boolean }[]> {
+  const results = [];
+  for (const d of docs) results.push({ id: d.id, created: (await putItem(tx, d.id, d.input)).created });
+  return results;
 }

@@ -93,10 +93,10 @@ interface NewNotice {
 
 async function fromEvent(tx: Tx, e: AuditRow): Promise<NewNotice | null> {
   const detail = e.detail ? (JSON.parse(e.detail) as Record<string, unknown>) : {};
-  const userId = async (uid: unknown) =>
-    typeof uid === 'string' ? (await tx.select({ id: users.id }).from(users).where(eq(users.uid, uid)).get())?.id : undefined;
+  const userId = async (uid: string | null) =>
+    uid === null ? undefined : (await tx.select({ id: users.id }).from(users).where(eq(users.uid, uid)).get())?.id;
   if (e.action === 'token.create' && e.via === 'cli') {
-    const id = await userId(detail.owner);
+    const id = await userId(typeof detail.owner === 'string' ? detail.owner : null);
     return id === undefined
       ? null
       : {

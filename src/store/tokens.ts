@@ -6,12 +6,10 @@ import { rawPointQuery } from '../db/raw-query.ts';
 import { pageOf, window, type Page, type PageRequest } from './paging.ts';
 import { databaseClock } from '../db/clock.ts';
 import { mintToken, randomId, storedHash, tokenWellFormed } from '../domain/secrets.ts';
-import { parseDuration, DURATION_HINT } from '../domain/duration.ts';
-import { hasUnseen } from '../domain/display-text.ts';
-import { badRequest, conflict, notFound } from '../domain/errors.ts';
-import { toUser, checkLabels, type User } from './users.ts';
+import { conflict, notFound } from '../domain/errors.ts';
+import { toUser, type User } from './users.ts';
 import { storedLabels, formatLabels, type LabelSet } from '../domain/labels.ts';
-import { checkScopesFor, formatScopes, parseScopes, storedScopes, type ScopeSet } from '../domain/scopes.ts';
+import { formatScopes, storedScopes, type ScopeSet } from '../domain/scopes.ts';
 
 export type TokenState = 'active' | 'expired' | 'revoked';
 
@@ -39,78 +37,28 @@ export interface CreatedToken {
   readonly scopes: ScopeSet;
 }
 
-export const TOKEN_NAME_MAX = 100;
-export const TOKEN_TTL_MAX_DAYS = 3650;
 /** last_used_at is written at most this often per token, off the request's critical path. */
 const LAST_USED_GRANULARITY_MS = 60_000;
-
-export function checkTokenName(name: unknown): string {
-  const trimmed = typeof name === 'string' ? name.trim() : '';
-  if (trimmed === '' || trimmed.length > TOKEN_NAME_MAX || hasUnseen(trimmed)) {
-    throw badRequest(
-      `name: required, 1 to ${TOKEN_NAME_MAX} characters, no control, invisible or bidirectional-formatting characters`,
-      'name',
-    );
-  }
-  return trimmed;
-}
-
-/** Labels one restriction may name: a restriction narrows its owner's access, so it never needs more. */
-export const RESTRICTION_MAX = 64;
 /** Active personal tokens one user may hold at once. */
 export const ACTIVE_TOKENS_MAX = 200;
 /** Revoked and expired personal tokens kept per user (the newest); older ones are forgotten at the next mint. */
 export const INACTIVE_TOKENS_KEPT = 50;
 
 /**
- * A label restriction from a request: absent (undefined or null) means none, the owner's whole access; an array or
- * a label string, even an empty one, restricts the token to those labels. It names at most RESTRICTION_MAX labels,
- * each one the owner holds now: a restriction that names more could only make the record, its audit row and every
- * page that shows it larger, never let the token see more.
+ * A personal token to make, checked already (requests/tokens.ts), its restriction and scopes judged against the
+ * owner by the action that asks.
  */
-export function checkRestriction(labels: unknown, ownerLabels: LabelSet): LabelSet | null {
-  if (labels === undefined || labels === null) return null;
-  const restriction = checkLabels(labels as string | unknown[], 'labels');
-  if (restriction.length > RESTRICTION_MAX)
-    throw badRequest(`labels: a restriction names at most ${RESTRICTION_MAX} labels (this one names ${restriction.length})`, 'labels');
-  const held = new Set(ownerLabels);
-  const lacking = restriction.filter((l) => !held.has(l));
-  if (lacking.length > 0) {
-    const named = lacking
-      .slice(0, 3)
-      .map((l) => JSON.stringify(l))
-      .join(', ');
-    throw badRequest(
-      `labels: the owner does not hold ${named}${lacking.length > 3 ? ` and ${lacking.length - 3} more` : ''}; a restriction can only narrow the owner's labels`,
-      'labels',
-    );
-  }
-  return restriction;
-}
-
-/** What the audit trail keeps of a restriction: how many labels, and a SHA-256 of its canonical form, not the list. */
-export function restrictionDigest(restriction: LabelSet | null): { size: number; sha256: string } | null {
-  return restriction === null ? null : { size: restriction.length, sha256: storedHash(formatLabels(restriction)) };
-}
-
-/** The owner's record as this transaction sees it: labels and admin flag. */
-async function ownerOf(tx: Tx, userId: number): Promise<{ labels: LabelSet; admin: boolean }> {
-  const owner = await tx.select({ labels: users.labels, admin: users.admin }).from(users).where(eq(users.id, userId)).get();
-  if (!owner) throw notFound('no such user');
-  return { labels: storedLabels(owner.labels), admin: owner.admin };
+export interface NewToken {
+  readonly name: string;
+  /** seconds of lifetime; null: it never expires */
+  readonly ttlSeconds: number | null;
+  /** null: the owner's whole access */
+  readonly restriction: LabelSet | null;
+  readonly scopes: ScopeSet;
 }
 
 const personalOf = (userId: number) => and(eq(tokens.userId, userId), isNull(tokens.grantId));
 const activeAt = (now: number) => and(isNull(tokens.revokedAt), or(isNull(tokens.expiresAt), gt(tokens.expiresAt, now)));
-
-/** Seconds of lifetime, or null for a token that never expires (ttl omitted or empty). */
-export function checkTokenTtl(ttl: unknown): number | null {
-  if (ttl === undefined || ttl === null || ttl === '') return null;
-  const seconds = typeof ttl === 'string' ? parseDuration(ttl) : null;
-  if (seconds === null) throw badRequest(`ttl: ${DURATION_HINT}, or empty for a token that never expires`, 'ttl');
-  if (seconds > TOKEN_TTL_MAX_DAYS * 86400) throw badRequest(`ttl: at most ${TOKEN_TTL_MAX_DAYS}d`, 'ttl');
-  return seconds;
-}
 
 function stateOf(row: { expiresAt: number | null; revokedAt: number | null }, now: number): TokenState {
   if (row.revokedAt !== null) return 'revoked';
@@ -121,24 +69,9 @@ function stateOf(row: { expiresAt: number | null; revokedAt: number | null }, no
 /**
  * Mints a token. Its times start at `epoch` (callers pass `database.tokenEpoch`), by default the database's clock,
  * not this process's, so a host whose clock is off cannot mint a token that is expired already (or lives longer
- * than asked) for the servers that check it.
- * `scopes` omitted means `mcp`; `admin` is checked against the owner's record as it is in this transaction.
+ * than asked) for the servers that check it. A user holds at most ACTIVE_TOKENS_MAX active personal tokens.
  */
-export async function createToken(
-  tx: Tx,
-  userId: number,
-  name: unknown,
-  ttl: unknown,
-  labels: unknown = null,
-  scopes: unknown = undefined,
-  epoch?: number,
-): Promise<CreatedToken> {
-  const checkedName = checkTokenName(name);
-  const seconds = checkTokenTtl(ttl);
-  const owner = await ownerOf(tx, userId);
-  const restriction = checkRestriction(labels, owner.labels);
-  const checkedScopes = parseScopes(scopes);
-  if (checkedScopes.includes('admin')) checkScopesFor(checkedScopes, owner, restriction !== null);
+export async function createToken(tx: Tx, userId: number, token: NewToken, epoch?: number): Promise<CreatedToken> {
   const now = epoch ?? (await databaseClock(tx));
   // Counted in the write transaction, which runs alone on the database: parallel mints cannot pass the cap together.
   const active =
@@ -154,26 +87,22 @@ export async function createToken(
       `you have ${active} active tokens, the most one user may hold (${ACTIVE_TOKENS_MAX}); revoke some before making another`,
     );
   await forgetInactiveTokens(tx, userId, now);
-  const token = mintToken();
+  const secret = mintToken();
   const id = `tok_${randomId(10)}`;
-  const expiresAt = seconds === null ? null : now + seconds * 1000;
+  const expiresAt = token.ttlSeconds === null ? null : now + token.ttlSeconds * 1000;
   await tx.insert(tokens).values({
     id,
-    hash: storedHash(token),
+    hash: storedHash(secret),
     userId,
-    name: checkedName,
+    name: token.name,
     createdAt: now,
     expiresAt,
-    labels: restriction === null ? null : formatLabels(restriction),
-    scopes: formatScopes(checkedScopes),
+    labels: token.restriction === null ? null : formatLabels(token.restriction),
+    scopes: formatScopes(token.scopes),
   });
-  return { id, token, name: checkedName, createdAt: now, expiresAt, restriction, scopes: checkedScopes };
+  return { id, token: secret, name: token.name, createdAt: now, expiresAt, restriction: token.restriction, scopes: token.scopes };
 }
 
-/**
- * Sets or lifts (null) the restriction of one of the user's own tokens; someone else's is not found. A token with
- * the admin scope cannot be restricted (an admin API sees everything): make a new token instead.
- */
 /** Keeps the newest INACTIVE_TOKENS_KEPT revoked or expired personal tokens of a user; older ones go. */
 async function forgetInactiveTokens(tx: Tx, userId: number, now: number): Promise<void> {
   const inactive = and(personalOf(userId), or(isNotNull(tokens.revokedAt), lte(tokens.expiresAt, now)));
@@ -186,18 +115,29 @@ async function forgetInactiveTokens(tx: Tx, userId: number, now: number): Promis
   await tx.delete(tokens).where(and(inactive, notInArray(tokens.id, keep)));
 }
 
-export async function restrictToken(tx: Tx, userId: number, id: string, labels: unknown, now = Date.now()): Promise<TokenInfo> {
-  const restriction = checkRestriction(labels, (await ownerOf(tx, userId)).labels);
-  // Personal tokens only: a token issued to an OAuth client carries its grant's restriction, which only a new
-  // consent may change; to the owner it is as unknown as someone else's token.
-  const personal = and(eq(tokens.id, id), eq(tokens.userId, userId), isNull(tokens.grantId));
-  const current = await tx.select({ scopes: tokens.scopes }).from(tokens).where(personal).get();
+// Personal tokens only: a token issued to an OAuth client carries its grant's restriction, which only a new consent
+// may change; to its owner it is as unknown as someone else's token.
+const ownPersonal = (userId: number, id: string) => and(eq(tokens.id, id), personalOf(userId));
+
+/** The scopes of one of the user's own personal tokens; someone else's, or an OAuth app's, is not found. */
+export async function personalTokenScopes(tx: Tx, userId: number, id: string): Promise<ScopeSet> {
+  const current = await tx.select({ scopes: tokens.scopes }).from(tokens).where(ownPersonal(userId, id)).get();
   if (!current) throw notFound('no such token');
-  if (restriction !== null) checkScopesFor(storedScopes(current.scopes), { admin: true }, true);
+  return storedScopes(current.scopes);
+}
+
+/** Sets or lifts (null) the restriction of one of the user's own personal tokens. */
+export async function setRestriction(
+  tx: Tx,
+  userId: number,
+  id: string,
+  restriction: LabelSet | null,
+  now = Date.now(),
+): Promise<TokenInfo> {
   const rows = await tx
     .update(tokens)
     .set({ labels: restriction === null ? null : formatLabels(restriction) })
-    .where(personal)
+    .where(ownPersonal(userId, id))
     .returning();
   if (rows.length === 0) throw notFound('no such token');
   return tokenInfo(rows[0]!, now);

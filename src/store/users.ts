@@ -1,12 +1,12 @@
-// User records. Input is validated here, once, for every caller (CLI, admin API, single sign-on).
+// User records, as checked input makes them (requests/users.ts for the admin API and the CLI, provisioning for single
+// sign-on). A uid is unique regardless of letter case and never reused; svc keeps at least one admin.
 import { eq, sql, asc, and, isNull, gt, or, ne } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { users, identities, tokens, sessions } from '../db/schema.ts';
 import { storedHash } from '../domain/secrets.ts';
-import { parseLabels, formatLabels, storedLabels, LabelError, type LabelSet } from '../domain/labels.ts';
-import { uidProblem, emailProblem } from '../domain/uid.ts';
-import { hasUnseen } from '../domain/display-text.ts';
-import { AppError, badRequest, conflict, notFound } from '../domain/errors.ts';
+import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
+import { AppError, conflict, notFound } from '../domain/errors.ts';
+import { uidTaken } from '../db/errors.ts';
 
 export interface User {
   readonly id: number;
@@ -20,25 +20,26 @@ export interface User {
   readonly updatedAt: number;
 }
 
+/** A user to create, checked already (requests/users.ts, or single sign-on's provisioning). */
 export interface NewUser {
-  uid: string;
-  email: string;
-  name?: string;
-  labels?: string | readonly unknown[];
-  admin?: boolean;
-  passwordHash?: string | null;
+  readonly uid: string;
+  readonly email: string;
+  readonly name: string;
+  readonly labels: LabelSet;
+  readonly admin: boolean;
+  /** a PHC string, or null: no password (single sign-on only) */
+  readonly passwordHash: string | null;
 }
 
+/** The fields of a user to change, checked already; the others stay. */
 export interface UserChange {
   email?: string;
   name?: string;
-  labels?: string | readonly unknown[];
+  labels?: LabelSet;
   admin?: boolean;
   /** a PHC string, or null to remove the password */
   passwordHash?: string | null;
 }
-
-export const NAME_MAX = 200;
 
 type Row = typeof users.$inferSelect;
 
@@ -56,52 +57,16 @@ export function toUser(row: Row): User {
   };
 }
 
-export function checkLabels(input: string | readonly unknown[] | undefined, field = 'labels'): LabelSet {
-  if (input !== undefined && typeof input !== 'string' && !Array.isArray(input)) {
-    throw badRequest('labels: give an ACL label string or an array of labels', field);
-  }
-  try {
-    return parseLabels(input);
-  } catch (e) {
-    if (e instanceof LabelError) throw badRequest(`${field}: ${e.message}`, field);
-    throw e;
-  }
-}
-
-function checkEmail(email: unknown): string {
-  if (typeof email !== 'string') throw badRequest('email: required', 'email');
-  const trimmed = email.trim();
-  const problem = emailProblem(trimmed);
-  if (problem) throw badRequest(`email: ${problem}`, 'email');
-  return trimmed;
-}
-
-function checkName(name: unknown): string {
-  if (typeof name !== 'string') throw badRequest('name: must be text', 'name');
-  const trimmed = name.trim();
-  if (trimmed.length > NAME_MAX || hasUnseen(trimmed)) {
-    throw badRequest(`name: at most ${NAME_MAX} characters, no control, invisible or bidirectional-formatting characters`, 'name');
-  }
-  return trimmed;
-}
-
-export function checkUid(uid: unknown): string {
-  if (typeof uid !== 'string') throw badRequest('uid: required', 'uid');
-  const problem = uidProblem(uid);
-  if (problem) throw badRequest(`uid: ${problem}`, 'uid');
-  return uid;
-}
-
 /** Creates a user; a uid that exists or existed once is a conflict. */
 export async function createUser(tx: Tx, input: NewUser, now = Date.now()): Promise<User> {
-  const uid = checkUid(input.uid);
+  const uid = input.uid;
   const values = {
     uid,
-    email: checkEmail(input.email),
-    name: checkName(input.name ?? ''),
-    labels: formatLabels(checkLabels(input.labels)),
-    admin: input.admin ?? false,
-    passwordHash: input.passwordHash ?? null,
+    email: input.email,
+    name: input.name,
+    labels: formatLabels(input.labels),
+    admin: input.admin,
+    passwordHash: input.passwordHash,
     createdAt: now,
     updatedAt: now,
   };
@@ -109,7 +74,7 @@ export async function createUser(tx: Tx, input: NewUser, now = Date.now()): Prom
     const rows = await tx.insert(users).values(values).returning();
     return toUser(rows[0]!);
   } catch (e) {
-    if (isUidTaken(e)) throw conflict(`uid: "${uid}" is taken or was used before (uids are never reused)`, 'uid');
+    if (uidTaken(e)) throw conflict(`uid: "${uid}" is taken or was used before (uids are never reused)`, 'uid');
     throw e;
   }
 }
@@ -126,11 +91,6 @@ export async function createUserWithFreeUid(tx: Tx, candidates: Iterable<string>
     }
   }
   throw conflict('no free uid could be derived for this user');
-}
-
-function isUidTaken(e: unknown): boolean {
-  const text = String((e as { message?: unknown })?.message ?? '') + String((e as { cause?: { message?: unknown } })?.cause?.message ?? '');
-  return /svc: uid reserved|UNIQUE constraint failed: (users\.uid|uids\.uid)/.test(text);
 }
 
 /**
@@ -150,6 +110,14 @@ export async function getUser(db: Db, uid: string): Promise<User> {
 }
 
 const hasSsoIdentity = sql<number>`EXISTS (SELECT 1 FROM identities WHERE identities.user_id = ${users.id})`;
+
+/** Whether the user signs in through single sign-on (a linked identity): such a user can never have a password. */
+export async function signsInBySso(db: Db, uid: string): Promise<boolean> {
+  const found = await findUser(db, uid);
+  if (!found) throw notFound(`no user "${uid}"`);
+  const row = await db.select({ sso: hasSsoIdentity }).from(users).where(eq(users.id, found.id)).get();
+  return Boolean(row?.sso);
+}
 
 /**
  * The stored hash for the password form. A user linked to a single sign-on identity has none, whatever the
@@ -191,15 +159,11 @@ export async function updateUser(
   const uid = (await findUser(tx, uidGiven))?.uid;
   if (uid === undefined) throw notFound(`no user "${uidGiven}"`);
   const set: Partial<typeof users.$inferInsert> = { updatedAt: options.now ?? Date.now() };
-  if (change.email !== undefined) set.email = checkEmail(change.email);
-  if (change.name !== undefined) set.name = checkName(change.name);
-  if (change.labels !== undefined) set.labels = formatLabels(checkLabels(change.labels));
+  if (change.email !== undefined) set.email = change.email;
+  if (change.name !== undefined) set.name = change.name;
+  if (change.labels !== undefined) set.labels = formatLabels(change.labels);
   if (change.admin !== undefined) set.admin = change.admin;
   if (change.passwordHash !== undefined) set.passwordHash = change.passwordHash;
-  if (typeof change.passwordHash === 'string') {
-    const target = await tx.select({ sso: hasSsoIdentity }).from(users).where(eq(users.uid, uid)).get();
-    if (target?.sso) throw badRequest('password: this user signs in with single sign-on and cannot have a password', 'password');
-  }
   const keepsAnAdmin = change.admin === false ? or(eq(users.admin, false), anotherAdminExists(uid)) : undefined;
   const rows = await tx
     .update(users)

@@ -5,8 +5,9 @@ import { loadConfig, type Config } from '../../src/config/load.ts';
 import { openDatabase, type Database } from '../../src/db/open.ts';
 import { startServer, type Running } from '../../src/server.ts';
 import { silentLogger, type Logger } from '../../src/log.ts';
-import { createUser, type NewUser, type User } from '../../src/store/users.ts';
+import { createUser, type User } from '../../src/store/users.ts';
 import { createToken } from '../../src/store/tokens.ts';
+import { tokenRecord, userRecord, type TestUser } from './records.ts';
 import { hashPassword } from '../../src/auth/passwords.ts';
 import { createWorkspace, type Workspace, type AuthSection } from './workspace.ts';
 import { startSqld, type Sqld } from './sqld.ts';
@@ -25,7 +26,7 @@ export interface TestServer {
   readonly config: Config;
   readonly database: Database;
   restart(env?: Record<string, string>): Promise<void>;
-  addUser(user: NewUser & { password?: string }): Promise<User>;
+  addUser(user: TestUser & { password?: string }): Promise<User>;
   /** a personal token; `scopes` as on the CLI (default mcp) */
   tokenFor(user: User, ttl?: string, scopes?: string): Promise<string>;
   stop(): Promise<void>;
@@ -82,10 +83,12 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     },
     async addUser({ password, ...user }) {
       const passwordHash = password ? await hashPassword(password) : null;
-      return database.write((tx) => createUser(tx, { ...user, passwordHash }));
+      return database.write((tx) => createUser(tx, userRecord({ ...user, passwordHash })));
     },
     async tokenFor(user, ttl, scopes) {
-      return (await database.write(async (tx) => createToken(tx, user.id, 'test', ttl, null, scopes, await database.tokenEpoch(tx)))).token;
+      return (
+        await database.write(async (tx) => createToken(tx, user.id, tokenRecord('test', ttl, null, scopes), await database.tokenEpoch(tx)))
+      ).token;
     },
     async stop() {
       await running.stop();

@@ -9,14 +9,16 @@ import { listAllItems, getAnyItem } from '../../store/items.ts';
 import { listAudit } from '../../store/audit.ts';
 import { badRequest } from '../../domain/errors.ts';
 import {
-  adminCreateUser,
-  adminUpdateUser,
+  createUserAs,
+  updateUserAs,
   adminRemoveUser,
   adminRevokeTokens,
   adminEndSessions,
-  adminPutItem,
+  putItemAs,
   adminRemoveItem,
 } from '../../admin/actions.ts';
+import { newUserRequest, userChangeRequest } from '../../requests/users.ts';
+import { checkItemId, itemBody } from '../../requests/items.ts';
 
 /** An audit page stops at this many bytes of JSON, however many entries were asked for. */
 const AUDIT_PAGE_BYTES = 256 * 1024;
@@ -38,13 +40,17 @@ export function adminApiRoutes(services: Services): Hono<Env> {
     const empty = { providers: [], activeTokens: 0 };
     return c.json((await listUsers(db)).map((u) => userJson(u, summaries.get(u.id) ?? empty)));
   });
-  app.post('/admin/api/users', async (c) => c.json(userJson(await adminCreateUser(database, actorOf(c), await jsonBody(c))), 201));
+  app.post('/admin/api/users', async (c) =>
+    c.json(userJson(await createUserAs(database, actorOf(c), newUserRequest(await jsonBody(c)))), 201),
+  );
   app.get('/admin/api/users/:uid', async (c) => {
     const user = await getUser(db, c.req.param('uid'));
     return c.json(userJson(user, (await signInSummaries(db, database.now())).get(user.id) ?? { providers: [], activeTokens: 0 }));
   });
   app.patch('/admin/api/users/:uid', async (c) =>
-    c.json(userJson(await adminUpdateUser(database, actorOf(c), c.req.param('uid'), await jsonBody(c), caller(c).sessionId))),
+    c.json(
+      userJson(await updateUserAs(database, actorOf(c), c.req.param('uid'), userChangeRequest(await jsonBody(c)), caller(c).sessionId)),
+    ),
   );
   app.delete('/admin/api/users/:uid', async (c) => {
     await adminRemoveUser(database, actorOf(c), c.req.param('uid'));
@@ -61,7 +67,8 @@ export function adminApiRoutes(services: Services): Hono<Env> {
   app.get('/admin/api/items', async (c) => c.json((await listAllItems(db)).map(itemSummaryJson)));
   app.get('/admin/api/items/:id{.+}', async (c) => c.json(itemJson(await getAnyItem(db, c.req.param('id')))));
   app.put('/admin/api/items/:id{.+}', async (c) => {
-    const { item, created } = await adminPutItem(database, actorOf(c), c.req.param('id'), await jsonBody(c));
+    const id = checkItemId(c.req.param('id'));
+    const { item, created } = await putItemAs(database, actorOf(c), id, itemBody(await jsonBody(c)));
     return c.json(itemJson(item), created ? 201 : 200);
   });
   app.delete('/admin/api/items/:id{.+}', async (c) => {

@@ -9,12 +9,13 @@ import { readBody } from '../forms.ts';
 import { ItemsPage, ItemPage, RemoveItemPage, ReplaceItemPage, itemPath, type FormItem } from '../pages/admin-items.tsx';
 import { listItemsWithReaders, readersOf, ITEM_PAGE } from '../../store/item-access.ts';
 import { pageHref, pageRequest } from '../paging.ts';
-import { getAnyItem, findItem, checkItemId } from '../../store/items.ts';
-import { checkLabels } from '../../store/users.ts';
+import { getAnyItem, findItem } from '../../store/items.ts';
+import { checkItemId, itemRequest } from '../../requests/items.ts';
+import { labelsField } from '../../requests/fields.ts';
 import { formatLabels } from '../../domain/labels.ts';
 import { parseMarkdown, FrontMatterError } from '../../domain/front-matter.ts';
 import { AppError, badRequest } from '../../domain/errors.ts';
-import { adminPutItem, adminRemoveItem } from '../../admin/actions.ts';
+import { putItemAs, adminRemoveItem } from '../../admin/actions.ts';
 
 const DONE: Record<string, string> = { saved: 'Document saved.', labels: 'Labels changed.', removed: 'Document removed.' };
 
@@ -41,7 +42,7 @@ async function itemFromForm(body: Record<string, unknown>): Promise<FormItem> {
       if (e instanceof FrontMatterError) throw badRequest(`${file.name}:${e.line}: ${e.message}`, 'file');
       throw e;
     }
-    if (doc.labels !== null && labels !== undefined && formatLabels(checkLabels(labels)) !== doc.labels) {
+    if (doc.labels !== null && labels !== undefined && formatLabels(labelsField(labels)) !== doc.labels) {
       throw badRequest(
         `labels: the file says "${doc.labels || '(none)'}" and the form says "${labels.trim()}"; give them in one place`,
         'labels',
@@ -53,7 +54,7 @@ async function itemFromForm(body: Record<string, unknown>): Promise<FormItem> {
     text = doc.body;
   }
   if (title === '') title = basename(id);
-  return { id, title, text, labels: labels === undefined ? undefined : formatLabels(checkLabels(labels)) };
+  return { id, title, text, labels: labels === undefined ? undefined : formatLabels(labelsField(labels)) };
 }
 
 export function adminItemRoutes(services: Services): Hono<Env> {
@@ -119,11 +120,8 @@ export function adminItemRoutes(services: Services): Hono<Env> {
       // Replacing asks first, saying what happens to the labels, so nobody declassifies a document unawares.
       const existing = body.confirm === 'replace' ? null : await findItem(db, checkItemId(item.id));
       if (existing) return c.html(<ReplaceItemPage {...frame(c)} existing={existing} item={item} />);
-      await adminPutItem(database, actorOf(c), item.id, {
-        title: item.title,
-        text: item.text,
-        ...(item.labels === undefined ? {} : { labels: item.labels }),
-      });
+      const request = itemRequest({ title: item.title, text: item.text, ...(item.labels === undefined ? {} : { labels: item.labels }) });
+      await putItemAs(database, actorOf(c), checkItemId(item.id), request);
     } catch (e) {
       if (e instanceof AppError && e.code === 'bad_request') {
         const form = Object.fromEntries(
@@ -143,11 +141,8 @@ export function adminItemRoutes(services: Services): Hono<Env> {
     const body = await readBody(c);
     const item = await getAnyItem(db, id);
     try {
-      await adminPutItem(database, actorOf(c), id, {
-        title: item.title,
-        text: item.text,
-        labels: typeof body.labels === 'string' ? body.labels : '',
-      });
+      const request = itemRequest({ title: item.title, text: item.text, labels: typeof body.labels === 'string' ? body.labels : '' });
+      await putItemAs(database, actorOf(c), id, request);
     } catch (e) {
       if (e instanceof AppError && e.code === 'bad_request') return itemPage(c, id, 400, e.message);
       throw e;

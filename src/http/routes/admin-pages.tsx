@@ -11,16 +11,10 @@ import { listAudit } from '../../store/audit.ts';
 import { listVisible, searchVisible } from '../../store/items.ts';
 import { countVisible } from '../../store/item-access.ts';
 import { AppError } from '../../domain/errors.ts';
-import {
-  adminCreateUser,
-  adminUpdateUser,
-  adminRemoveUser,
-  adminRevokeTokens,
-  adminEndSessions,
-  adminRevokeGrant,
-} from '../../admin/actions.ts';
+import { createUserAs, updateUserAs, adminRemoveUser, adminRevokeTokens, adminEndSessions, adminRevokeGrant } from '../../admin/actions.ts';
 import { listGrants } from '../../store/oauth.ts';
 import { pageHref, pageRequest } from '../paging.ts';
+import { newUserRequest, userChangeRequest } from '../../requests/users.ts';
 
 const PAGE_SIZE = 50;
 
@@ -113,7 +107,7 @@ export function adminPageRoutes(services: Services): Hono<Env> {
   app.post('/admin/users', async (c) => {
     const form = strings(await readBody(c));
     try {
-      const user = await adminCreateUser(database, actorOf(c), {
+      const request = newUserRequest({
         uid: form.uid ?? '',
         email: form.email ?? '',
         name: form.name ?? '',
@@ -121,6 +115,7 @@ export function adminPageRoutes(services: Services): Hono<Env> {
         admin: form.admin === 'on',
         password: form.password ?? '',
       });
+      const user = await createUserAs(database, actorOf(c), request);
       return c.redirect(back(user.uid, 'created'), 303);
     } catch (e) {
       if (e instanceof AppError && (e.code === 'bad_request' || e.code === 'conflict')) {
@@ -144,7 +139,7 @@ export function adminPageRoutes(services: Services): Hono<Env> {
     if (form.clear_password === 'on') change.password = null;
     else if (form.password) change.password = form.password;
     try {
-      await adminUpdateUser(database, actorOf(c), uid, change, caller(c).sessionId);
+      await updateUserAs(database, actorOf(c), uid, userChangeRequest(change), caller(c).sessionId);
       return c.redirect(back(uid, 'saved'), 303);
     } catch (e) {
       if (e instanceof AppError && (e.code === 'bad_request' || e.code === 'conflict')) {

@@ -13,6 +13,8 @@ import { authorize, answerConsent, type AuthorizeAnswer } from '../../oauth/auth
 import { listGrants } from '../../store/oauth.ts';
 import { revokeOwnGrant } from '../../account/actions.ts';
 import { grantJson } from '../../wire/json.ts';
+import { restrictionRequest } from '../../requests/tokens.ts';
+import type { LabelSet } from '../../domain/labels.ts';
 import { AppError } from '../../domain/errors.ts';
 import { oauthServerOf } from './oauth-endpoints.ts';
 import { nextPageHeader, pageRequest } from '../paging.ts';
@@ -75,14 +77,15 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
   app.post('/oauth/authorize', requireCaller({ page: true, via: ['session', 'header'] }), async (c) => {
     const body = await readBody(c, { lists: ['labels'] });
     const approve = body.decision === 'approve';
-    let restriction: unknown = null;
+    let restriction: LabelSet | null = null;
     try {
-      if (approve) restriction = restrictionFromForm(body);
+      if (approve) restriction = restrictionRequest(restrictionFromForm(body));
     } catch (e) {
       if (e instanceof AppError) return errorPage(c, e.message);
       throw e;
     }
-    return answer(c, await answerConsent(server, caller(c).user, actorOf(c), { request: body.request, approve, restriction }));
+    const request = typeof body.request === 'string' ? body.request : undefined;
+    return answer(c, await answerConsent(server, caller(c).user, actorOf(c), { request, approve, restriction }));
   });
 
   // ---- the caller's grants ("Connected apps")

@@ -9,6 +9,7 @@ import { readBody, restrictionFromForm, scopesFromForm } from '../forms.ts';
 import { nextPageHeader, pageHref, pageRequest } from '../paging.ts';
 import { TokensPage, type TokensProps } from '../pages/tokens.tsx';
 import { listTokens } from '../../store/tokens.ts';
+import { restrictionRequest, tokenRequest } from '../../requests/tokens.ts';
 import { listGrants } from '../../store/oauth.ts';
 import { AppError, badRequest } from '../../domain/errors.ts';
 import { createPersonalToken, restrictOwnToken, revokeOwnToken } from '../../account/actions.ts';
@@ -54,18 +55,8 @@ export function tokenRoutes(services: Services): Hono<Env> {
     const html = wantsHtml(c);
     try {
       const body = await readBody(c, { lists: ['labels', 'scopes'] });
-      const created = await createPersonalToken(
-        database,
-        actorOf(c),
-        caller(c).user.uid,
-        {
-          name: body.name,
-          ttl: body.ttl,
-          labels: restrictionFromForm(body),
-          scopes: scopesFromForm(body),
-        },
-        config.auth.token,
-      );
+      const request = tokenRequest({ name: body.name, ttl: body.ttl, labels: restrictionFromForm(body), scopes: scopesFromForm(body) });
+      const created = await createPersonalToken(database, actorOf(c), caller(c).user.uid, request, config.auth.token);
       if (html) return renderPage(c, 201, { created });
       return c.json(createdTokenJson(created), 201);
     } catch (e) {
@@ -88,7 +79,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
     if (!('labels' in body))
       throw badRequest('labels: give an array or a label string to restrict the token, or null for your whole access', 'labels');
     const id = c.req.param('id');
-    return c.json(tokenJson(await restrictOwnToken(database, actorOf(c), caller(c).user, id, body.labels)));
+    return c.json(tokenJson(await restrictOwnToken(database, actorOf(c), caller(c).user, id, restrictionRequest(body.labels))));
   });
 
   app.post('/auth/tokens/:id/revoke', ownApi, async (c) => {

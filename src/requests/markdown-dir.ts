@@ -1,12 +1,12 @@
-// Items from a folder of Markdown files (svc item import, and the quickstart's examples). Every file is read
-// and checked before anything is written, and all of them are written in one transaction, so one bad file or a
-// failed write leaves the database untouched.
+// Items from a folder of Markdown files (svc item import, and the quickstart's examples). Every file is read and
+// checked before anything is written (the action writes all of them in one transaction), so one bad file leaves the
+// database untouched.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative, sep, basename } from 'node:path';
-import type { Tx } from '../db/open.ts';
 import { parseMarkdown, FrontMatterError } from '../domain/front-matter.ts';
 import { AppError } from '../domain/errors.ts';
-import { checkItemId, checkItemInput, putItem, type ItemInput } from './items.ts';
+import type { ItemInput } from '../store/items.ts';
+import { checkItemId, itemRequest } from './items.ts';
 
 function markdownFiles(dir: string): string[] {
   const out: string[] = [];
@@ -35,9 +35,12 @@ export function readMarkdownDir(dir: string): MarkdownItem[] {
     try {
       const doc = parseMarkdown(readFileSync(file, 'utf8'));
       // No labels: line is not an empty one: a replaced item keeps what it has.
-      const input = { title: doc.title ?? basename(id), text: doc.body, ...(doc.labels === null ? {} : { labels: doc.labels }) };
       checkItemId(id);
-      checkItemInput(input);
+      const input = itemRequest({
+        title: doc.title ?? basename(id),
+        text: doc.body,
+        ...(doc.labels === null ? {} : { labels: doc.labels }),
+      });
       items.push({ id, input });
     } catch (e) {
       if (e instanceof FrontMatterError) problems.push(`${file}:${e.line}: ${e.message}`);
@@ -47,11 +50,4 @@ export function readMarkdownDir(dir: string): MarkdownItem[] {
   }
   if (problems.length > 0) throw new AppError('bad_request', `nothing was imported; fix these files first:\n${problems.join('\n')}`);
   return items;
-}
-
-/** Creates or replaces the items; call it inside one write so an import is whole or not at all. */
-export async function putItems(tx: Tx, docs: readonly MarkdownItem[]): Promise<{ id: string; created: boolean }[]> {
-  const results = [];
-  for (const d of docs) results.push({ id: d.id, created: (await putItem(tx, d.id, d.input)).created });
-  return results;
 }
