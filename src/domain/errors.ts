@@ -1,5 +1,8 @@
-// Errors that carry the API error code of CONTRACT §5; the HTTP layer maps the code to a status and the CLI
-// prints the message. Messages never contain secrets.
+// How svc refuses: code throws one of these, and the write it runs in rolls back; the HTTP layer's one error handler
+// answers a page or JSON, the CLI prints the message. AppError carries the API error code of CONTRACT §5 (`{error,
+// message}`); OauthProtocolError the OAuth endpoints' own (`{error, error_description}`, RFC 6749 §5.2, RFC 7591).
+// A refusal is returned as a value only where it must still commit something, and says so where it is. Messages
+// never contain secrets.
 
 export type ErrorCode =
   | 'bad_request'
@@ -16,8 +19,22 @@ export class AppError extends Error {
     readonly code: ErrorCode,
     message: string,
     readonly field?: string,
+    /** seconds a client should wait before trying again (429, 503): sent as Retry-After */
+    readonly retryAfter?: number,
   ) {
     super(message);
+  }
+}
+
+/** A refusal of an OAuth endpoint: `error` is the protocol's code, the message its error_description. */
+export class OauthProtocolError extends Error {
+  constructor(
+    readonly error: string,
+    description: string,
+    readonly status: 400 | 401 | 429 | 503 = 400,
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(description);
   }
 }
 

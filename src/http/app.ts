@@ -12,7 +12,7 @@ import { adminItemRoutes } from './routes/admin-items.tsx';
 import { oidcRoutes } from './routes/oidc.tsx';
 import { oauthRoutes } from './routes/oauth.tsx';
 import { oauthClientEndpoints } from './routes/oauth-endpoints.ts';
-import { AppError } from '../domain/errors.ts';
+import { AppError, OauthProtocolError } from '../domain/errors.ts';
 import { asUnavailable, DatabaseBusy, safeDatabaseMessage } from '../db/errors.ts';
 import { problemKind } from '../db/open.ts';
 
@@ -58,10 +58,13 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
   app.route('/', adminItemRoutes(services));
 
   app.notFound((c) => apiError(c, 'not_found', `no such path: ${c.req.method} ${c.req.path}`));
+  // The one answer to every refusal thrown below: a page's text or the API's JSON, or the OAuth protocol's JSON.
   app.onError((err, c) => {
     if (err instanceof AppError) {
-      return wantsHtml(c) ? c.text(err.message, STATUS[err.code]) : apiError(c, err.code, err.message);
+      const headers: Record<string, string> = err.retryAfter === undefined ? {} : { 'Retry-After': String(err.retryAfter) };
+      return wantsHtml(c) ? c.text(err.message, STATUS[err.code], headers) : apiError(c, err.code, err.message, headers);
     }
+    if (err instanceof OauthProtocolError) return c.json({ error: err.error, error_description: err.message }, err.status, err.headers);
     // The client went away (or shutdown cut the connection) before svc answered: nobody is there to read an error.
     if (c.req.raw.signal.aborted) {
       services.log.info('request_aborted', { path: c.req.path });

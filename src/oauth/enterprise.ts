@@ -9,6 +9,7 @@ import type { Logger } from '../log.ts';
 import { provisionIn, type Arrival } from '../auth/provisioning.ts';
 import { claimAssertion, enterpriseGrant, issueAssertionToken } from '../store/oauth-enterprise.ts';
 import { recordAudit } from '../store/audit.ts';
+import { OauthProtocolError } from '../domain/errors.ts';
 
 export const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 export const ID_JAG_PROFILE = 'urn:ietf:params:oauth:grant-profile:id-jag';
@@ -25,9 +26,9 @@ const DISCOVERY_MAX_AGE_MS = 3_600_000;
 const KEYS_MAX_AGE_MS = 600_000;
 
 /** What makes an assertion unusable: the token endpoint's `invalid_grant`, with a description for the client. */
-export class AssertionRefused extends Error {}
+const refused = (description: string) => new OauthProtocolError('invalid_grant', description);
 /** The provider's keys cannot be had right now: the client may try again. */
-export class ProviderUnavailable extends Error {}
+const unavailable = (description: string) => new OauthProtocolError('temporarily_unavailable', description, 503, { 'Retry-After': '30' });
 
 export interface VerifiedAssertion {
   readonly subject: string;
@@ -71,7 +72,7 @@ export class EnterpriseIssuer {
     }
     if (jwksUri === null) {
       if (this.keys) return this.keys.set; // keep the keys we have while the provider's metadata is away
-      throw new ProviderUnavailable('the enterprise identity provider cannot be reached; try again shortly');
+      throw unavailable('the enterprise identity provider cannot be reached; try again shortly');
     }
     const set = createRemoteJWKSet(new URL(jwksUri), {
       timeoutDuration: FETCH_TIMEOUT_MS,
@@ -84,7 +85,7 @@ export class EnterpriseIssuer {
 
   /**
    * Every check of §7.1 but the replay, which needs the database: type, signature, issuer, audience, client,
-   * resource, expiry and lifetime. Throws AssertionRefused (or ProviderUnavailable).
+   * resource, expiry and lifetime. Throws OauthProtocolError: invalid_grant, or temporarily_unavailable (503).
    */
   async verify(
     assertion: string,
@@ -106,34 +107,32 @@ export class EnterpriseIssuer {
       throw refusalOf(e);
     }
     const subject = claims[this.config.subjectClaim];
-    if (typeof subject !== 'string' || subject === '') throw new AssertionRefused(`the assertion has no ${this.config.subjectClaim} claim`);
-    if (claims.client_id !== expected.clientId) throw new AssertionRefused('the assertion was issued to another client');
+    if (typeof subject !== 'string' || subject === '') throw refused(`the assertion has no ${this.config.subjectClaim} claim`);
+    if (claims.client_id !== expected.clientId) throw refused('the assertion was issued to another client');
     if (claims.resource !== undefined && !(typeof claims.resource === 'string' && expected.resources.includes(claims.resource))) {
-      throw new AssertionRefused('the assertion is for another resource');
+      throw refused('the assertion is for another resource');
     }
     // One audience, svc: an assertion also meant for another service could be replayed there by svc's operator.
-    if (typeof claims.aud !== 'string') throw new AssertionRefused('the assertion must name svc as its only audience');
+    if (typeof claims.aud !== 'string') throw refused('the assertion must name svc as its only audience');
     const { exp, iat, jti } = claims as { exp: number; iat: number; jti: unknown };
-    if (exp <= iat) throw new AssertionRefused('the assertion expires before it was issued');
-    if (exp - iat > MAX_LIFETIME_S) throw new AssertionRefused(`the assertion lives longer than ${MAX_LIFETIME_S} seconds`);
-    if (iat > now / 1000 + CLOCK_SKEW_S) throw new AssertionRefused('the assertion was issued in the future');
-    if (typeof jti !== 'string' || jti === '' || jti.length > 512) throw new AssertionRefused('the assertion has no usable jti');
+    if (exp <= iat) throw refused('the assertion expires before it was issued');
+    if (exp - iat > MAX_LIFETIME_S) throw refused(`the assertion lives longer than ${MAX_LIFETIME_S} seconds`);
+    if (iat > now / 1000 + CLOCK_SKEW_S) throw refused('the assertion was issued in the future');
+    if (typeof jti !== 'string' || jti === '' || jti.length > 512) throw refused('the assertion has no usable jti');
     return { subject, jti, expiresAt: exp * 1000, claims };
   }
 }
 
 function refusalOf(e: unknown): Error {
-  if (e instanceof errors.JWKSTimeout)
-    return new ProviderUnavailable("the enterprise identity provider's keys cannot be fetched; try again shortly");
-  if (e instanceof errors.JWTExpired) return new AssertionRefused('the assertion has expired');
-  if (e instanceof errors.JWTClaimValidationFailed) return new AssertionRefused(`the assertion's ${e.claim} is not what svc accepts`);
-  if (e instanceof errors.JOSEAlgNotAllowed) return new AssertionRefused('the assertion must be signed with an asymmetric algorithm');
-  if (e instanceof errors.JWKSNoMatchingKey)
-    return new AssertionRefused('the assertion is signed with a key the identity provider does not publish');
-  if (e instanceof errors.JWSSignatureVerificationFailed) return new AssertionRefused("the assertion's signature does not verify");
-  if (e instanceof errors.JOSEError) return new AssertionRefused('the assertion is not a well-formed signed JWT');
+  if (e instanceof errors.JWKSTimeout) return unavailable("the enterprise identity provider's keys cannot be fetched; try again shortly");
+  if (e instanceof errors.JWTExpired) return refused('the assertion has expired');
+  if (e instanceof errors.JWTClaimValidationFailed) return refused(`the assertion's ${e.claim} is not what svc accepts`);
+  if (e instanceof errors.JOSEAlgNotAllowed) return refused('the assertion must be signed with an asymmetric algorithm');
+  if (e instanceof errors.JWKSNoMatchingKey) return refused('the assertion is signed with a key the identity provider does not publish');
+  if (e instanceof errors.JWSSignatureVerificationFailed) return refused("the assertion's signature does not verify");
+  if (e instanceof errors.JOSEError) return refused('the assertion is not a well-formed signed JWT');
   if (e instanceof Error && e.name === 'TypeError')
-    return new ProviderUnavailable("the enterprise identity provider's keys cannot be fetched; try again shortly");
+    return unavailable("the enterprise identity provider's keys cannot be fetched; try again shortly");
   return e instanceof Error ? e : new Error(String(e));
 }
 
@@ -163,14 +162,13 @@ export async function exchangeAssertion(
   return ctx.database.write(async (tx) => {
     // Judged again once the write has its turn: fetching the keys and the write queue may have taken it past exp.
     const now = ctx.database.now();
-    if (verified.expiresAt <= now) throw new AssertionRefused('the assertion has expired');
-    if (!(await claimAssertion(tx, config.issuer, verified.jti, verified.expiresAt, now)))
-      throw new AssertionRefused('the assertion was used already');
+    if (verified.expiresAt <= now) throw refused('the assertion has expired');
+    if (!(await claimAssertion(tx, config.issuer, verified.jti, verified.expiresAt, now))) throw refused('the assertion was used already');
     const found = await provisionIn(tx, arrival, { jit: config.jit, defaultAcl: config.defaultAcl, groups: ctx.groups });
-    if (!found.ok) throw new AssertionRefused(found.message);
+    if (!found.ok) throw refused(found.message);
     const user = found.user;
     const grant = await enterpriseGrant(tx, user.id, client.id, now);
-    if (!grant) throw new AssertionRefused("the person revoked this app's access in svc (Connected apps)");
+    if (!grant) throw refused("the person revoked this app's access in svc (Connected apps)");
     const issued = await issueAssertionToken(tx, grant, user.id, client, ctx.accessSeconds, await ctx.database.tokenEpoch(tx));
     await recordAudit(tx, {
       actor: user.uid,

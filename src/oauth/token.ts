@@ -6,8 +6,9 @@ import type { OauthClient } from '../store/oauth-clients.ts';
 import { recordAudit } from '../store/audit.ts';
 import { randomId } from '../domain/secrets.ts';
 import { pkceMatches } from './rules.ts';
-import { oauthError, type OauthError, type OauthServer } from './context.ts';
-import { AssertionRefused, exchangeAssertion, JWT_BEARER_GRANT, type ExchangeContext } from './enterprise.ts';
+import type { OauthServer } from './context.ts';
+import { exchangeAssertion, JWT_BEARER_GRANT, type ExchangeContext } from './enterprise.ts';
+import { OauthProtocolError } from '../domain/errors.ts';
 
 export interface TokenResponse {
   readonly access_token: string;
@@ -26,32 +27,48 @@ const response = (issued: Issued): TokenResponse => ({
   scope: issued.scope,
 });
 
-const CODE_PROBLEMS: Record<Exclude<CodeUse, { ok: true }>['why'], OauthError> = {
-  unknown: oauthError('invalid_grant', 'the code is unknown'),
-  expired: oauthError('invalid_grant', 'the code is expired'),
-  reused: oauthError('invalid_grant', 'the code is used already; what it issued is revoked'),
-  other_client: oauthError('invalid_grant', "the code is not this client's"),
-  revoked: oauthError('invalid_grant', 'the grant behind the code was revoked'),
-  redirect_uri: oauthError('invalid_grant', 'redirect_uri differs from the authorization request'),
-  verifier: oauthError('invalid_grant', 'code_verifier does not match the code_challenge'),
-  resource: oauthError('invalid_target', 'resource differs from the authorization request'),
+type Refusal = readonly [error: string, description: string];
+
+const CODE_PROBLEMS: Record<Exclude<CodeUse, { ok: true }>['why'], Refusal> = {
+  unknown: ['invalid_grant', 'the code is unknown'],
+  expired: ['invalid_grant', 'the code is expired'],
+  reused: ['invalid_grant', 'the code is used already; what it issued is revoked'],
+  other_client: ['invalid_grant', "the code is not this client's"],
+  revoked: ['invalid_grant', 'the grant behind the code was revoked'],
+  redirect_uri: ['invalid_grant', 'redirect_uri differs from the authorization request'],
+  verifier: ['invalid_grant', 'code_verifier does not match the code_challenge'],
+  resource: ['invalid_target', 'resource differs from the authorization request'],
 };
 
-const REFRESH_PROBLEMS: Record<Exclude<RefreshUse, { ok: true }>['why'], OauthError> = {
-  unknown: oauthError('invalid_grant', 'the refresh token is unknown'),
-  revoked: oauthError('invalid_grant', 'the refresh token is revoked'),
-  expired: oauthError('invalid_grant', 'the refresh token is expired'),
-  reused: oauthError('invalid_grant', 'the refresh token was used already; its family is revoked'),
-  other_client: oauthError('invalid_grant', "the refresh token is not this client's"),
-  resource: oauthError('invalid_target', 'resource differs from the grant'),
+const REFRESH_PROBLEMS: Record<Exclude<RefreshUse, { ok: true }>['why'], Refusal> = {
+  unknown: ['invalid_grant', 'the refresh token is unknown'],
+  revoked: ['invalid_grant', 'the refresh token is revoked'],
+  expired: ['invalid_grant', 'the refresh token is expired'],
+  reused: ['invalid_grant', 'the refresh token was used already; its family is revoked'],
+  other_client: ['invalid_grant', "the refresh token is not this client's"],
+  resource: ['invalid_target', 'resource differs from the grant'],
 };
+
+const refused = ([error, description]: Refusal) => new OauthProtocolError(error, description);
+
+/**
+ * The result of a grant's write: tokens, or a refusal that must be committed before it is answered (a reused code
+ * or refresh token revoked what it issued; the refusal is thrown once that is saved). Any other refusal is thrown
+ * inside the write, which then changes nothing.
+ */
+type Committed = { readonly issued: TokenResponse } | { readonly refusal: Refusal };
+
+function answer(result: Committed): TokenResponse {
+  if ('refusal' in result) throw refused(result.refusal);
+  return result.issued;
+}
 
 type Params = Record<string, unknown>;
 const str = (body: Params, k: string) => (typeof body[k] === 'string' ? (body[k] as string) : undefined);
 
 /**
- * POST /oauth/token for an authenticated client. `enterprise` is set when ID-JAGs are accepted; a provider whose
- * keys cannot be fetched throws ProviderUnavailable (the route answers 503).
+ * POST /oauth/token for an authenticated client. `enterprise` is set when ID-JAGs are accepted. Refusals are thrown
+ * as OauthProtocolError (a provider whose keys cannot be fetched: 503 temporarily_unavailable).
  */
 export async function tokenRequest(
   server: OauthServer,
@@ -59,41 +76,31 @@ export async function tokenRequest(
   body: Params,
   from: string,
   enterprise: ExchangeContext | null = null,
-): Promise<TokenResponse | OauthError> {
+): Promise<TokenResponse> {
   if (body.grant_type === 'authorization_code') return exchangeCode(server, client, body, from);
   if (body.grant_type === 'refresh_token') return refresh(server, client, body, from);
   if (body.grant_type === JWT_BEARER_GRANT && enterprise) return assertionGrant(enterprise, client, body, from);
-  return oauthError(
+  throw new OauthProtocolError(
     'unsupported_grant_type',
     `grant_type is authorization_code or refresh_token${enterprise ? ` or ${JWT_BEARER_GRANT}` : ''}`,
   );
 }
 
-async function assertionGrant(
-  enterprise: ExchangeContext,
-  client: OauthClient,
-  body: Params,
-  from: string,
-): Promise<TokenResponse | OauthError> {
+async function assertionGrant(enterprise: ExchangeContext, client: OauthClient, body: Params, from: string): Promise<TokenResponse> {
   const assertion = str(body, 'assertion');
-  if (!assertion) return oauthError('invalid_request', 'assertion is required');
-  try {
-    const issued = await exchangeAssertion(enterprise, client, assertion, from);
-    return { access_token: issued.accessToken, token_type: 'Bearer', expires_in: issued.expiresIn, scope: 'mcp' };
-  } catch (e) {
-    if (e instanceof AssertionRefused) return oauthError('invalid_grant', e.message);
-    throw e;
-  }
+  if (!assertion) throw new OauthProtocolError('invalid_request', 'assertion is required');
+  const issued = await exchangeAssertion(enterprise, client, assertion, from);
+  return { access_token: issued.accessToken, token_type: 'Bearer', expires_in: issued.expiresIn, scope: 'mcp' };
 }
 
 const ttlOf = (server: OauthServer) => ({ accessSeconds: server.config.accessTtlSeconds, refreshSeconds: server.config.refreshTtlSeconds });
 
-async function exchangeCode(server: OauthServer, client: OauthClient, body: Params, from: string): Promise<TokenResponse | OauthError> {
+async function exchangeCode(server: OauthServer, client: OauthClient, body: Params, from: string): Promise<TokenResponse> {
   const code = str(body, 'code');
-  if (!code) return oauthError('invalid_request', 'code is required');
+  if (!code) throw new OauthProtocolError('invalid_request', 'code is required');
   const familyId = `fam_${randomId(12)}`;
   const verifier = str(body, 'code_verifier') ?? '';
-  return server.database.write(async (tx) => {
+  const result = await server.database.write(async (tx): Promise<Committed> => {
     const now = server.database.now();
     const use = await useCode(
       tx,
@@ -107,7 +114,11 @@ async function exchangeCode(server: OauthServer, client: OauthClient, body: Para
       },
       now,
     );
-    if (!use.ok) return CODE_PROBLEMS[use.why];
+    if (!use.ok) {
+      // A reused code has just revoked what it issued: that must commit, so this refusal is returned, not thrown.
+      if (use.why === 'reused') return { refusal: CODE_PROBLEMS.reused };
+      throw refused(CODE_PROBLEMS[use.why]);
+    }
     const issued = await issueTokens(
       tx,
       use.grantId,
@@ -123,14 +134,15 @@ async function exchangeCode(server: OauthServer, client: OauthClient, body: Para
       detail: { grant: use.grantId, family: familyId },
       peer: from,
     });
-    return response(issued);
+    return { issued: response(issued) };
   });
+  return answer(result);
 }
 
-async function refresh(server: OauthServer, client: OauthClient, body: Params, from: string): Promise<TokenResponse | OauthError> {
+async function refresh(server: OauthServer, client: OauthClient, body: Params, from: string): Promise<TokenResponse> {
   const token = str(body, 'refresh_token');
-  if (!token) return oauthError('invalid_request', 'refresh_token is required');
-  return server.database.write(async (tx) => {
+  if (!token) throw new OauthProtocolError('invalid_request', 'refresh_token is required');
+  const result = await server.database.write(async (tx): Promise<Committed> => {
     const now = server.database.now();
     const use = await useRefresh(
       tx,
@@ -143,16 +155,18 @@ async function refresh(server: OauthServer, client: OauthClient, body: Params, f
       now,
     );
     if (!use.ok) {
-      if (use.why === 'reused')
-        await recordAudit(tx, {
-          actor: null,
-          via: 'oauth',
-          action: 'oauth.family_revoked',
-          target: client.id,
-          detail: { reason: 'refresh token reused' },
-          peer: from,
-        });
-      return REFRESH_PROBLEMS[use.why];
+      if (use.why !== 'reused') throw refused(REFRESH_PROBLEMS[use.why]);
+      // A reused refresh token has just revoked its family: that and its audit record must commit, so this refusal
+      // is returned, not thrown.
+      await recordAudit(tx, {
+        actor: null,
+        via: 'oauth',
+        action: 'oauth.family_revoked',
+        target: client.id,
+        detail: { reason: 'refresh token reused' },
+        peer: from,
+      });
+      return { refusal: REFRESH_PROBLEMS.reused };
     }
     const family = {
       id: use.familyId,
@@ -171,8 +185,9 @@ async function refresh(server: OauthServer, client: OauthClient, body: Params, f
       detail: { grant: use.grantId, family: use.familyId },
       peer: from,
     });
-    return response(issued);
+    return { issued: response(issued) };
   });
+  return answer(result);
 }
 
 /** POST /oauth/revoke (RFC 7009): unknown tokens are no error. A grant the app's sign-out ended is audited. */

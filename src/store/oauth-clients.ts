@@ -4,6 +4,7 @@ import { and, asc, count, eq, gt, isNull, lt, lte, min, not, sql } from 'drizzle
 import type { Db, Tx } from '../db/open.ts';
 import { oauthClients, oauthCodes, oauthGrants, oauthRequests } from '../db/schema.ts';
 import { randomId, storedHash } from '../domain/secrets.ts';
+import { AppError } from '../domain/errors.ts';
 import { endGrant, type ClientKind } from './oauth.ts';
 
 export type { ClientKind };
@@ -75,13 +76,6 @@ export const AUTHORIZATION_WINDOW_MS = 10 * 60_000;
 /** Never-used clients past a day forgotten by one registration at most, so no registration does unbounded work. */
 const FORGET_BATCH = 50;
 
-/** Why a registration must wait: the cap is full of clients that may be in a sign-in right now. */
-export class RegistrationsFull extends Error {
-  constructor(readonly retryAfter: number) {
-    super('too many apps are registering right now; try again later');
-  }
-}
-
 const neverUsed = () => and(eq(oauthClients.kind, 'dynamic'), isNull(oauthClients.lastUsedAt));
 const standingGrant = sql`EXISTS (SELECT 1 FROM ${oauthGrants} WHERE ${oauthGrants.clientId} = ${oauthClients.id} AND ${oauthGrants.revokedAt} IS NULL)`;
 /** Never used and no standing grant: what the cap counts. */
@@ -95,7 +89,8 @@ const codeWaiting = (now: number) =>
 /**
  * Forgets never-used dynamic clients older than a day that wait for no consent and no code (ending a grant one of
  * them was given but never used), a batch at a time; then, to make room for one more under the cap, the oldest
- * unused ones past the authorization window and not waiting for consent. Throws RegistrationsFull when none is left.
+ * unused ones past the authorization window and not waiting for consent. Throws too_many_requests, with the seconds
+ * until the next one leaves the window, when none is left.
  */
 async function makeRoomForClient(tx: Tx, now: number): Promise<void> {
   const stale = await tx
@@ -126,7 +121,12 @@ async function makeRoomForClient(tx: Tx, now: number): Promise<void> {
     .where(and(unusedClients(), gt(oauthClients.createdAt, now - AUTHORIZATION_WINDOW_MS)))
     .get();
   const wait = youngest?.at === null || youngest?.at === undefined ? 60_000 : youngest.at + AUTHORIZATION_WINDOW_MS - now;
-  throw new RegistrationsFull(Math.max(1, Math.ceil(wait / 1000)));
+  throw new AppError(
+    'too_many_requests',
+    'too many apps are registering right now; try again later',
+    undefined,
+    Math.max(1, Math.ceil(wait / 1000)),
+  );
 }
 
 export async function registerClient(
