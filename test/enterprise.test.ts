@@ -607,3 +607,33 @@ describe('an enterprise block without uid_claim', () => {
       }
     });
 });
+
+describe('enterprise-managed authorization while the identity provider is away', () => {
+  test('an exchange is 503 temporarily_unavailable with Retry-After, and creates nothing', async () => {
+    const idpPort = await freePort();
+    const issuer = `http://127.0.0.1:${idpPort}`;
+    // Nothing listens at the issuer: its discovery document, and so its keys, cannot be fetched.
+    const s = await startTestServer({
+      env: { SVC_OIDC_CLIENT_SECRET: CLIENT_SECRET },
+      auth: ({ baseUrl }) => enterpriseAuth(issuer, baseUrl, true),
+    });
+    try {
+      assert.equal(
+        (await s.ws.svc(['oauth', 'client', 'add', 'Agent', '--redirect-uri', 'http://127.0.0.1:9/cb', '--id', AT_SVC])).code,
+        0,
+      );
+      const res = await fetch(`${s.url}/oauth/token`, {
+        method: 'POST',
+        body: new URLSearchParams({ grant_type: JWT_BEARER, assertion: 'eyJhbGciOiJSUzI1NiJ9.e30.sig', client_id: AT_SVC }),
+      });
+      assert.equal(res.status, 503);
+      assert.equal(res.headers.get('retry-after'), '30');
+      const body = (await res.json()) as { error: string; error_description: string };
+      assert.equal(body.error, 'temporarily_unavailable');
+      assert.match(body.error_description, /cannot be reached/);
+      assert.equal((await s.database.db.select({ n: count() }).from(users).get())!.n, 0);
+    } finally {
+      await s.stop();
+    }
+  });
+});
