@@ -1,5 +1,5 @@
 // Request bodies and redirects shared by the routes.
-import { badRequest } from '../domain/errors.ts';
+import { AppError, badRequest } from '../domain/errors.ts';
 import type { Ctx } from './context.ts';
 
 /**
@@ -82,4 +82,27 @@ export function restrictionFromForm(body: Record<string, unknown>): unknown {
   const labels = body.labels;
   // A form's labels field arrives as a list of its values; one value is a label string like any other.
   return Array.isArray(labels) && labels.length === 1 && typeof labels[0] === 'string' && /[\s,]/.test(labels[0]) ? labels[0] : labels;
+}
+
+/** Refusals a person at a form can correct, and the status their page answers with. */
+const CORRECTABLE = { bad_request: 400, conflict: 409 } as const;
+type Correctable = keyof typeof CORRECTABLE;
+
+/**
+ * A form post: `act` does the work and answers (usually a redirect). A refusal the person can correct (bad input, or
+ * a conflict, or only those named in `only`) shows the form's page again with the message, at its status; anything
+ * else goes on to the one error handler.
+ */
+export async function formPost(
+  act: () => Promise<Response>,
+  again: (status: 400 | 409, message: string) => Response | Promise<Response>,
+  only: readonly Correctable[] = ['bad_request', 'conflict'],
+): Promise<Response> {
+  try {
+    return await act();
+  } catch (e) {
+    if (e instanceof AppError && (e.code === 'bad_request' || e.code === 'conflict') && only.includes(e.code))
+      return again(CORRECTABLE[e.code], e.message);
+    throw e;
+  }
 }

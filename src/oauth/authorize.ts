@@ -6,7 +6,6 @@ import { activeGrant, consent, holdRequest, issueCode, takeRequest, type Grant, 
 import type { OauthClient } from '../store/oauth-clients.ts';
 import { recordActorAudit, type Actor } from '../store/audit.ts';
 import { checkHeldByOwner, restrictionDigest } from '../domain/restriction.ts';
-import { AppError } from '../domain/errors.ts';
 import type { LabelSet } from '../domain/labels.ts';
 import { grantedScope, isLoopbackRedirect, isPrivateUseScheme, redirectMatches, resourceAllowed, resourceFor } from './rules.ts';
 import { resolveClient } from './clients.ts';
@@ -102,7 +101,10 @@ export interface ConsentAnswer {
   readonly restriction: LabelSet | null;
 }
 
-/** POST /oauth/authorize: the person's answer. From here on, errors go back to the app. */
+/**
+ * POST /oauth/authorize: the person's answer. A restriction naming labels they lack is thrown (bad_request) before the
+ * request is used up, so they can correct it; from here on, errors go back to the app.
+ */
 export async function answerConsent(
   server: OauthServer,
   user: { id: number; labels: LabelSet },
@@ -111,14 +113,7 @@ export async function answerConsent(
 ): Promise<AuthorizeAnswer> {
   // Checked before the request is used up, so a mistake on the page can be corrected with the back button.
   const labels = answer.approve ? answer.restriction : null;
-  if (labels !== null) {
-    try {
-      checkHeldByOwner(labels, user.labels);
-    } catch (e) {
-      if (e instanceof AppError) return page(e.message);
-      throw e;
-    }
-  }
+  if (labels !== null) checkHeldByOwner(labels, user.labels);
   const secret = answer.request;
   const request =
     secret === undefined ? null : await server.database.write((tx) => takeRequest(tx, secret, user.id, server.database.now()));

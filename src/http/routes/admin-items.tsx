@@ -5,7 +5,7 @@ import { basename } from 'node:path';
 import type { Env, Services, Ctx } from '../context.ts';
 import { nonceOf } from '../context.ts';
 import { requireAdmin, requireCaller, caller, actorOf } from '../guards.ts';
-import { readBody } from '../forms.ts';
+import { formPost, readBody } from '../forms.ts';
 import { ItemsPage, ItemPage, RemoveItemPage, ReplaceItemPage, itemPath, type FormItem } from '../pages/admin-items.tsx';
 import { listItemsWithReaders, readersOf, ITEM_PAGE } from '../../store/item-access.ts';
 import { pageHref, pageRequest } from '../paging.ts';
@@ -14,7 +14,7 @@ import { checkItemId, itemRequest } from '../../requests/items.ts';
 import { labelsField } from '../../requests/fields.ts';
 import { formatLabels } from '../../domain/labels.ts';
 import { parseMarkdown, FrontMatterError } from '../../domain/front-matter.ts';
-import { AppError, badRequest } from '../../domain/errors.ts';
+import { badRequest } from '../../domain/errors.ts';
 import { putItemAs, adminRemoveItem } from '../../admin/actions.ts';
 
 const DONE: Record<string, string> = { saved: 'Document saved.', labels: 'Labels changed.', removed: 'Document removed.' };
@@ -75,7 +75,7 @@ export function adminItemRoutes(services: Services): Hono<Env> {
     };
   };
 
-  const listPage = async (c: Ctx, status: 200 | 400 | 404, error?: string, form?: Record<string, string>) => {
+  const listPage = async (c: Ctx, status: 200 | 400 | 404 | 409, error?: string, form?: Record<string, string>) => {
     const query = c.req.query('q') ?? '';
     const label = c.req.query('label') ?? '';
     const page = Math.max(1, Number.parseInt(c.req.query('page') ?? '1', 10) || 1);
@@ -95,7 +95,7 @@ export function adminItemRoutes(services: Services): Hono<Env> {
     );
   };
 
-  const itemPage = async (c: Ctx, id: string, status: 200 | 400 = 200, error?: string) => {
+  const itemPage = async (c: Ctx, id: string, status: 200 | 400 | 409 = 200, error?: string) => {
     const item = await getAnyItem(db, id);
     const pages = { users: pageRequest(c, 'readers_page'), tokens: pageRequest(c, 'tokens_page') };
     const readers = (await readersOf(db, id, pages, database.now()))!;
@@ -114,24 +114,22 @@ export function adminItemRoutes(services: Services): Hono<Env> {
 
   app.post('/admin/items', async (c) => {
     const body = await c.req.parseBody();
-    let item: Awaited<ReturnType<typeof itemFromForm>>;
-    try {
-      item = await itemFromForm(body);
-      // Replacing asks first, saying what happens to the labels, so nobody declassifies a document unawares.
-      const existing = body.confirm === 'replace' ? null : await findItem(db, checkItemId(item.id));
-      if (existing) return c.html(<ReplaceItemPage {...frame(c)} existing={existing} item={item} />);
-      const request = itemRequest({ title: item.title, text: item.text, ...(item.labels === undefined ? {} : { labels: item.labels }) });
-      await putItemAs(database, actorOf(c), checkItemId(item.id), request);
-    } catch (e) {
-      if (e instanceof AppError && e.code === 'bad_request') {
-        const form = Object.fromEntries(
-          ['id', 'title', 'labels', 'text'].map((k) => [k, typeof body[k] === 'string' ? (body[k] as string) : '']),
-        );
-        return listPage(c, 400, e.message, form);
-      }
-      throw e;
-    }
-    return c.redirect(`${itemPath('view', item.id)}?done=saved`, 303);
+    const form = Object.fromEntries(
+      ['id', 'title', 'labels', 'text'].map((k) => [k, typeof body[k] === 'string' ? (body[k] as string) : '']),
+    );
+    return formPost(
+      async () => {
+        const item = await itemFromForm(body);
+        // Replacing asks first, saying what happens to the labels, so nobody declassifies a document unawares.
+        const existing = body.confirm === 'replace' ? null : await findItem(db, checkItemId(item.id));
+        if (existing) return c.html(<ReplaceItemPage {...frame(c)} existing={existing} item={item} />);
+        const request = itemRequest({ title: item.title, text: item.text, ...(item.labels === undefined ? {} : { labels: item.labels }) });
+        await putItemAs(database, actorOf(c), checkItemId(item.id), request);
+        return c.redirect(`${itemPath('view', item.id)}?done=saved`, 303);
+      },
+      (status, error) => listPage(c, status, error, form),
+      ['bad_request'],
+    );
   });
 
   app.get('/admin/items/view/:id{.+}', (c) => itemPage(c, c.req.param('id')));
@@ -140,14 +138,15 @@ export function adminItemRoutes(services: Services): Hono<Env> {
     const id = c.req.param('id');
     const body = await readBody(c);
     const item = await getAnyItem(db, id);
-    try {
-      const request = itemRequest({ title: item.title, text: item.text, labels: typeof body.labels === 'string' ? body.labels : '' });
-      await putItemAs(database, actorOf(c), id, request);
-    } catch (e) {
-      if (e instanceof AppError && e.code === 'bad_request') return itemPage(c, id, 400, e.message);
-      throw e;
-    }
-    return c.redirect(`${itemPath('view', id)}?done=labels`, 303);
+    return formPost(
+      async () => {
+        const request = itemRequest({ title: item.title, text: item.text, labels: typeof body.labels === 'string' ? body.labels : '' });
+        await putItemAs(database, actorOf(c), id, request);
+        return c.redirect(`${itemPath('view', id)}?done=labels`, 303);
+      },
+      (status, error) => itemPage(c, id, status, error),
+      ['bad_request'],
+    );
   });
 
   app.get('/admin/items/remove/:id{.+}', async (c) =>

@@ -4,13 +4,12 @@ import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
 import { nonceOf } from '../context.ts';
 import { requireAdmin, requireCaller, caller, actorOf } from '../guards.ts';
-import { readBody } from '../forms.ts';
+import { formPost, readBody } from '../forms.ts';
 import { UsersPage, UserPage, RemovePage, AuditPage } from '../pages/admin.tsx';
 import { listUsers, getUser, signInSummaries, type User } from '../../store/users.ts';
 import { listAudit } from '../../store/audit.ts';
 import { listVisible, searchVisible } from '../../store/items.ts';
 import { countVisible } from '../../store/item-access.ts';
-import { AppError } from '../../domain/errors.ts';
 import { createUserAs, updateUserAs, adminRemoveUser, adminRevokeTokens, adminEndSessions, adminRevokeGrant } from '../../admin/actions.ts';
 import { listGrants } from '../../store/oauth.ts';
 import { pageHref, pageRequest } from '../paging.ts';
@@ -106,23 +105,21 @@ export function adminPageRoutes(services: Services): Hono<Env> {
 
   app.post('/admin/users', async (c) => {
     const form = strings(await readBody(c));
-    try {
-      const request = newUserRequest({
-        uid: form.uid ?? '',
-        email: form.email ?? '',
-        name: form.name ?? '',
-        labels: form.labels ?? '',
-        admin: form.admin === 'on',
-        password: form.password ?? '',
-      });
-      const user = await createUserAs(database, actorOf(c), request);
-      return c.redirect(back(user.uid, 'created'), 303);
-    } catch (e) {
-      if (e instanceof AppError && (e.code === 'bad_request' || e.code === 'conflict')) {
-        return listPage(c, e.code === 'conflict' ? 409 : 400, { error: e.message, form: { ...form, password: '' } });
-      }
-      throw e;
-    }
+    return formPost(
+      async () => {
+        const request = newUserRequest({
+          uid: form.uid ?? '',
+          email: form.email ?? '',
+          name: form.name ?? '',
+          labels: form.labels ?? '',
+          admin: form.admin === 'on',
+          password: form.password ?? '',
+        });
+        const user = await createUserAs(database, actorOf(c), request);
+        return c.redirect(back(user.uid, 'created'), 303);
+      },
+      (status, error) => listPage(c, status, { error, form: { ...form, password: '' } }),
+    );
   });
 
   app.get('/admin/users/:uid', async (c) => userPage(c, await getUser(db, c.req.param('uid'))));
@@ -138,30 +135,27 @@ export function adminPageRoutes(services: Services): Hono<Env> {
     };
     if (form.clear_password === 'on') change.password = null;
     else if (form.password) change.password = form.password;
-    try {
-      await updateUserAs(database, actorOf(c), uid, userChangeRequest(change), caller(c).sessionId);
-      return c.redirect(back(uid, 'saved'), 303);
-    } catch (e) {
-      if (e instanceof AppError && (e.code === 'bad_request' || e.code === 'conflict')) {
-        return userPage(c, await getUser(db, uid), e.code === 'conflict' ? 409 : 400, e.message);
-      }
-      throw e;
-    }
+    return formPost(
+      async () => {
+        await updateUserAs(database, actorOf(c), uid, userChangeRequest(change), caller(c).sessionId);
+        return c.redirect(back(uid, 'saved'), 303);
+      },
+      async (status, error) => userPage(c, await getUser(db, uid), status, error),
+    );
   });
 
   app.get('/admin/users/:uid/remove', async (c) => c.html(<RemovePage {...frame(c)} user={await getUser(db, c.req.param('uid'))} />));
 
   app.post('/admin/users/:uid/remove', async (c) => {
     const uid = c.req.param('uid');
-    try {
-      await adminRemoveUser(database, actorOf(c), uid);
-    } catch (e) {
-      if (e instanceof AppError && e.code === 'conflict') {
-        return c.html(<RemovePage {...frame(c, { error: e.message })} user={await getUser(db, uid)} />, 409);
-      }
-      throw e;
-    }
-    return c.redirect('/admin/users?done=removed', 303);
+    return formPost(
+      async () => {
+        await adminRemoveUser(database, actorOf(c), uid);
+        return c.redirect('/admin/users?done=removed', 303);
+      },
+      async (status, error) => c.html(<RemovePage {...frame(c, { error })} user={await getUser(db, uid)} />, status),
+      ['conflict'],
+    );
   });
 
   app.post('/admin/users/:uid/revoke-tokens', async (c) => {

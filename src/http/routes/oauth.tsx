@@ -5,7 +5,7 @@ import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
 import { principalOf, nonceOf } from '../context.ts';
 import { requireCaller, caller, actorOf } from '../guards.ts';
-import { readBody, restrictionFromForm } from '../forms.ts';
+import { formPost, readBody, restrictionFromForm } from '../forms.ts';
 import { ConsentPage, OauthErrorPage } from '../pages/consent.tsx';
 import type { OauthConfig } from '../../config/load.ts';
 import { authorizationServerMetadata, protectedResourceMetadata, resourceFor } from '../../oauth/rules.ts';
@@ -14,8 +14,6 @@ import { listGrants } from '../../store/oauth.ts';
 import { revokeOwnGrant } from '../../account/actions.ts';
 import { grantJson } from '../../wire/json.ts';
 import { restrictionRequest } from '../../requests/tokens.ts';
-import type { LabelSet } from '../../domain/labels.ts';
-import { AppError } from '../../domain/errors.ts';
 import { oauthServerOf } from './oauth-endpoints.ts';
 import { nextPageHeader, pageRequest } from '../paging.ts';
 
@@ -77,15 +75,16 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
   app.post('/oauth/authorize', requireCaller({ page: true, via: ['session', 'header'] }), async (c) => {
     const body = await readBody(c, { lists: ['labels'] });
     const approve = body.decision === 'approve';
-    let restriction: LabelSet | null = null;
-    try {
-      if (approve) restriction = restrictionRequest(restrictionFromForm(body));
-    } catch (e) {
-      if (e instanceof AppError) return errorPage(c, e.message);
-      throw e;
-    }
     const request = typeof body.request === 'string' ? body.request : undefined;
-    return answer(c, await answerConsent(server, caller(c).user, actorOf(c), { request, approve, restriction }));
+    // A restriction the person cannot have is a page saying why; the request stays, for the back button.
+    return formPost(
+      async () => {
+        const restriction = approve ? restrictionRequest(restrictionFromForm(body)) : null;
+        return answer(c, await answerConsent(server, caller(c).user, actorOf(c), { request, approve, restriction }));
+      },
+      (_status, error) => errorPage(c, error),
+      ['bad_request'],
+    );
   });
 
   // ---- the caller's grants ("Connected apps")

@@ -5,13 +5,13 @@ import type { Env, Services, Ctx } from '../context.ts';
 import { wantsHtml, nonceOf } from '../context.ts';
 import { createdTokenJson, tokenJson } from '../../wire/json.ts';
 import { requireCaller, caller, actorOf } from '../guards.ts';
-import { readBody, restrictionFromForm, scopesFromForm } from '../forms.ts';
+import { formPost, readBody, restrictionFromForm, scopesFromForm } from '../forms.ts';
 import { nextPageHeader, pageHref, pageRequest } from '../paging.ts';
 import { TokensPage, type TokensProps } from '../pages/tokens.tsx';
 import { listTokens } from '../../store/tokens.ts';
 import { restrictionRequest, tokenRequest } from '../../requests/tokens.ts';
 import { listGrants } from '../../store/oauth.ts';
-import { AppError, badRequest } from '../../domain/errors.ts';
+import { badRequest } from '../../domain/errors.ts';
 import { createPersonalToken, restrictOwnToken, revokeOwnToken } from '../../account/actions.ts';
 
 export function tokenRoutes(services: Services): Hono<Env> {
@@ -53,17 +53,13 @@ export function tokenRoutes(services: Services): Hono<Env> {
 
   app.post('/auth/tokens', browserOnly, async (c) => {
     const html = wantsHtml(c);
-    try {
+    const mint = async () => {
       const body = await readBody(c, { lists: ['labels', 'scopes'] });
       const request = tokenRequest({ name: body.name, ttl: body.ttl, labels: restrictionFromForm(body), scopes: scopesFromForm(body) });
       const created = await createPersonalToken(database, actorOf(c), caller(c).user.uid, request, config.auth.token);
-      if (html) return renderPage(c, 201, { created });
-      return c.json(createdTokenJson(created), 201);
-    } catch (e) {
-      if (html && e instanceof AppError && (e.code === 'bad_request' || e.code === 'conflict'))
-        return renderPage(c, e.code === 'conflict' ? 409 : 400, { error: e.message });
-      throw e;
-    }
+      return html ? renderPage(c, 201, { created }) : c.json(createdTokenJson(created), 201);
+    };
+    return html ? formPost(mint, (status, error) => renderPage(c, status, { error })) : mint();
   });
 
   const ownApi = requireCaller({ scope: 'api' });
