@@ -2,7 +2,8 @@
 import { Hono } from 'hono';
 import type { Env, Services, Ctx } from './context.ts';
 import { apiError, STATUS, wantsHtml } from './context.ts';
-import { securityHeaders, bodyLimits, requestLog, peerAddresses, resolveCaller, sameOriginForAmbient, mcpOrigin } from './middleware.ts';
+import { securityHeaders, requestLog, peerAddresses, resolveCaller } from './middleware.ts';
+import { READ, policyFor } from './policy.ts';
 import { sessionRoutes } from './routes/session.tsx';
 import { tokenRoutes } from './routes/tokens.tsx';
 import { mcpRoutes } from './routes/mcp.ts';
@@ -25,11 +26,9 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
   const app = new Hono<Env>();
   app.use(securityHeaders());
   app.use(requestLog(services));
-  app.use(bodyLimits());
-  app.use('/mcp', mcpOrigin(services));
-  app.use('/oauth/mcp', mcpOrigin(services));
-  app.get('/healthz', (c) => c.json({ status: 'ok' }));
-  app.get('/readyz', async (c) => {
+  const policy = policyFor(services);
+  app.get('/healthz', policy(READ), (c) => c.json({ status: 'ok' }));
+  app.get('/readyz', policy(READ), async (c) => {
     const problems = await services.database.problems({ waitMs: READY_WAIT_MS });
     // Single sign-on is reported, not required: the other channels serve while the provider is away.
     const oidc = services.oidc ? { oidc: services.oidc.ready ? 'ready' : 'unavailable' } : {};
@@ -47,7 +46,6 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
   const oauth = services.config.auth.oauth;
   if (oauth) app.route('/', oauthClientEndpoints(services, oauth));
   app.use(resolveCaller(services));
-  app.use(sameOriginForAmbient(services));
   app.route('/', sessionRoutes(services));
   if (services.oidc) app.route('/', oidcRoutes(services, services.oidc));
   if (oauth) app.route('/', oauthRoutes(services, oauth));

@@ -1,4 +1,5 @@
-// What every route may rely on: the resolved caller, and helpers for answers in the contract's shapes.
+// What every route may rely on: the resolved caller, and helpers for answers in the contract's shapes. The helpers
+// take any route's context (`Context`), guarded (guards.ts Signed) or not, and read only the request and answer.
 import { randomBytes } from 'node:crypto';
 import type { Context } from 'hono';
 import type { Config } from '../config/load.ts';
@@ -48,24 +49,24 @@ export const STATUS: Record<ErrorCode, 400 | 401 | 403 | 404 | 409 | 413 | 429 |
   unavailable: 503,
 };
 
-export function apiError(c: Ctx, code: ErrorCode, message: string, headers: Record<string, string> = {}): Response {
+export function apiError(c: Context, code: ErrorCode, message: string, headers: Record<string, string> = {}): Response {
   return c.json({ error: code, message }, STATUS[code], headers);
 }
 
-export function principalOf(c: Ctx): Principal | null {
-  const r = c.get('resolution');
+export function principalOf(c: Context): Principal | null {
+  const r = c.get('resolution') as Resolution | undefined;
   return r?.kind === 'principal' ? r.principal : null;
 }
 
 /** Browser navigations ask for HTML first; API clients and fetch() ask for JSON or anything. */
-export function wantsHtml(c: Ctx): boolean {
+export function wantsHtml(c: Context): boolean {
   const accept = c.req.header('accept') ?? '';
   return /text\/html/.test(accept) && !/^application\/json/.test(accept);
 }
 
 /** The page's CSP nonce, made when a page first asks: API responses never need one. */
-export function nonceOf(c: Ctx): string {
-  let nonce = c.get('nonce');
+export function nonceOf(c: Context): string {
+  let nonce = c.get('nonce') as string | undefined;
   if (nonce === undefined) {
     nonce = randomBytes(16).toString('base64');
     c.set('nonce', nonce);

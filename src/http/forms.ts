@@ -1,12 +1,12 @@
 // Request bodies and redirects shared by the routes.
 import { AppError, badRequest } from '../domain/errors.ts';
-import type { Ctx } from './context.ts';
+import type { Context } from 'hono';
 
 /**
  * A form (urlencoded or multipart) or JSON object body, as plain string/unknown fields. Form fields named in
  * `lists` (checkboxes) come as arrays of their values; other fields repeated keep their first value.
  */
-export async function readBody(c: Ctx, options: { lists?: readonly string[] } = {}): Promise<Record<string, unknown>> {
+export async function readBody(c: Context, options: { lists?: readonly string[] } = {}): Promise<Record<string, unknown>> {
   const type = (c.req.header('content-type') ?? '').toLowerCase();
   if (type.startsWith('application/x-www-form-urlencoded') || type.startsWith('multipart/form-data')) {
     const body = await c.req.parseBody({ all: true });

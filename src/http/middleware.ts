@@ -1,16 +1,12 @@
-// The request pipeline shared by every route: security headers, body limits, the request log, caller
-// resolution and the same-origin rule for ambient credentials.
+// The request pipeline shared by every route: security headers, the request log, the client's address and the
+// caller's resolution. What each route allows (body limits, the Origin rule) is its policy, declared where it is
+// mounted (policy.ts).
 import { randomBytes } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
 import { matchedRoutes } from 'hono/route';
 import { getCookie } from 'hono/cookie';
-import { apiError, nonceOf, principalOf, wantsHtml, type Ctx, type Env, type Services } from './context.ts';
+import { nonceOf, type Ctx, type Env, type Services } from './context.ts';
 import { addressMatcher, clientAddress } from '../domain/addresses.ts';
-
-const KiB = 1024;
-const MiB = 1024 * KiB;
-export const LIMITS = { form: 16 * KiB, json: 1 * MiB, mcp: 4 * MiB, upload: 2 * MiB } as const;
 
 export function securityHeaders(): MiddlewareHandler<Env> {
   return async (c, next) => {
@@ -39,34 +35,6 @@ function formTarget(uri: string | undefined): string {
   } catch {
     return '';
   }
-}
-
-/** Forms 16 KiB, JSON 1 MiB, /mcp 4 MiB, a document uploaded on /admin/items 2 MiB; larger is 413 before the body is read. */
-export function bodyLimits(): MiddlewareHandler<Env> {
-  const tooLarge = (c: Ctx, maxSize: number) =>
-    // Connection: close, so the server does not go on reading a body it has already refused.
-    apiError(c, 'payload_too_large', `the request body is larger than ${maxSize / KiB} KiB`, { Connection: 'close' });
-  const limiters = new Map<number, MiddlewareHandler<Env>>(
-    Object.values(LIMITS).map((maxSize) => [maxSize, bodyLimit({ maxSize, onError: (c) => tooLarge(c as never, maxSize) })]),
-  );
-  const limitFor = (c: Ctx): number => {
-    if (c.req.path === '/mcp' || c.req.path === '/oauth/mcp') return LIMITS.mcp;
-    // A registration is a few hundred bytes of JSON; anyone may send one, so it gets the small limit.
-    if (c.req.path === '/oauth/register') return LIMITS.form;
-    const type = c.req.header('content-type') ?? '';
-    if (c.req.path === '/admin/items' && /^multipart\/form-data\b/i.test(type)) return LIMITS.upload;
-    return /^application\/json\b/i.test(type) ? LIMITS.json : LIMITS.form;
-  };
-  return async (c, next) => {
-    if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
-    const maxSize = limitFor(c);
-    // A declared length is judged from the header alone (asking for the body would build a full Request object for
-    // every POST); a chunked body is counted as it is read.
-    const declared = c.req.header('content-length');
-    const chunked = c.req.header('transfer-encoding') !== undefined;
-    if (!chunked) return declared !== undefined && Number(declared) > maxSize ? tooLarge(c, maxSize) : next();
-    return limiters.get(maxSize)!(c, next);
-  };
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -135,62 +103,4 @@ export function resolveCaller(services: Services): MiddlewareHandler<Env> {
     else services.metrics.auth('none', 'missing');
     await next();
   };
-}
-
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
-/** Endpoints that act on what the request itself carries (a bearer token, client credentials), never a cookie. */
-const NOT_AMBIENT = new Set(['/mcp', '/oauth/mcp', '/oauth/token', '/oauth/register', '/oauth/revoke']);
-
-/**
- * /mcp from a browser page: the MCP transport requires servers to validate Origin (DNS rebinding). A request that
- * carries one must come from base_url's origin or an allowed_origins entry; clients that send none are not
- * browsers and pass.
- */
-export function mcpOrigin(services: Services): MiddlewareHandler<Env> {
-  const allowed = new Set([services.config.server.baseUrl, ...services.config.server.allowedOrigins]);
-  return async (c, next) => {
-    const origin = c.req.header('origin');
-    if (origin !== undefined && !allowed.has(origin)) {
-      return apiError(
-        c,
-        'forbidden',
-        `requests from the origin ${JSON.stringify(origin.slice(0, 100))} are not allowed; add it to [server] allowed_origins`,
-      );
-    }
-    return next();
-  };
-}
-
-/** True when Origin (or, without it, Referer) names base_url's origin. */
-export function sameOrigin(headers: Headers, baseUrl: string): boolean {
-  const origin = headers.get('origin');
-  if (origin !== null) return origin === baseUrl;
-  const referer = headers.get('referer');
-  if (referer === null) return false;
-  try {
-    return new URL(referer).origin === baseUrl;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * State changes whose identity the browser adds by itself (session cookie, or a proxy's identity headers)
- * must come from our own origin. Bearer requests are exempt; /mcp accepts only JSON bodies, which a
- * cross-site form cannot send. POST /login is checked in its route, where no identity exists yet.
- */
-export function sameOriginForAmbient(services: Services): MiddlewareHandler<Env> {
-  return async (c, next) => {
-    if (SAFE_METHODS.has(c.req.method) || NOT_AMBIENT.has(c.req.path)) return next();
-    const principal = principalOf(c);
-    if (principal !== null && principal.via !== 'token' && !sameOrigin(c.req.raw.headers, services.config.server.baseUrl)) {
-      return crossSite(c);
-    }
-    return next();
-  };
-}
-
-export function crossSite(c: Ctx): Response {
-  const message = 'cross-site request refused: this form must be sent from the svc site itself';
-  return wantsHtml(c) ? c.text(message, 403) : apiError(c, 'forbidden', message);
 }

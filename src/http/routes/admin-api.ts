@@ -1,7 +1,9 @@
-// /admin/api: JSON administration for admins on any channel (a bearer token suits automation).
+// /admin/api: JSON administration for admins on any channel (a bearer token suits automation, with the `admin` scope).
 import { Hono } from 'hono';
-import type { Env, Services, Ctx } from '../context.ts';
-import { requireAdmin, actorOf, caller } from '../guards.ts';
+import type { Context } from 'hono';
+import type { Env, Services } from '../context.ts';
+import { requireAdmin } from '../guards.ts';
+import { CHANGE, READ, policyFor } from '../policy.ts';
 import { readBody } from '../forms.ts';
 import { auditEntryJson, userJson, itemJson, itemSummaryJson } from '../../wire/json.ts';
 import { listUsers, getUser, signInSummaries } from '../../store/users.ts';
@@ -23,7 +25,7 @@ import { checkItemId, itemBody } from '../../requests/items.ts';
 /** An audit page stops at this many bytes of JSON, however many entries were asked for. */
 const AUDIT_PAGE_BYTES = 256 * 1024;
 
-async function jsonBody(c: Ctx): Promise<Record<string, unknown>> {
+async function jsonBody(c: Context): Promise<Record<string, unknown>> {
   if (!/^application\/json\b/i.test(c.req.header('content-type') ?? ''))
     throw badRequest('send a JSON object with Content-Type: application/json');
   return readBody(c);
@@ -33,51 +35,53 @@ export function adminApiRoutes(services: Services): Hono<Env> {
   const { database, config } = services;
   const db = database.db;
   const app = new Hono<Env>();
-  app.use('/admin/api/*', requireAdmin());
+  const policy = policyFor(services);
 
-  app.get('/admin/api/users', async (c) => {
+  app.get('/admin/api/users', policy(READ), requireAdmin(), async (c) => {
     const summaries = await signInSummaries(db, database.now());
     const empty = { providers: [], activeTokens: 0 };
     return c.json((await listUsers(db)).map((u) => userJson(u, summaries.get(u.id) ?? empty)));
   });
-  app.post('/admin/api/users', async (c) =>
-    c.json(userJson(await createUserAs(database, actorOf(c), newUserRequest(await jsonBody(c)))), 201),
+  app.post('/admin/api/users', policy(CHANGE), requireAdmin(), async (c) =>
+    c.json(userJson(await createUserAs(database, c.var.actor, newUserRequest(await jsonBody(c)))), 201),
   );
-  app.get('/admin/api/users/:uid', async (c) => {
+  app.get('/admin/api/users/:uid', policy(READ), requireAdmin(), async (c) => {
     const user = await getUser(db, c.req.param('uid'));
     return c.json(userJson(user, (await signInSummaries(db, database.now())).get(user.id) ?? { providers: [], activeTokens: 0 }));
   });
-  app.patch('/admin/api/users/:uid', async (c) =>
+  app.patch('/admin/api/users/:uid', policy(CHANGE), requireAdmin(), async (c) =>
     c.json(
-      userJson(await updateUserAs(database, actorOf(c), c.req.param('uid'), userChangeRequest(await jsonBody(c)), caller(c).sessionId)),
+      userJson(
+        await updateUserAs(database, c.var.actor, c.req.param('uid'), userChangeRequest(await jsonBody(c)), c.var.principal.sessionId),
+      ),
     ),
   );
-  app.delete('/admin/api/users/:uid', async (c) => {
-    await adminRemoveUser(database, actorOf(c), c.req.param('uid'));
+  app.delete('/admin/api/users/:uid', policy(CHANGE), requireAdmin(), async (c) => {
+    await adminRemoveUser(database, c.var.actor, c.req.param('uid'));
     return c.body(null, 204);
   });
-  app.post('/admin/api/users/:uid/tokens/revoke', async (c) =>
-    c.json({ revoked: await adminRevokeTokens(database, actorOf(c), c.req.param('uid')) }),
+  app.post('/admin/api/users/:uid/tokens/revoke', policy(CHANGE), requireAdmin(), async (c) =>
+    c.json({ revoked: await adminRevokeTokens(database, c.var.actor, c.req.param('uid')) }),
   );
-  app.post('/admin/api/users/:uid/sessions/end', async (c) =>
-    c.json({ ended: await adminEndSessions(database, actorOf(c), c.req.param('uid')) }),
+  app.post('/admin/api/users/:uid/sessions/end', policy(CHANGE), requireAdmin(), async (c) =>
+    c.json({ ended: await adminEndSessions(database, c.var.actor, c.req.param('uid')) }),
   );
 
   // Item ids are paths and may contain slashes.
-  app.get('/admin/api/items', async (c) => c.json((await listAllItems(db)).map(itemSummaryJson)));
-  app.get('/admin/api/items/:id{.+}', async (c) => c.json(itemJson(await getAnyItem(db, c.req.param('id')))));
-  app.put('/admin/api/items/:id{.+}', async (c) => {
+  app.get('/admin/api/items', policy(READ), requireAdmin(), async (c) => c.json((await listAllItems(db)).map(itemSummaryJson)));
+  app.get('/admin/api/items/:id{.+}', policy(READ), requireAdmin(), async (c) => c.json(itemJson(await getAnyItem(db, c.req.param('id')))));
+  app.put('/admin/api/items/:id{.+}', policy(CHANGE), requireAdmin(), async (c) => {
     const id = checkItemId(c.req.param('id'));
-    const { item, created } = await putItemAs(database, actorOf(c), id, itemBody(await jsonBody(c)));
+    const { item, created } = await putItemAs(database, c.var.actor, id, itemBody(await jsonBody(c)));
     return c.json(itemJson(item), created ? 201 : 200);
   });
-  app.delete('/admin/api/items/:id{.+}', async (c) => {
-    await adminRemoveItem(database, actorOf(c), c.req.param('id'));
+  app.delete('/admin/api/items/:id{.+}', policy(CHANGE), requireAdmin(), async (c) => {
+    await adminRemoveItem(database, c.var.actor, c.req.param('id'));
     return c.body(null, 204);
   });
 
   // Newest first, up to `limit` entries and AUDIT_PAGE_BYTES of JSON; the Link header names the next page.
-  app.get('/admin/api/audit', async (c) => {
+  app.get('/admin/api/audit', policy(READ), requireAdmin(), async (c) => {
     const limit = Math.min(Math.max(Number(c.req.query('limit') ?? 100) || 100, 1), 1000);
     const before = c.req.query('before');
     const entries = await listAudit(db, limit + 1, before === undefined ? undefined : Number(before) || undefined);

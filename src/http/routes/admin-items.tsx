@@ -2,9 +2,10 @@
 // like the JSON API, so each is audited; uploads are read by the same strict front-matter parser as item import.
 import { Hono } from 'hono';
 import { basename } from 'node:path';
-import type { Env, Services, Ctx } from '../context.ts';
+import type { Env, Services } from '../context.ts';
+import { CHANGE, READ, UPLOAD, policyFor } from '../policy.ts';
 import { nonceOf } from '../context.ts';
-import { requireAdmin, requireCaller, caller, actorOf } from '../guards.ts';
+import { requireAdmin, type SignedCtx } from '../guards.ts';
 import { formPost, readBody } from '../forms.ts';
 import { ItemsPage, ItemPage, RemoveItemPage, ReplaceItemPage, itemPath, type FormItem } from '../pages/admin-items.tsx';
 import { listItemsWithReaders, readersOf, ITEM_PAGE } from '../../store/item-access.ts';
@@ -61,12 +62,12 @@ export function adminItemRoutes(services: Services): Hono<Env> {
   const { database } = services;
   const db = database.db;
   const app = new Hono<Env>();
-  const guard = [requireAdmin({ page: true }), requireCaller({ page: true, via: ['session', 'header'] })] as const;
-  app.use('/admin/items', ...guard);
-  app.use('/admin/items/*', ...guard);
+  const policy = policyFor(services);
+  // Admins signed in by session or through the proxy; a bearer token never opens a page.
+  const adminPage = () => requireAdmin({ page: true, via: ['session', 'header'] });
 
-  const frame = (c: Ctx, error?: string) => {
-    const principal = caller(c);
+  const frame = (c: SignedCtx, error?: string) => {
+    const principal = c.var.principal;
     return {
       nonce: nonceOf(c),
       me: { uid: principal.user.uid, canLogout: principal.via === 'session' },
@@ -75,7 +76,7 @@ export function adminItemRoutes(services: Services): Hono<Env> {
     };
   };
 
-  const listPage = async (c: Ctx, status: 200 | 400 | 404 | 409, error?: string, form?: Record<string, string>) => {
+  const listPage = async (c: SignedCtx, status: 200 | 400 | 404 | 409, error?: string, form?: Record<string, string>) => {
     const query = c.req.query('q') ?? '';
     const label = c.req.query('label') ?? '';
     const page = Math.max(1, Number.parseInt(c.req.query('page') ?? '1', 10) || 1);
@@ -95,7 +96,7 @@ export function adminItemRoutes(services: Services): Hono<Env> {
     );
   };
 
-  const itemPage = async (c: Ctx, id: string, status: 200 | 400 | 409 = 200, error?: string) => {
+  const itemPage = async (c: SignedCtx, id: string, status: 200 | 400 | 409 = 200, error?: string) => {
     const item = await getAnyItem(db, id);
     const pages = { users: pageRequest(c, 'readers_page'), tokens: pageRequest(c, 'tokens_page') };
     const readers = (await readersOf(db, id, pages, database.now()))!;
@@ -110,9 +111,9 @@ export function adminItemRoutes(services: Services): Hono<Env> {
     );
   };
 
-  app.get('/admin/items', (c) => listPage(c, 200));
+  app.get('/admin/items', policy(READ), adminPage(), (c) => listPage(c, 200));
 
-  app.post('/admin/items', async (c) => {
+  app.post('/admin/items', policy(UPLOAD), adminPage(), async (c) => {
     const body = await c.req.parseBody();
     const form = Object.fromEntries(
       ['id', 'title', 'labels', 'text'].map((k) => [k, typeof body[k] === 'string' ? (body[k] as string) : '']),
@@ -124,7 +125,7 @@ export function adminItemRoutes(services: Services): Hono<Env> {
         const existing = body.confirm === 'replace' ? null : await findItem(db, checkItemId(item.id));
         if (existing) return c.html(<ReplaceItemPage {...frame(c)} existing={existing} item={item} />);
         const request = itemRequest({ title: item.title, text: item.text, ...(item.labels === undefined ? {} : { labels: item.labels }) });
-        await putItemAs(database, actorOf(c), checkItemId(item.id), request);
+        await putItemAs(database, c.var.actor, checkItemId(item.id), request);
         return c.redirect(`${itemPath('view', item.id)}?done=saved`, 303);
       },
       (status, error) => listPage(c, status, error, form),
@@ -132,16 +133,16 @@ export function adminItemRoutes(services: Services): Hono<Env> {
     );
   });
 
-  app.get('/admin/items/view/:id{.+}', (c) => itemPage(c, c.req.param('id')));
+  app.get('/admin/items/view/:id{.+}', policy(READ), adminPage(), (c) => itemPage(c, c.req.param('id')));
 
-  app.post('/admin/items/labels/:id{.+}', async (c) => {
+  app.post('/admin/items/labels/:id{.+}', policy(CHANGE), adminPage(), async (c) => {
     const id = c.req.param('id');
     const body = await readBody(c);
     const item = await getAnyItem(db, id);
     return formPost(
       async () => {
         const request = itemRequest({ title: item.title, text: item.text, labels: typeof body.labels === 'string' ? body.labels : '' });
-        await putItemAs(database, actorOf(c), id, request);
+        await putItemAs(database, c.var.actor, id, request);
         return c.redirect(`${itemPath('view', id)}?done=labels`, 303);
       },
       (status, error) => itemPage(c, id, status, error),
@@ -149,12 +150,12 @@ export function adminItemRoutes(services: Services): Hono<Env> {
     );
   });
 
-  app.get('/admin/items/remove/:id{.+}', async (c) =>
+  app.get('/admin/items/remove/:id{.+}', policy(READ), adminPage(), async (c) =>
     c.html(<RemoveItemPage {...frame(c)} item={await getAnyItem(db, c.req.param('id'))} />),
   );
 
-  app.post('/admin/items/remove/:id{.+}', async (c) => {
-    await adminRemoveItem(database, actorOf(c), c.req.param('id'));
+  app.post('/admin/items/remove/:id{.+}', policy(CHANGE), adminPage(), async (c) => {
+    await adminRemoveItem(database, c.var.actor, c.req.param('id'));
     return c.redirect('/admin/items?done=removed', 303);
   });
 

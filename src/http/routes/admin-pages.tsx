@@ -1,9 +1,10 @@
 // /admin/users pages for admins signed in by session or through the proxy. Forms post here; the work is done by
 // admin/actions.ts, the same code the JSON API uses.
 import { Hono } from 'hono';
-import type { Env, Services, Ctx } from '../context.ts';
+import type { Env, Services } from '../context.ts';
+import { CHANGE, READ, policyFor } from '../policy.ts';
 import { nonceOf } from '../context.ts';
-import { requireAdmin, requireCaller, caller, actorOf } from '../guards.ts';
+import { requireAdmin, type SignedCtx } from '../guards.ts';
 import { formPost, readBody } from '../forms.ts';
 import { UsersPage, UserPage, RemovePage, AuditPage } from '../pages/admin.tsx';
 import { listUsers, getUser, signInSummaries, type User } from '../../store/users.ts';
@@ -27,8 +28,8 @@ const DONE: Record<string, string> = {
   grant: 'The app’s access was revoked.',
 };
 
-function frame(c: Ctx, extra: { error?: string } = {}) {
-  const principal = caller(c);
+function frame(c: SignedCtx, extra: { error?: string } = {}) {
+  const principal = c.var.principal;
   return {
     nonce: nonceOf(c),
     me: { uid: principal.user.uid, canLogout: principal.via === 'session' },
@@ -44,11 +45,11 @@ export function adminPageRoutes(services: Services): Hono<Env> {
   const { database } = services;
   const db = database.db;
   const app = new Hono<Env>();
-  app.use('/admin/users', requireAdmin({ page: true }), requireCaller({ page: true, via: ['session', 'header'] }));
-  app.use('/admin/users/*', requireAdmin({ page: true }), requireCaller({ page: true, via: ['session', 'header'] }));
-  app.use('/admin/audit', requireAdmin({ page: true }), requireCaller({ page: true, via: ['session', 'header'] }));
+  const policy = policyFor(services);
+  // Admins signed in by session or through the proxy; a bearer token never opens a page.
+  const adminPage = () => requireAdmin({ page: true, via: ['session', 'header'] });
 
-  app.get('/admin/audit', async (c) => {
+  app.get('/admin/audit', policy(READ), adminPage(), async (c) => {
     const before = Number.parseInt(c.req.query('before') ?? '', 10);
     const entries = await listAudit(db, PAGE_SIZE + 1, Number.isSafeInteger(before) && before > 0 ? before : undefined);
     const page = entries.slice(0, PAGE_SIZE);
@@ -56,7 +57,7 @@ export function adminPageRoutes(services: Services): Hono<Env> {
     return c.html(<AuditPage {...frame(c)} entries={page} newer={c.req.query('before') !== undefined} older={older} />);
   });
 
-  const listPage = async (c: Ctx, status: 200 | 400 | 404 | 409, extra: { error?: string; form?: Record<string, string> } = {}) => {
+  const listPage = async (c: SignedCtx, status: 200 | 400 | 404 | 409, extra: { error?: string; form?: Record<string, string> } = {}) => {
     const query = (c.req.query('q') ?? '').trim().toLowerCase();
     const all = (await listUsers(db)).filter((u) => query === '' || [u.uid, u.email, u.name].some((f) => f.toLowerCase().includes(query)));
     const pages = Math.max(1, Math.ceil(all.length / PAGE_SIZE));
@@ -77,7 +78,7 @@ export function adminPageRoutes(services: Services): Hono<Env> {
     );
   };
 
-  const userPage = async (c: Ctx, user: User, status: 200 | 400 | 409 = 200, error?: string) => {
+  const userPage = async (c: SignedCtx, user: User, status: 200 | 400 | 409 = 200, error?: string) => {
     // The same queries the MCP tools run for this user.
     const access = { labels: user.labels, restriction: null };
     const query = (c.req.query('see') ?? '').trim();
@@ -101,9 +102,9 @@ export function adminPageRoutes(services: Services): Hono<Env> {
 
   const back = (uid: string, done: string) => `/admin/users/${encodeURIComponent(uid)}?done=${done}`;
 
-  app.get('/admin/users', (c) => listPage(c, 200));
+  app.get('/admin/users', policy(READ), adminPage(), (c) => listPage(c, 200));
 
-  app.post('/admin/users', async (c) => {
+  app.post('/admin/users', policy(CHANGE), adminPage(), async (c) => {
     const form = strings(await readBody(c));
     return formPost(
       async () => {
@@ -115,16 +116,16 @@ export function adminPageRoutes(services: Services): Hono<Env> {
           admin: form.admin === 'on',
           password: form.password ?? '',
         });
-        const user = await createUserAs(database, actorOf(c), request);
+        const user = await createUserAs(database, c.var.actor, request);
         return c.redirect(back(user.uid, 'created'), 303);
       },
       (status, error) => listPage(c, status, { error, form: { ...form, password: '' } }),
     );
   });
 
-  app.get('/admin/users/:uid', async (c) => userPage(c, await getUser(db, c.req.param('uid'))));
+  app.get('/admin/users/:uid', policy(READ), adminPage(), async (c) => userPage(c, await getUser(db, c.req.param('uid'))));
 
-  app.post('/admin/users/:uid', async (c) => {
+  app.post('/admin/users/:uid', policy(CHANGE), adminPage(), async (c) => {
     const uid = c.req.param('uid');
     const form = strings(await readBody(c));
     const change: Record<string, unknown> = {
@@ -137,20 +138,22 @@ export function adminPageRoutes(services: Services): Hono<Env> {
     else if (form.password) change.password = form.password;
     return formPost(
       async () => {
-        await updateUserAs(database, actorOf(c), uid, userChangeRequest(change), caller(c).sessionId);
+        await updateUserAs(database, c.var.actor, uid, userChangeRequest(change), c.var.principal.sessionId);
         return c.redirect(back(uid, 'saved'), 303);
       },
       async (status, error) => userPage(c, await getUser(db, uid), status, error),
     );
   });
 
-  app.get('/admin/users/:uid/remove', async (c) => c.html(<RemovePage {...frame(c)} user={await getUser(db, c.req.param('uid'))} />));
+  app.get('/admin/users/:uid/remove', policy(READ), adminPage(), async (c) =>
+    c.html(<RemovePage {...frame(c)} user={await getUser(db, c.req.param('uid'))} />),
+  );
 
-  app.post('/admin/users/:uid/remove', async (c) => {
+  app.post('/admin/users/:uid/remove', policy(CHANGE), adminPage(), async (c) => {
     const uid = c.req.param('uid');
     return formPost(
       async () => {
-        await adminRemoveUser(database, actorOf(c), uid);
+        await adminRemoveUser(database, c.var.actor, uid);
         return c.redirect('/admin/users?done=removed', 303);
       },
       async (status, error) => c.html(<RemovePage {...frame(c, { error })} user={await getUser(db, uid)} />, status),
@@ -158,19 +161,19 @@ export function adminPageRoutes(services: Services): Hono<Env> {
     );
   });
 
-  app.post('/admin/users/:uid/revoke-tokens', async (c) => {
-    await adminRevokeTokens(database, actorOf(c), c.req.param('uid'));
+  app.post('/admin/users/:uid/revoke-tokens', policy(CHANGE), adminPage(), async (c) => {
+    await adminRevokeTokens(database, c.var.actor, c.req.param('uid'));
     return c.redirect(back(c.req.param('uid'), 'tokens'), 303);
   });
 
-  app.post('/admin/users/:uid/grants/:grant/revoke', async (c) => {
+  app.post('/admin/users/:uid/grants/:grant/revoke', policy(CHANGE), adminPage(), async (c) => {
     const uid = c.req.param('uid');
-    if (!(await adminRevokeGrant(database, actorOf(c), uid, c.req.param('grant')))) return c.text('no such grant', 404);
+    if (!(await adminRevokeGrant(database, c.var.actor, uid, c.req.param('grant')))) return c.text('no such grant', 404);
     return c.redirect(back(uid, 'grant'), 303);
   });
 
-  app.post('/admin/users/:uid/end-sessions', async (c) => {
-    await adminEndSessions(database, actorOf(c), c.req.param('uid'));
+  app.post('/admin/users/:uid/end-sessions', policy(CHANGE), adminPage(), async (c) => {
+    await adminEndSessions(database, c.var.actor, c.req.param('uid'));
     return c.redirect(back(c.req.param('uid'), 'sessions'), 303);
   });
 

@@ -1,8 +1,9 @@
 // /mcp: the SDK's web-standard Streamable HTTP transport in stateless JSON mode, behind the auth core.
 import { Hono } from 'hono';
-import type { Env, Services, Ctx } from '../context.ts';
+import type { Env, Services } from '../context.ts';
 import { oauthChallenge, resourceMetadataUrl } from '../../oauth/rules.ts';
-import { requireCaller, caller, type GuardOptions } from '../guards.ts';
+import { requireCaller, type GuardOptions, type SignedCtx } from '../guards.ts';
+import { MCP, policyFor } from '../policy.ts';
 import { newSessionId, checkSessionId, sessionIdKey } from '../../mcp/session-id.ts';
 import { cursorKey } from '../../mcp/cursor.ts';
 import { batchRefusal } from '../../mcp/batch.ts';
@@ -60,9 +61,11 @@ export function mcpRoutes(services: Services): Hono<Env> {
   const oauthGuard = (path: string) => ({ challenge: oauthChallenge(baseUrl, path), resourceMetadata: resourceMetadataUrl(baseUrl, path) });
   const endpoints: [string, GuardOptions][] = [['/mcp', oauth?.advertiseOnMcp ? oauthGuard('/mcp') : {}]];
   if (oauth) endpoints.push(['/oauth/mcp', oauthGuard('/oauth/mcp')]);
-  for (const [path, options] of endpoints) app.on(['GET', 'POST', 'DELETE'], path, requireCaller({ ...options, scope: 'mcp' }), handle);
-  async function handle(c: Ctx): Promise<Response> {
-    const principal = caller(c);
+  const policy = policyFor(services);
+  for (const [path, options] of endpoints)
+    app.on(['GET', 'POST', 'DELETE'], path, policy(MCP), requireCaller({ ...options, scope: 'mcp' }), handle);
+  async function handle(c: SignedCtx): Promise<Response> {
+    const principal = c.var.principal;
     // No server-initiated stream in stateless mode: the spec's answer to GET is 405.
     if (c.req.method === 'GET') return c.body(null, 405, { Allow: 'POST, DELETE' });
 

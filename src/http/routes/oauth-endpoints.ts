@@ -2,6 +2,7 @@
 // clients, not people, and are mounted ahead of the auth core (see app.ts). The protocol is in src/oauth/.
 import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
+import { CLIENT, REGISTRATION, policyFor } from '../policy.ts';
 import { readBody } from '../forms.ts';
 import type { OauthConfig } from '../../config/load.ts';
 import { authenticateClient } from '../../oauth/clients.ts';
@@ -37,19 +38,21 @@ export function oauthClientEndpoints(services: Services, oauth: OauthConfig): Ho
     resources: [resourceFor(server.base), `${server.base}/mcp`],
   };
 
-  app.post('/oauth/token', async (c) => {
+  const policy = policyFor(services);
+
+  app.post('/oauth/token', policy(CLIENT), async (c) => {
     const body = await readBody(c);
     return c.json(await tokenRequest(server, await clientOf(c, body), body, c.get('client'), enterprise));
   });
 
-  app.post('/oauth/revoke', async (c) => {
+  app.post('/oauth/revoke', policy(CLIENT), async (c) => {
     const body = await readBody(c);
     await revokeRequest(server, await clientOf(c, body), body, c.get('client'));
     return c.json({});
   });
 
   if (oauth.dynamicRegistration) {
-    app.post('/oauth/register', async (c) => {
+    app.post('/oauth/register', policy(REGISTRATION), async (c) => {
       const body = await readBody(c).catch(() => null);
       return c.json(await register(server, body, c.get('client')), 201);
     });

@@ -1,10 +1,12 @@
 // svc as an OAuth 2.1 authorization server for MCP clients (CONTRACT §7), the parts a person's browser meets:
 // metadata, the authorization endpoint with sign-in and consent, and the caller's grants. The protocol is in
 // src/oauth/; this file only translates HTTP. Token, revocation and registration: oauth-endpoints.ts.
-import { Hono } from 'hono';
-import type { Env, Services, Ctx } from '../context.ts';
+import { Hono, type Context } from 'hono';
+import type { Env, Services } from '../context.ts';
+import { CHANGE, READ, policyFor } from '../policy.ts';
+import type { Principal } from '../../auth/core.ts';
 import { principalOf, nonceOf } from '../context.ts';
-import { requireCaller, caller, actorOf } from '../guards.ts';
+import { requireCaller } from '../guards.ts';
 import { formPost, readBody, restrictionFromForm } from '../forms.ts';
 import { ConsentPage, OauthErrorPage } from '../pages/consent.tsx';
 import type { OauthConfig } from '../../config/load.ts';
@@ -21,19 +23,23 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
   const server = oauthServerOf(services, oauth);
   const base = server.base;
   const app = new Hono<Env>();
+  const policy = policyFor(services);
 
   // ---- metadata (RFC 8414, RFC 9728)
-  app.get('/.well-known/oauth-authorization-server', (c) => c.json(authorizationServerMetadata(base, oauth)));
-  app.get('/.well-known/oauth-protected-resource/oauth/mcp', (c) => c.json(protectedResourceMetadata(base, resourceFor(base))));
+  app.get('/.well-known/oauth-authorization-server', policy(READ), (c) => c.json(authorizationServerMetadata(base, oauth)));
+  app.get('/.well-known/oauth-protected-resource/oauth/mcp', policy(READ), (c) =>
+    c.json(protectedResourceMetadata(base, resourceFor(base))),
+  );
   if (oauth.advertiseOnMcp) {
     const mcp = () => protectedResourceMetadata(base, `${base}/mcp`);
-    app.get('/.well-known/oauth-protected-resource/mcp', (c) => c.json(mcp()));
-    app.get('/.well-known/oauth-protected-resource', (c) => c.json(mcp()));
+    app.get('/.well-known/oauth-protected-resource/mcp', policy(READ), (c) => c.json(mcp()));
+    app.get('/.well-known/oauth-protected-resource', policy(READ), (c) => c.json(mcp()));
   }
 
   // ---- the authorization endpoint
-  const errorPage = (c: Ctx, message: string) => c.html(<OauthErrorPage nonce={nonceOf(c)} message={message} />, 400);
-  const answer = (c: Ctx, a: AuthorizeAnswer) => {
+  const errorPage = (c: Context, message: string) => c.html(<OauthErrorPage nonce={nonceOf(c)} message={message} />, 400);
+  /** The answer as a page or redirect; `principal` is the signed-in person, present whenever consent is asked. */
+  const answer = (c: Context, a: AuthorizeAnswer, principal: Principal | null) => {
     switch (a.kind) {
       case 'error_page':
         return errorPage(c, a.message);
@@ -42,22 +48,22 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
       case 'sign_in':
         return c.redirect(`/login?next=${encodeURIComponent(c.req.path + new URL(c.req.url).search)}`, 303);
       case 'consent': {
-        const principal = caller(c);
+        const person = principal!;
         const target = new URL(a.request.redirectUri);
         // The answer redirects there, and browsers hold a form's redirects to the page's form-action.
         c.set('formTarget', a.request.redirectUri);
         return c.html(
           <ConsentPage
             nonce={nonceOf(c)}
-            uid={principal.user.uid}
-            canLogout={principal.via === 'session'}
+            uid={person.user.uid}
+            canLogout={person.via === 'session'}
             clientName={a.client.name}
             unverified={a.client.kind === 'dynamic'}
             clientHost={a.client.kind === 'metadata' ? new URL(a.client.id).host : null}
             redirect={target.protocol === 'http:' || target.protocol === 'https:' ? target.host : `${target.protocol}//${target.host}`}
             scope={a.request.scope}
             request={a.secret}
-            labels={principal.user.labels}
+            labels={person.user.labels}
             restriction={a.restriction}
             known={a.known}
           />,
@@ -66,13 +72,14 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
     }
   };
 
-  app.get('/oauth/authorize', async (c) => {
-    const principal = principalOf(c);
-    const user = principal && principal.via !== 'token' ? principal.user : null;
-    return answer(c, await authorize(server, c.req.query(), user, c.get('client')));
+  app.get('/oauth/authorize', policy(READ), async (c) => {
+    const found = principalOf(c);
+    // A bearer token never signs a person in here: the page asks them to sign in instead.
+    const principal = found && found.via !== 'token' ? found : null;
+    return answer(c, await authorize(server, c.req.query(), principal?.user ?? null, c.get('client')), principal);
   });
 
-  app.post('/oauth/authorize', requireCaller({ page: true, via: ['session', 'header'] }), async (c) => {
+  app.post('/oauth/authorize', policy(CHANGE), requireCaller({ page: true, via: ['session', 'header'] }), async (c) => {
     const body = await readBody(c, { lists: ['labels'] });
     const approve = body.decision === 'approve';
     const request = typeof body.request === 'string' ? body.request : undefined;
@@ -80,7 +87,8 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
     return formPost(
       async () => {
         const restriction = approve ? restrictionRequest(restrictionFromForm(body)) : null;
-        return answer(c, await answerConsent(server, caller(c).user, actorOf(c), { request, approve, restriction }));
+        const consent = await answerConsent(server, c.var.principal.user, c.var.actor, { request, approve, restriction });
+        return answer(c, consent, c.var.principal);
       },
       (_status, error) => errorPage(c, error),
       ['bad_request'],
@@ -88,14 +96,14 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
   });
 
   // ---- the caller's grants ("Connected apps")
-  app.get('/auth/grants', requireCaller({ scope: 'api' }), async (c) => {
+  app.get('/auth/grants', policy(READ), requireCaller({ scope: 'api' }), async (c) => {
     const request = pageRequest(c);
-    const grants = await listGrants(services.database.db, caller(c).user.id, request);
+    const grants = await listGrants(services.database.db, c.var.principal.user.id, request);
     return c.json(grants.rows.map(grantJson), 200, nextPageHeader(c, base, 'page', request.page, grants.more));
   });
-  app.post('/auth/grants/:id/revoke', requireCaller({ scope: 'api' }), async (c) => {
+  app.post('/auth/grants/:id/revoke', policy(CHANGE), requireCaller({ scope: 'api' }), async (c) => {
     const id = c.req.param('id');
-    const done = await revokeOwnGrant(services.database, actorOf(c), caller(c).user, id);
+    const done = await revokeOwnGrant(services.database, c.var.actor, c.var.principal.user, id);
     if (!done) return c.json({ error: 'not_found', message: 'no such grant' }, 404);
     return /text\/html/.test(c.req.header('accept') ?? '') ? c.redirect('/', 303) : c.json({ id, state: 'revoked' });
   });

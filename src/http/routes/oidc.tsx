@@ -2,6 +2,7 @@
 // that a signed, short-lived cookie binds to this browser; the callback takes the row out, so it works once.
 import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
+import { READ, policyFor } from '../policy.ts';
 import { nonceOf } from '../context.ts';
 import { MessagePage } from '../pages/message.tsx';
 import { safeNext, safeNextPath } from '../forms.ts';
@@ -18,7 +19,9 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
   const page = (c: Ctx, status: 400 | 403 | 502 | 503, title: string, message: string) =>
     c.html(<MessagePage nonce={nonceOf(c)} title={title} message={message} link={{ href: '/login', text: 'Back to sign-in' }} />, status);
 
-  app.get('/oidc/login', async (c) => {
+  const policy = policyFor(services);
+
+  app.get('/oidc/login', policy(READ), async (c) => {
     let begun: Awaited<ReturnType<RelyingParty['begin']>>;
     try {
       begun = await rp.begin(safeNextPath(c.req.query('next'), config.server.baseUrl));
@@ -30,7 +33,7 @@ export function oidcRoutes(services: Services, rp: RelyingParty): Hono<Env> {
     return c.redirect(begun.url.href, 302);
   });
 
-  app.get('/oidc/callback', async (c) => {
+  app.get('/oidc/callback', policy(READ), async (c) => {
     const id = takeFlowCookie(c, config, session);
     const flow = id === null ? null : await takeSignInFlow(database, id);
     const restart = 'This sign-in has expired, was used already, or was started in another browser. Please start again.';

@@ -5,7 +5,7 @@ import type { Env, Services, Ctx } from '../context.ts';
 import { principalOf, nonceOf } from '../context.ts';
 import { LoginPage } from '../pages/login.tsx';
 import { readBody, safeNext, safeNextPath } from '../forms.ts';
-import { sameOrigin, crossSite } from '../middleware.ts';
+import { READ, SIGN_IN, CHANGE, policyFor } from '../policy.ts';
 import { setSessionCookie, clearSessionCookie } from '../cookies.ts';
 import { signInWithPassword, signOut } from '../../account/actions.ts';
 import { oauthReturnTarget } from '../../oauth/return-target.ts';
@@ -22,10 +22,12 @@ export function sessionRoutes(services: Services): Hono<Env> {
     return c.html(<LoginPage nonce={nonceOf(c)} local={config.auth.local} oidc={config.auth.oidc !== null} {...props} />, status);
   };
 
-  app.get('/login', (c) => page(c, 200, { next: safeNextPath(c.req.query('next'), config.server.baseUrl) }));
+  const policy = policyFor(services);
 
-  app.post('/login', async (c) => {
-    if (!sameOrigin(c.req.raw.headers, config.server.baseUrl)) return crossSite(c);
+  app.get('/login', policy(READ), (c) => page(c, 200, { next: safeNextPath(c.req.query('next'), config.server.baseUrl) }));
+
+  // Same-origin whoever posts it: no identity exists yet to judge it by.
+  app.post('/login', policy(SIGN_IN), async (c) => {
     const session = config.auth.session;
     if (!config.auth.local || session === null) return c.text('password sign-in is disabled on this server', 404);
     const body = await readBody(c);
@@ -55,7 +57,7 @@ export function sessionRoutes(services: Services): Hono<Env> {
     return c.redirect(safeNext(next, config.server.baseUrl), 303);
   });
 
-  app.post('/logout', async (c) => {
+  app.post('/logout', policy(CHANGE), async (c) => {
     const principal = principalOf(c);
     const sessionId = principal?.via === 'session' ? principal.sessionId : undefined;
     if (sessionId) await signOut(database, sessionId);

@@ -1,10 +1,11 @@
 // The token page (GET /) and the token API (CONTRACT §5 "Tokens"). The page's forms post to the same API
 // routes; a browser form gets HTML back, any other client JSON.
 import { Hono } from 'hono';
-import type { Env, Services, Ctx } from '../context.ts';
+import type { Env, Services } from '../context.ts';
 import { wantsHtml, nonceOf } from '../context.ts';
+import { CHANGE, READ, policyFor } from '../policy.ts';
 import { createdTokenJson, tokenJson } from '../../wire/json.ts';
-import { requireCaller, caller, actorOf } from '../guards.ts';
+import { requireCaller, type SignedCtx } from '../guards.ts';
 import { formPost, readBody, restrictionFromForm, scopesFromForm } from '../forms.ts';
 import { nextPageHeader, pageHref, pageRequest } from '../paging.ts';
 import { TokensPage, type TokensProps } from '../pages/tokens.tsx';
@@ -18,10 +19,16 @@ export function tokenRoutes(services: Services): Hono<Env> {
   const { database, config } = services;
   const db = database.db;
   const app = new Hono<Env>();
-  const browserOnly = requireCaller({ via: ['session', 'header'] });
+  const policy = policyFor(services);
+  const browserOnly = () => requireCaller({ via: ['session', 'header'] });
+  const ownApi = () => requireCaller({ scope: 'api' });
 
-  const renderPage = async (c: Ctx, status: 200 | 201 | 400 | 409, extra: { created?: TokensProps['created']; error?: string } = {}) => {
-    const principal = caller(c);
+  const renderPage = async (
+    c: SignedCtx,
+    status: 200 | 201 | 400 | 409,
+    extra: { created?: TokensProps['created']; error?: string } = {},
+  ) => {
+    const principal = c.var.principal;
     const tokensPage = pageRequest(c, 'tokens_page');
     const appsPage = pageRequest(c, 'apps_page');
     return c.html(
@@ -49,38 +56,37 @@ export function tokenRoutes(services: Services): Hono<Env> {
     );
   };
 
-  app.get('/', requireCaller({ page: true, via: ['session', 'header'] }), (c) => renderPage(c, 200));
+  app.get('/', policy(READ), requireCaller({ page: true, via: ['session', 'header'] }), (c) => renderPage(c, 200));
 
-  app.post('/auth/tokens', browserOnly, async (c) => {
+  app.post('/auth/tokens', policy(CHANGE), browserOnly(), async (c) => {
     const html = wantsHtml(c);
     const mint = async () => {
       const body = await readBody(c, { lists: ['labels', 'scopes'] });
       const request = tokenRequest({ name: body.name, ttl: body.ttl, labels: restrictionFromForm(body), scopes: scopesFromForm(body) });
-      const created = await createPersonalToken(database, actorOf(c), caller(c).user.uid, request, config.auth.token);
+      const created = await createPersonalToken(database, c.var.actor, c.var.principal.user.uid, request, config.auth.token);
       return html ? renderPage(c, 201, { created }) : c.json(createdTokenJson(created), 201);
     };
     return html ? formPost(mint, (status, error) => renderPage(c, status, { error })) : mint();
   });
 
-  const ownApi = requireCaller({ scope: 'api' });
-  app.get('/auth/tokens', ownApi, async (c) => {
+  app.get('/auth/tokens', policy(READ), ownApi(), async (c) => {
     const request = pageRequest(c);
-    const list = await listTokens(db, caller(c).user.id, request, database.now());
+    const list = await listTokens(db, c.var.principal.user.id, request, database.now());
     return c.json(list.rows.map(tokenJson), 200, nextPageHeader(c, config.server.baseUrl, 'page', request.page, list.more));
   });
 
   // Only a signed-in browser (or the proxy) may change what a token can see: a token never widens itself.
-  app.patch('/auth/tokens/:id', browserOnly, async (c) => {
+  app.patch('/auth/tokens/:id', policy(CHANGE), browserOnly(), async (c) => {
     const body = await readBody(c);
     if (!('labels' in body))
       throw badRequest('labels: give an array or a label string to restrict the token, or null for your whole access', 'labels');
     const id = c.req.param('id');
-    return c.json(tokenJson(await restrictOwnToken(database, actorOf(c), caller(c).user, id, restrictionRequest(body.labels))));
+    return c.json(tokenJson(await restrictOwnToken(database, c.var.actor, c.var.principal.user, id, restrictionRequest(body.labels))));
   });
 
-  app.post('/auth/tokens/:id/revoke', ownApi, async (c) => {
+  app.post('/auth/tokens/:id/revoke', policy(CHANGE), ownApi(), async (c) => {
     const id = c.req.param('id');
-    await revokeOwnToken(database, actorOf(c), caller(c).user, id);
+    await revokeOwnToken(database, c.var.actor, c.var.principal.user, id);
     if (wantsHtml(c)) return c.redirect('/', 303);
     return c.json({ id, state: 'revoked' });
   });
