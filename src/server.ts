@@ -15,6 +15,7 @@ import type { RelyingParty } from './auth/oidc.ts';
 import { startAuditRetention } from './jobs/audit-retention.ts';
 import { noMetrics, type Metrics } from './metrics/events.ts';
 import type { Database } from './db/open.ts';
+import type { Services } from './http/context.ts';
 import { population } from './store/population.ts';
 import type { Clock } from './domain/clock.ts';
 
@@ -77,28 +78,34 @@ type ConnectionLimits = typeof CONNECTION_LIMITS & {
   maxWaiting: number;
 };
 
-export async function startServer(
-  config: Config,
-  log: Logger,
-  options: { graceMs?: number; limits?: Partial<ConnectionLimits>; clock?: Clock } = {},
-): Promise<Running> {
-  const graceMs = options.graceMs ?? SHUTDOWN_GRACE_MS;
+function limitsOf(config: Config, overrides: Partial<ConnectionLimits> = {}): ConnectionLimits {
   const { max, perAddress, headersTimeoutMs, bodyIdleMs } = config.server.connections;
-  const limits: ConnectionLimits = {
+  return {
     ...CONNECTION_LIMITS,
     headersTimeoutMs,
     bodyIdleMs,
     maxConnections: max,
     perAddress,
     maxWaiting: Math.max(1, Math.floor(max / 2)),
-    ...options.limits,
+    ...overrides,
   };
+}
+
+/** What svc serves with, built before it listens, and how to close it again. */
+interface Composed {
+  readonly database: Database;
+  readonly services: Services;
+  readonly app: ReturnType<typeof createApp>;
+  close(): void;
+}
+
+/** Metrics, the database (migrated, and refused when it cannot be written), single sign-on, the auth core, the app. */
+async function compose(config: Config, log: Logger, clock: Clock | undefined): Promise<Composed> {
   const sources = { database: null as Database | null, oidc: null as RelyingParty | null };
   const prometheus = config.server.metrics ? await startMetrics(config, sources, log) : null;
-  const metrics = prometheus?.metrics ?? noMetrics;
   const database = await openDatabase(config.server.database, config.server.databaseToken, {
     ...(prometheus ? { events: prometheus.metrics } : {}),
-    ...(options.clock ? { clock: options.clock } : {}),
+    ...(clock ? { clock } : {}),
   }).catch((e: unknown) => {
     prometheus?.close();
     throw e;
@@ -115,29 +122,41 @@ export async function startServer(
     throw e;
   }
   // openid-client and its JOSE stack are loaded only when single sign-on is on.
-  const oidc: RelyingParty | null = config.auth.oidc
-    ? new (await import('./auth/oidc.ts')).RelyingParty(config.auth.oidc, config.auth.groups, log)
-    : null;
+  const oidc = config.auth.oidc ? new (await import('./auth/oidc.ts')).RelyingParty(config.auth.oidc, config.auth.groups, log) : null;
   oidc?.start();
   sources.oidc = oidc;
+  const metrics = prometheus?.metrics ?? noMetrics;
   const services = { config, database, log, oidc, metrics, auth: createAuthenticator(channelsFor(config, database, log)) };
   const app = createApp(services, (c) => getConnInfo(c).remote.address ?? '');
+  return {
+    database,
+    services,
+    app,
+    close() {
+      oidc?.stop();
+      database.close();
+      prometheus?.close();
+    },
+  };
+}
 
-  // Requests whose handler has not finished, so the database closes only after the last one.
+const SHARE_EXCEEDED = {
+  error: 'too_many_requests',
+  message: "this client address holds its share of the server's connections; try again when some have finished",
+};
+
+/**
+ * The app's fetch, counting the requests whose handler has not finished (so the database closes only after the
+ * last one), and refusing a request a trusted proxy forwards for a client that holds its share already.
+ */
+function counted(app: Composed['app'], share: () => ConnectionShare | null) {
   let active = 0;
   let settled: (() => void) | null = null;
-  let share: ConnectionShare | null = null;
   const fetch: typeof app.fetch = async (request, env, ctx) => {
     const { incoming, outgoing } = (env ?? {}) as Partial<HttpBindings>;
-    if (share && incoming && outgoing && !share.admitForwarded(incoming, outgoing)) {
-      return Response.json(
-        {
-          error: 'too_many_requests',
-          message: "this client address holds its share of the server's connections; try again when some have finished",
-        },
-        { status: 429, headers: { 'Retry-After': '5', Connection: 'close' } },
-      );
-    }
+    const shares = share();
+    if (shares && incoming && outgoing && !shares.admitForwarded(incoming, outgoing))
+      return Response.json(SHARE_EXCEEDED, { status: 429, headers: { 'Retry-After': '5', Connection: 'close' } });
     active++;
     try {
       return await app.fetch(request, env, ctx);
@@ -145,7 +164,30 @@ export async function startServer(
       if (--active === 0) settled?.();
     }
   };
+  return {
+    fetch,
+    active: () => active,
+    /** Resolves when no handler runs, or after `withinMs`: handlers of cut connections may still be running. */
+    drained: (withinMs: number) =>
+      active === 0
+        ? Promise.resolve()
+        : new Promise<void>((r) => {
+            settled = r;
+            setTimeout(r, withinMs).unref();
+          }),
+  };
+}
 
+type Listening = ServerType & { closeIdleConnections(): void; closeAllConnections(): void };
+
+/** Listens with the connection limits, connections shared between client addresses (http/connections.ts). */
+async function listen(
+  config: Config,
+  limits: ConnectionLimits,
+  fetch: Composed['app']['fetch'],
+  log: Logger,
+): Promise<{ server: Listening; share: ConnectionShare; port: number }> {
+  let share: ConnectionShare | null = null;
   const server: ServerType = await new Promise((resolve, reject) => {
     const s = serve(
       {
@@ -166,61 +208,88 @@ export async function startServer(
   });
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.server.port;
-  log.info('listening', {
-    url: config.server.baseUrl,
-    listen: `${config.server.host}:${port}`,
-    database: database.location,
-    driver: database.driver,
-  });
+  return { server: server as Listening, share: share!, port };
+}
 
+/** The background jobs: audit retention, and mail to users when [notify] is set (loaded only then). */
+async function startJobs(config: Config, database: Database, log: Logger): Promise<{ stop(): Promise<void> }> {
   const retention = startAuditRetention(database, config.server.auditRetentionSeconds * 1000, log);
-  // Mail to users, when [notify] is set: loaded only then.
   const notices = config.notify
     ? (await import('./notify/job.ts')).startNoticeJob(database, config.notify, config.server.baseUrl, log)
     : null;
+  return {
+    async stop() {
+      await retention.stop();
+      await notices?.stop();
+    },
+  };
+}
 
-  const http = server as ServerType & { closeIdleConnections(): void; closeAllConnections(): void };
+export async function startServer(
+  config: Config,
+  log: Logger,
+  options: { graceMs?: number; limits?: Partial<ConnectionLimits>; clock?: Clock } = {},
+): Promise<Running> {
+  const composed = await compose(config, log, options.clock);
+  let share: ConnectionShare | null = null;
+  const requests = counted(composed.app, () => share);
+  const listening = await listen(config, limitsOf(config, options.limits), requests.fetch, log);
+  share = listening.share;
+  log.info('listening', {
+    url: config.server.baseUrl,
+    listen: `${config.server.host}:${listening.port}`,
+    database: composed.database.location,
+    driver: composed.database.driver,
+  });
+  const jobs = await startJobs(config, composed.database, log);
+  return { port: listening.port, ...shutdown({ ...listening, composed, requests, jobs }, options.graceMs ?? SHUTDOWN_GRACE_MS, log) };
+}
+
+/**
+ * A graceful stop: stop accepting, let requests in flight finish within the grace (then cut their connections), give
+ * handlers of cut connections a moment, then stop the jobs, write what the auth core holds, and close the database.
+ */
+function shutdown(
+  parts: {
+    server: Listening;
+    share: ConnectionShare;
+    composed: Composed;
+    requests: ReturnType<typeof counted>;
+    jobs: { stop(): Promise<void> };
+  },
+  graceMs: number,
+  log: Logger,
+): Omit<Running, 'port'> {
+  const { server, share, composed, requests, jobs } = parts;
   let cut: NodeJS.Timeout | null = null;
   let stopping: Promise<void> | null = null;
   const cutConnections = () => {
     if (cut) clearTimeout(cut);
-    http.closeAllConnections();
+    server.closeAllConnections();
+  };
+  const closeAll = async () => {
+    share.stop();
+    await jobs.stop();
+    await composed.services.auth.close?.().catch(() => undefined);
+    composed.close();
+    log.info('stopped');
   };
   const stop = () => {
     stopping ??= new Promise<void>((resolve) => {
       cut = setTimeout(() => {
-        log.warn('shutdown_grace_over', { grace_ms: graceMs, in_flight: active });
+        log.warn('shutdown_grace_over', { grace_ms: graceMs, in_flight: requests.active() });
         cutConnections();
       }, graceMs);
       cut.unref();
-      oidc?.stop();
       server.close(() => {
         if (cut) clearTimeout(cut);
-        // Handlers of cut connections may still run; give them a moment before the database goes away.
-        const drained =
-          active === 0
-            ? Promise.resolve()
-            : new Promise<void>((r) => {
-                settled = r;
-                setTimeout(r, SETTLE_MS).unref();
-              });
-        void drained.then(async () => {
-          share?.stop();
-          await retention.stop();
-          await notices?.stop();
-          await services.auth.close?.().catch(() => undefined);
-          database.close();
-          prometheus?.close();
-          log.info('stopped');
-          resolve();
-        });
+        void requests.drained(SETTLE_MS).then(closeAll).then(resolve);
       });
-      http.closeIdleConnections();
+      server.closeIdleConnections();
     });
     return stopping;
   };
   return {
-    port,
     stop,
     stopNow() {
       const done = stop();
