@@ -80,63 +80,86 @@ document.querySelectorAll('[data-copy]').forEach(function (b) {
   });
 });`;
 
-export function TokensPage(p: TokensProps) {
+type Created = NonNullable<TokensProps['created']>;
+
+/** The token just made, shown once, with its client configuration. */
+function CreatedToken(p: { created: Created; baseUrl: string }) {
   return (
-    <Layout title="Access tokens" nonce={p.nonce} signedIn={{ uid: p.uid, admin: p.admin, canLogout: p.canLogout }}>
-      <h1>Personal access tokens</h1>
-      <p class="muted">
-        A token lets an AI agent or MCP client act as you, with exactly your access, at <code>{p.baseUrl}/mcp</code>.
+    <section class="notice ok" aria-live="polite">
+      <h2>New token “{p.created.name}”</h2>
+      <p>
+        Copy it now: it is shown only once. Expires: {when(p.created.expiresAt)}. Access: {accessText(p.created.restriction)}. Scopes:{' '}
+        {scopesText(p.created.scopes)}.
       </p>
-      {p.error && (
-        <p class="notice error" role="alert">
-          {p.error}
-        </p>
-      )}
-      {p.created && (
-        <section class="notice ok" aria-live="polite">
-          <h2>New token “{p.created.name}”</h2>
-          <p>
-            Copy it now: it is shown only once. Expires: {when(p.created.expiresAt)}. Access: {accessText(p.created.restriction)}. Scopes:{' '}
-            {scopesText(p.created.scopes)}.
-          </p>
-          <div class="secret">
-            <code id="new-token">{p.created.token}</code>
-            <button type="button" class="secondary" data-copy="new-token" hidden>
-              Copy
+      <div class="secret">
+        <code id="new-token">{p.created.token}</code>
+        <button type="button" class="secondary" data-copy="new-token" hidden>
+          Copy
+        </button>
+      </div>
+      <p>MCP client configuration (Claude Code, VS Code, Cursor and others):</p>
+      <pre id="new-config">{mcpClientConfig(p.baseUrl, p.created.token)}</pre>
+      <button type="button" class="secondary" data-copy="new-config" hidden>
+        Copy configuration
+      </button>
+    </section>
+  );
+}
+
+/** The form that makes a token: its name, lifetime, access and scopes. */
+function MintForm(p: { labels: readonly string[]; admin: boolean }) {
+  return (
+    <form method="post" action="/auth/tokens" class="row">
+      <label>
+        Name
+        <input name="name" required maxlength={100} placeholder="laptop agent" />
+      </label>
+      <label>
+        Lifetime
+        <select name="ttl">
+          {LIFETIMES.map(([value, label]) => (
+            <option value={value} selected={value === '90d'}>
+              {label}
+            </option>
+          ))}
+        </select>
+      </label>
+      <AccessChoice labels={p.labels} who="such a token" />
+      <ScopeChoice admin={p.admin} />
+      <button type="submit">Create token</button>
+    </form>
+  );
+}
+
+/** One of the person's tokens, with a revoke button while it is active. */
+function TokenRow(p: { t: TokenInfo }) {
+  const t = p.t;
+  return (
+    <tr data-token-id={t.id}>
+      <td>{t.name}</td>
+      <td class="token-access">{accessText(t.restriction)}</td>
+      <td class="token-scopes">{scopesText(t.scopes)}</td>
+      <td>{when(t.createdAt)}</td>
+      <td>{when(t.expiresAt)}</td>
+      <td>{when(t.lastUsedAt, '—')}</td>
+      <td class={`state-${t.state}`}>{t.state}</td>
+      <td>
+        {t.state === 'active' && (
+          <form method="post" action={`/auth/tokens/${t.id}/revoke`} class="inline">
+            <button type="submit" class="danger" aria-label={`Revoke ${t.name}`}>
+              Revoke
             </button>
-          </div>
-          <p>MCP client configuration (Claude Code, VS Code, Cursor and others):</p>
-          <pre id="new-config">{mcpClientConfig(p.baseUrl, p.created.token)}</pre>
-          <button type="button" class="secondary" data-copy="new-config" hidden>
-            Copy configuration
-          </button>
-        </section>
-      )}
-      <h2>Create a token</h2>
-      {p.tokensOn ? (
-        <form method="post" action="/auth/tokens" class="row">
-          <label>
-            Name
-            <input name="name" required maxlength={100} placeholder="laptop agent" />
-          </label>
-          <label>
-            Lifetime
-            <select name="ttl">
-              {LIFETIMES.map(([value, label]) => (
-                <option value={value} selected={value === '90d'}>
-                  {label}
-                </option>
-              ))}
-            </select>
-          </label>
-          <AccessChoice labels={p.labels} who="such a token" />
-          <ScopeChoice admin={p.admin} />
-          <button type="submit">Create token</button>
-        </form>
-      ) : (
-        <p class="muted">Personal access tokens are turned off on this server; ask its administrator.</p>
-      )}
-      <h2>Your tokens</h2>
+          </form>
+        )}
+      </td>
+    </tr>
+  );
+}
+
+/** The person's tokens, a page at a time. */
+function TokenTable(p: { tokens: TokensProps['tokens'] }) {
+  return (
+    <>
       {p.tokens.rows.length === 0 ? (
         <p class="muted">No tokens yet.</p>
       ) : (
@@ -158,22 +181,52 @@ export function TokensPage(p: TokensProps) {
             </thead>
             <tbody>
               {p.tokens.rows.map((t) => (
-                <tr data-token-id={t.id}>
-                  <td>{t.name}</td>
-                  <td class="token-access">{accessText(t.restriction)}</td>
-                  <td class="token-scopes">{scopesText(t.scopes)}</td>
-                  <td>{when(t.createdAt)}</td>
-                  <td>{when(t.expiresAt)}</td>
-                  <td>{when(t.lastUsedAt, '—')}</td>
-                  <td class={`state-${t.state}`}>{t.state}</td>
+                <TokenRow t={t} />
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      <PageLinks page={p.tokens.page} more={p.tokens.more} link={p.tokens.link} what="tokens" />
+    </>
+  );
+}
+
+/** The apps connected by OAuth, a page at a time, each with a revoke button. */
+function ConnectedApps(p: { grants: NonNullable<TokensProps['grants']> }) {
+  return (
+    <>
+      <h2>Connected apps</h2>
+      {p.grants.rows.length === 0 ? (
+        <p class="muted">No app is connected. Apps that sign in with OAuth (claude.ai, ChatGPT, Claude Code, VS Code) appear here.</p>
+      ) : (
+        <div class="table-wrap">
+          <table>
+            <thead>
+              <tr>
+                <th>App</th>
+                <th>Granted</th>
+                <th>Last used</th>
+                <th>
+                  <span class="muted">Action</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {p.grants.rows.map((g) => (
+                <tr data-grant-id={g.id}>
                   <td>
-                    {t.state === 'active' && (
-                      <form method="post" action={`/auth/tokens/${t.id}/revoke`} class="inline">
-                        <button type="submit" class="danger" aria-label={`Revoke ${t.name}`}>
-                          Revoke
-                        </button>
-                      </form>
-                    )}
+                    {g.clientName}
+                    {g.clientKind === 'dynamic' && <div class="muted">self-registered</div>}
+                  </td>
+                  <td>{when(g.createdAt)}</td>
+                  <td>{when(g.lastUsedAt, '—')}</td>
+                  <td>
+                    <form method="post" action={`/auth/grants/${g.id}/revoke`} class="inline">
+                      <button type="submit" class="danger" aria-label={`Revoke ${g.clientName}`}>
+                        Revoke
+                      </button>
+                    </form>
                   </td>
                 </tr>
               ))}
@@ -181,50 +234,33 @@ export function TokensPage(p: TokensProps) {
           </table>
         </div>
       )}
-      <PageLinks page={p.tokens.page} more={p.tokens.more} link={p.tokens.link} what="tokens" />
-      {p.grants !== null && (
-        <>
-          <h2>Connected apps</h2>
-          {p.grants.rows.length === 0 ? (
-            <p class="muted">No app is connected. Apps that sign in with OAuth (claude.ai, ChatGPT, Claude Code, VS Code) appear here.</p>
-          ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th>App</th>
-                    <th>Granted</th>
-                    <th>Last used</th>
-                    <th>
-                      <span class="muted">Action</span>
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {p.grants.rows.map((g) => (
-                    <tr data-grant-id={g.id}>
-                      <td>
-                        {g.clientName}
-                        {g.clientKind === 'dynamic' && <div class="muted">self-registered</div>}
-                      </td>
-                      <td>{when(g.createdAt)}</td>
-                      <td>{when(g.lastUsedAt, '—')}</td>
-                      <td>
-                        <form method="post" action={`/auth/grants/${g.id}/revoke`} class="inline">
-                          <button type="submit" class="danger" aria-label={`Revoke ${g.clientName}`}>
-                            Revoke
-                          </button>
-                        </form>
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )}
-          <PageLinks page={p.grants.page} more={p.grants.more} link={p.grants.link} what="apps" />
-        </>
+      <PageLinks page={p.grants.page} more={p.grants.more} link={p.grants.link} what="apps" />
+    </>
+  );
+}
+
+export function TokensPage(p: TokensProps) {
+  return (
+    <Layout title="Access tokens" nonce={p.nonce} signedIn={{ uid: p.uid, admin: p.admin, canLogout: p.canLogout }}>
+      <h1>Personal access tokens</h1>
+      <p class="muted">
+        A token lets an AI agent or MCP client act as you, with exactly your access, at <code>{p.baseUrl}/mcp</code>.
+      </p>
+      {p.error && (
+        <p class="notice error" role="alert">
+          {p.error}
+        </p>
       )}
+      {p.created && <CreatedToken created={p.created} baseUrl={p.baseUrl} />}
+      <h2>Create a token</h2>
+      {p.tokensOn ? (
+        <MintForm labels={p.labels} admin={p.admin} />
+      ) : (
+        <p class="muted">Personal access tokens are turned off on this server; ask its administrator.</p>
+      )}
+      <h2>Your tokens</h2>
+      <TokenTable tokens={p.tokens} />
+      {p.grants !== null && <ConnectedApps grants={p.grants} />}
       <script nonce={p.nonce}>{raw(COPY_SCRIPT)}</script>
     </Layout>
   );

@@ -2,9 +2,10 @@
 // admin/actions.ts, the same code the JSON API uses.
 import { Hono } from 'hono';
 import type { Env, Services } from '../context.ts';
-import { CHANGE, READ, policyFor } from '../policy.ts';
+import { CHANGE, READ } from '../policy.ts';
 import { nonceOf } from '../context.ts';
-import { requireAdmin, type SignedCtx } from '../guards.ts';
+import type { SignedCtx } from '../guards.ts';
+import { adminKit, type AdminKit } from './admin-kit.ts';
 import { formPost, readBody } from '../forms.ts';
 import { UsersPage, UserPage, RemovePage, AuditPage } from '../pages/admin.tsx';
 import { listUsers, getUser, signInSummaries, type User } from '../../store/users.ts';
@@ -41,14 +42,64 @@ function frame(c: SignedCtx, extra: { error?: string } = {}) {
 const strings = (body: Record<string, unknown>): Record<string, string> =>
   Object.fromEntries(Object.entries(body).filter((e): e is [string, string] => typeof e[1] === 'string'));
 
-export function adminPageRoutes(services: Services): Hono<Env> {
+/** The user list, with `extra` for a refused form. */
+async function listPage(
+  { database }: Services,
+  c: SignedCtx,
+  status: 200 | 400 | 404 | 409,
+  extra: { error?: string; form?: Record<string, string> } = {},
+) {
+  const db = database.db;
+  const query = (c.req.query('q') ?? '').trim().toLowerCase();
+  const all = (await listUsers(db)).filter((u) => query === '' || [u.uid, u.email, u.name].some((f) => f.toLowerCase().includes(query)));
+  const pages = Math.max(1, Math.ceil(all.length / PAGE_SIZE));
+  const page = Math.min(Math.max(1, Number.parseInt(c.req.query('page') ?? '1', 10) || 1), pages);
+  return c.html(
+    <UsersPage
+      {...frame(c, extra.error ? { error: extra.error } : {})}
+      users={all.slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE)}
+      summaries={await signInSummaries(db, database.now())}
+      query={c.req.query('q') ?? ''}
+      page={page}
+      pages={pages}
+      total={all.length}
+      audit={await listAudit(db, 50)}
+      form={extra.form}
+    />,
+    status,
+  );
+}
+
+/** One user's page. */
+async function userPage(services: Services, c: SignedCtx, user: User, status: 200 | 400 | 409 = 200, error?: string) {
   const { database } = services;
   const db = database.db;
-  const app = new Hono<Env>();
-  const policy = policyFor(services);
-  // Admins signed in by session or through the proxy; a bearer token never opens a page.
-  const adminPage = () => requireAdmin({ page: true, via: ['session', 'header'] });
+  // The same queries the MCP tools run for this user.
+  const access = { labels: user.labels, restriction: null };
+  const query = (c.req.query('see') ?? '').trim();
+  const items = query ? await searchVisible(db, query, access, 50) : (await listVisible(db, access, null, 50)).items;
+  const sees = { count: await countVisible(db, access), query, items };
+  const appsPage = pageRequest(c, 'apps_page');
+  const grants = services.config.auth.oauth
+    ? { ...(await listGrants(db, user.id, appsPage)), page: appsPage.page, link: (n: number) => pageHref(c, 'apps_page', n) }
+    : null;
+  return c.html(
+    <UserPage
+      {...frame(c, error ? { error } : {})}
+      user={user}
+      summary={(await signInSummaries(db, database.now())).get(user.id)}
+      sees={sees}
+      grants={grants}
+    />,
+    status,
+  );
+}
 
+const back = (uid: string, done: string) => `/admin/users/${encodeURIComponent(uid)}?done=${done}`;
+
+/** /admin/audit: the whole audit trail. */
+function auditRoutes(app: Hono<Env>, { services, policy, adminPage }: AdminKit): void {
+  const db = services.database.db;
   app.get('/admin/audit', policy(READ), adminPage(), async (c) => {
     const before = Number.parseInt(c.req.query('before') ?? '', 10);
     const entries = await listAudit(db, PAGE_SIZE + 1, Number.isSafeInteger(before) && before > 0 ? before : undefined);
@@ -56,53 +107,11 @@ export function adminPageRoutes(services: Services): Hono<Env> {
     const older = entries.length > PAGE_SIZE ? page[page.length - 1]!.id : null;
     return c.html(<AuditPage {...frame(c)} entries={page} newer={c.req.query('before') !== undefined} older={older} />);
   });
+}
 
-  const listPage = async (c: SignedCtx, status: 200 | 400 | 404 | 409, extra: { error?: string; form?: Record<string, string> } = {}) => {
-    const query = (c.req.query('q') ?? '').trim().toLowerCase();
-    const all = (await listUsers(db)).filter((u) => query === '' || [u.uid, u.email, u.name].some((f) => f.toLowerCase().includes(query)));
-    const pages = Math.max(1, Math.ceil(all.length / PAGE_SIZE));
-    const page = Math.min(Math.max(1, Number.parseInt(c.req.query('page') ?? '1', 10) || 1), pages);
-    return c.html(
-      <UsersPage
-        {...frame(c, extra.error ? { error: extra.error } : {})}
-        users={all.slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE)}
-        summaries={await signInSummaries(db, database.now())}
-        query={c.req.query('q') ?? ''}
-        page={page}
-        pages={pages}
-        total={all.length}
-        audit={await listAudit(db, 50)}
-        form={extra.form}
-      />,
-      status,
-    );
-  };
-
-  const userPage = async (c: SignedCtx, user: User, status: 200 | 400 | 409 = 200, error?: string) => {
-    // The same queries the MCP tools run for this user.
-    const access = { labels: user.labels, restriction: null };
-    const query = (c.req.query('see') ?? '').trim();
-    const items = query ? await searchVisible(db, query, access, 50) : (await listVisible(db, access, null, 50)).items;
-    const sees = { count: await countVisible(db, access), query, items };
-    const appsPage = pageRequest(c, 'apps_page');
-    const grants = services.config.auth.oauth
-      ? { ...(await listGrants(db, user.id, appsPage)), page: appsPage.page, link: (n: number) => pageHref(c, 'apps_page', n) }
-      : null;
-    return c.html(
-      <UserPage
-        {...frame(c, error ? { error } : {})}
-        user={user}
-        summary={(await signInSummaries(db, database.now())).get(user.id)}
-        sees={sees}
-        grants={grants}
-      />,
-      status,
-    );
-  };
-
-  const back = (uid: string, done: string) => `/admin/users/${encodeURIComponent(uid)}?done=${done}`;
-
-  app.get('/admin/users', policy(READ), adminPage(), (c) => listPage(c, 200));
+/** /admin/users: the list, and adding a user. */
+function userListRoutes(app: Hono<Env>, { services, policy, adminPage }: AdminKit): void {
+  app.get('/admin/users', policy(READ), adminPage(), (c) => listPage(services, c, 200));
 
   app.post('/admin/users', policy(CHANGE), adminPage(), async (c) => {
     const form = strings(await readBody(c));
@@ -116,14 +125,19 @@ export function adminPageRoutes(services: Services): Hono<Env> {
           admin: form.admin === 'on',
           password: form.password ?? '',
         });
-        const user = await createUserAs(database, c.var.actor, request);
+        const user = await createUserAs(services.database, c.var.actor, request);
         return c.redirect(back(user.uid, 'created'), 303);
       },
-      (status, error) => listPage(c, status, { error, form: { ...form, password: '' } }),
+      (status, error) => listPage(services, c, status, { error, form: { ...form, password: '' } }),
     );
   });
+}
 
-  app.get('/admin/users/:uid', policy(READ), adminPage(), async (c) => userPage(c, await getUser(db, c.req.param('uid'))));
+/** /admin/users/:uid: one user's page, and changing the user. */
+function userRoutes(app: Hono<Env>, { services, policy, adminPage }: AdminKit): void {
+  const { database } = services;
+  const db = database.db;
+  app.get('/admin/users/:uid', policy(READ), adminPage(), async (c) => userPage(services, c, await getUser(db, c.req.param('uid'))));
 
   app.post('/admin/users/:uid', policy(CHANGE), adminPage(), async (c) => {
     const uid = c.req.param('uid');
@@ -141,10 +155,15 @@ export function adminPageRoutes(services: Services): Hono<Env> {
         await updateUserAs(database, c.var.actor, uid, userChangeRequest(change), c.var.principal.sessionId);
         return c.redirect(back(uid, 'saved'), 303);
       },
-      async (status, error) => userPage(c, await getUser(db, uid), status, error),
+      async (status, error) => userPage(services, c, await getUser(db, uid), status, error),
     );
   });
+}
 
+/** /admin/users/:uid/…: removing the user, revoking their tokens and grants, ending their sessions. */
+function userActionRoutes(app: Hono<Env>, { services, policy, adminPage }: AdminKit): void {
+  const { database } = services;
+  const db = database.db;
   app.get('/admin/users/:uid/remove', policy(READ), adminPage(), async (c) =>
     c.html(<RemovePage {...frame(c)} user={await getUser(db, c.req.param('uid'))} />),
   );
@@ -176,6 +195,14 @@ export function adminPageRoutes(services: Services): Hono<Env> {
     await adminEndSessions(database, c.var.actor, c.req.param('uid'));
     return c.redirect(back(c.req.param('uid'), 'sessions'), 303);
   });
+}
 
+export function adminPageRoutes(services: Services): Hono<Env> {
+  const app = new Hono<Env>();
+  const kit = adminKit(services);
+  auditRoutes(app, kit);
+  userListRoutes(app, kit);
+  userRoutes(app, kit);
+  userActionRoutes(app, kit);
   return app;
 }

@@ -19,13 +19,11 @@ import { restrictionRequest } from '../../requests/tokens.ts';
 import { oauthServerOf } from './oauth-endpoints.ts';
 import { nextPageHeader, pageRequest } from '../paging.ts';
 
-export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
-  const server = oauthServerOf(services, oauth);
-  const base = server.base;
-  const app = new Hono<Env>();
-  const policy = policyFor(services);
+type OauthServer = ReturnType<typeof oauthServerOf>;
+type Policy = ReturnType<typeof policyFor>;
 
-  // ---- metadata (RFC 8414, RFC 9728)
+// ---- metadata (RFC 8414, RFC 9728)
+function metadataRoutes(app: Hono<Env>, policy: Policy, base: string, oauth: OauthConfig): void {
   app.get('/.well-known/oauth-authorization-server', policy(READ), (c) => c.json(authorizationServerMetadata(base, oauth)));
   app.get('/.well-known/oauth-protected-resource/oauth/mcp', policy(READ), (c) =>
     c.json(protectedResourceMetadata(base, resourceFor(base))),
@@ -35,43 +33,49 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
     app.get('/.well-known/oauth-protected-resource/mcp', policy(READ), (c) => c.json(mcp()));
     app.get('/.well-known/oauth-protected-resource', policy(READ), (c) => c.json(mcp()));
   }
+}
 
-  // ---- the authorization endpoint
-  const errorPage = (c: Context, message: string) => c.html(<OauthErrorPage nonce={nonceOf(c)} message={message} />, 400);
-  /** The answer as a page or redirect; `principal` is the signed-in person, present whenever consent is asked. */
-  const answer = (c: Context, a: AuthorizeAnswer, principal: Principal | null) => {
-    switch (a.kind) {
-      case 'error_page':
-        return errorPage(c, a.message);
-      case 'redirect':
-        return c.redirect(a.to, 302);
-      case 'sign_in':
-        return c.redirect(`/login?next=${encodeURIComponent(c.req.path + new URL(c.req.url).search)}`, 303);
-      case 'consent': {
-        const person = principal!;
-        const target = new URL(a.request.redirectUri);
-        // The answer redirects there, and browsers hold a form's redirects to the page's form-action.
-        c.set('formTarget', a.request.redirectUri);
-        return c.html(
-          <ConsentPage
-            nonce={nonceOf(c)}
-            uid={person.user.uid}
-            canLogout={person.via === 'session'}
-            clientName={a.client.name}
-            unverified={a.client.kind === 'dynamic'}
-            clientHost={a.client.kind === 'metadata' ? new URL(a.client.id).host : null}
-            redirect={target.protocol === 'http:' || target.protocol === 'https:' ? target.host : `${target.protocol}//${target.host}`}
-            scope={a.request.scope}
-            request={a.secret}
-            labels={person.user.labels}
-            restriction={a.restriction}
-            known={a.known}
-          />,
-        );
-      }
-    }
-  };
+// ---- the authorization endpoint
+const errorPage = (c: Context, message: string) => c.html(<OauthErrorPage nonce={nonceOf(c)} message={message} />, 400);
 
+/** The consent page for the signed-in `person`. */
+function consentPage(c: Context, a: Extract<AuthorizeAnswer, { kind: 'consent' }>, person: Principal) {
+  const target = new URL(a.request.redirectUri);
+  // The answer redirects there, and browsers hold a form's redirects to the page's form-action.
+  c.set('formTarget', a.request.redirectUri);
+  return c.html(
+    <ConsentPage
+      nonce={nonceOf(c)}
+      uid={person.user.uid}
+      canLogout={person.via === 'session'}
+      clientName={a.client.name}
+      unverified={a.client.kind === 'dynamic'}
+      clientHost={a.client.kind === 'metadata' ? new URL(a.client.id).host : null}
+      redirect={target.protocol === 'http:' || target.protocol === 'https:' ? target.host : `${target.protocol}//${target.host}`}
+      scope={a.request.scope}
+      request={a.secret}
+      labels={person.user.labels}
+      restriction={a.restriction}
+      known={a.known}
+    />,
+  );
+}
+
+/** The answer as a page or redirect; `principal` is the signed-in person, present whenever consent is asked. */
+function answer(c: Context, a: AuthorizeAnswer, principal: Principal | null) {
+  switch (a.kind) {
+    case 'error_page':
+      return errorPage(c, a.message);
+    case 'redirect':
+      return c.redirect(a.to, 302);
+    case 'sign_in':
+      return c.redirect(`/login?next=${encodeURIComponent(c.req.path + new URL(c.req.url).search)}`, 303);
+    case 'consent':
+      return consentPage(c, a, principal!);
+  }
+}
+
+function authorizeRoutes(app: Hono<Env>, policy: Policy, server: OauthServer): void {
   app.get('/oauth/authorize', policy(READ), async (c) => {
     const found = principalOf(c);
     // A bearer token never signs a person in here: the page asks them to sign in instead.
@@ -94,8 +98,10 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
       ['bad_request'],
     );
   });
+}
 
-  // ---- the caller's grants ("Connected apps")
+// ---- the caller's grants ("Connected apps")
+function grantRoutes(app: Hono<Env>, policy: Policy, services: Services, base: string): void {
   app.get('/auth/grants', policy(READ), requireCaller({ scope: 'api' }), async (c) => {
     const request = pageRequest(c);
     const grants = await listGrants(services.database.db, c.var.principal.user.id, request);
@@ -107,6 +113,14 @@ export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
     if (!done) return c.json({ error: 'not_found', message: 'no such grant' }, 404);
     return /text\/html/.test(c.req.header('accept') ?? '') ? c.redirect('/', 303) : c.json({ id, state: 'revoked' });
   });
+}
 
+export function oauthRoutes(services: Services, oauth: OauthConfig): Hono<Env> {
+  const server = oauthServerOf(services, oauth);
+  const app = new Hono<Env>();
+  const policy = policyFor(services);
+  metadataRoutes(app, policy, server.base, oauth);
+  authorizeRoutes(app, policy, server);
+  grantRoutes(app, policy, services, server.base);
   return app;
 }
