@@ -1,6 +1,6 @@
 // [server]: where svc listens, the database it serves, and what it trusts about the network in front of it.
 import { resolve } from 'node:path';
-import { readIniSection, readEnv, type Env, type Lines } from './ini-section.ts';
+import { readIniSection, readEnv, type Env, type IniSection, type Lines } from './ini-section.ts';
 import { readDuration } from './duration.ts';
 import { readConnections } from './connections.ts';
 import { parseHostPort } from './host-port.ts';
@@ -28,7 +28,36 @@ const SERVER_KEYS = [
 export function readServer(lines: Lines | undefined, env: Env, baseDir: string, problems: string[]): ServerConfig | null {
   const section = readIniSection('server', lines, SERVER_KEYS, problems);
   const str = section.str;
+  const { hostPort, baseUrl, secure } = readListen(str, problems);
+  const { database, databaseToken } = readDatabase(section, env, baseDir, problems);
+  const trustedProxies = readTrustedProxies(str('trusted_proxies', ''), problems);
+  const allowedOrigins = readOrigins(str('allowed_origins', ''), problems);
+  const { auditRetentionSeconds, logLevel, workers, metrics } = readOperation(str, hostPort, problems);
+  const connections = readConnections(str, problems);
 
+  if (!hostPort) return null;
+  return {
+    host: hostPort.host,
+    port: hostPort.port,
+    baseUrl,
+    secure,
+    database,
+    databaseToken,
+    trustedProxies,
+    allowedOrigins,
+    auditRetentionSeconds,
+    logLevel,
+    workers,
+    metrics,
+    connections,
+  };
+}
+
+type Str = IniSection['str'];
+type HostPort = NonNullable<ReturnType<typeof parseHostPort>>;
+
+/** listen and base_url, which defaults to listen's address. */
+function readListen(str: Str, problems: string[]): { hostPort: HostPort | null; baseUrl: string; secure: boolean } {
   const listen = str('listen', '127.0.0.1:8080');
   const hostPort = parseHostPort(listen);
   if (!hostPort) problems.push(`server.listen: "${listen}" is not host:port (such as 127.0.0.1:8080 or [::1]:8080)`);
@@ -48,8 +77,17 @@ export function readServer(lines: Lines | undefined, env: Env, baseDir: string, 
   } catch {
     problems.push(`server.base_url: "${baseText}" is not an http:// or https:// URL`);
   }
+  return { hostPort, baseUrl, secure };
+}
 
-  let database = str('database', 'file:svc.db');
+/** database, insecure_database and database_token_env. */
+function readDatabase(
+  section: IniSection,
+  env: Env,
+  baseDir: string,
+  problems: string[],
+): { database: string; databaseToken: string | null } {
+  let database = section.str('database', 'file:svc.db');
   if (!/^(file:.+|libsql:\/\/.+|https?:\/\/.+|wss?:\/\/.+)$/.test(database)) {
     problems.push(`server.database: "${database}" is not a libSQL URL (file:PATH, libsql://, http:// or https://)`);
   } else if (/^file:(?!\/|:memory:)/.test(database)) {
@@ -65,18 +103,27 @@ export function readServer(lines: Lines | undefined, env: Env, baseDir: string, 
       `server.database: ${clear.how} to another machine sends the database token and every row in clear text; use https://, wss:// or libsql:// with TLS, or set insecure_database = true for a network you trust`,
     );
   }
-  const tokenEnv = str('database_token_env', '');
+  const tokenEnv = section.str('database_token_env', '');
   let databaseToken: string | null = null;
   if (tokenEnv !== '') databaseToken = readEnv('server.database_token_env', tokenEnv, env, problems);
+  return { database, databaseToken };
+}
 
-  const trustedProxies = str('trusted_proxies', '')
-    .split(/[\s,]+/)
-    .filter((p) => p !== '');
+/** trusted_proxies: addresses and networks whose X-Forwarded-For is believed. */
+function readTrustedProxies(text: string, problems: string[]): string[] {
+  const trustedProxies = text.split(/[\s,]+/).filter((p) => p !== '');
   for (const p of trustedProxies) {
     if (!parseNetwork(p)) problems.push(`server.trusted_proxies: "${p}" is not an IP address or network (such as 10.0.0.5 or 10.0.0.0/8)`);
   }
-  const allowedOrigins = readOrigins(str('allowed_origins', ''), problems);
+  return trustedProxies;
+}
 
+/** audit_retention, log_level, workers and metrics_listen (which must not be listen's port). */
+function readOperation(
+  str: Str,
+  hostPort: HostPort | null,
+  problems: string[],
+): Pick<ServerConfig, 'auditRetentionSeconds' | 'logLevel' | 'workers' | 'metrics'> {
   const auditRetentionSeconds = readDuration('server.audit_retention', str('audit_retention', '180d'), problems);
   const logLevel = str('log_level', 'info');
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel))
@@ -91,24 +138,11 @@ export function readServer(lines: Lines | undefined, env: Env, baseDir: string, 
   if (metrics && hostPort && metrics.port === hostPort.port && metrics.port !== 0) {
     problems.push(`server.metrics_listen: must not share listen's port ${hostPort.port}; metrics are never served on the public listener`);
   }
-
-  const connections = readConnections(str, problems);
-
-  if (!hostPort) return null;
   return {
-    host: hostPort.host,
-    port: hostPort.port,
-    baseUrl,
-    secure,
-    database,
-    databaseToken,
-    trustedProxies,
-    allowedOrigins,
     auditRetentionSeconds: auditRetentionSeconds ?? 0,
     logLevel: logLevel as LogLevel,
     workers: Number.isNaN(workers) ? 1 : workers,
     metrics,
-    connections,
   };
 }
 

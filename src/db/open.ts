@@ -14,7 +14,7 @@ import { accessSync, constants as fs, existsSync, mkdirSync, statSync } from 'no
 import { dirname, resolve } from 'node:path';
 import { sql } from 'drizzle-orm';
 import * as schema from './schema.ts';
-import { replacingConnection } from './libsql-statements.ts';
+import { replacingConnection, type Connection } from './libsql-statements.ts';
 import { loadMigrations, applyMigrations, pendingMigrations, type Migration } from './migrations.ts';
 import {
   DatabaseBusy,
@@ -156,17 +156,7 @@ async function openEmbedded(path: string, events: DatabaseEvents): Promise<Opene
   const { drizzle } = await import('drizzle-orm/better-sqlite3');
   const inMemory = path === ':memory:';
   if (!inMemory) prepareFolder(path);
-  const opener = (setup: string) => () => {
-    try {
-      const raw = new Sqlite(path) as unknown as LibsqlDatabase;
-      // The busy timeout first: switching to WAL needs a lock that a concurrent process may hold.
-      raw.exec('PRAGMA busy_timeout = 5000');
-      raw.exec(setup);
-      return raw;
-    } catch (e) {
-      throw new DatabaseOpenError(explainOpenFailure(path, e));
-    }
-  };
+  const opener = embeddedOpener(path, Sqlite);
   // synchronous = FULL: a commit is on disk before svc answers, power loss included.
   const writer = replacingConnection(
     opener('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10;'),
@@ -182,39 +172,7 @@ async function openEmbedded(path: string, events: DatabaseEvents): Promise<Opene
       );
   const readDb = inMemory ? writeDb : drizzle({ client: reader as never, schema });
   const opened = inMemory ? null : fileIdentity(path);
-  const queue = serial();
-
-  const transaction = async <T>(fn: (tx: Tx) => Promise<T>, waitMs: number): Promise<T> => {
-    const deadline = Date.now() + waitMs;
-    return queue(async () => {
-      await untilNotBusy(() => writer.exec('BEGIN IMMEDIATE'), deadline, events).catch((e) => {
-        throw explainFileFailure(path, e);
-      });
-      let committing = false;
-      try {
-        const result = await fn(writeDb as unknown as Tx);
-        committing = true;
-        writer.exec('COMMIT');
-        if (writer.inTransaction) throw new Error('the database did not commit');
-        return result;
-      } catch (e) {
-        // Nothing of a failed transaction stays. A connection that may hold a statement in progress cannot
-        // commit again (libsql-js#237), so it is replaced rather than trusted with the next write.
-        try {
-          if (writer.inTransaction) writer.exec('ROLLBACK');
-        } catch {
-          // replaced below
-        }
-        if (committing || writer.suspect || writer.inTransaction) writer.replace();
-        const explained = explainFileFailure(path, e);
-        if (explained !== e) throw explained;
-        // A COMMIT refused for a statement in progress is not another process's lock: it is this change failing.
-        if (committing) throw new Error(`the change was not committed (${safeDatabaseMessage(e)}); nothing was changed`);
-        if (isBusy(e)) throw new DatabaseBusy();
-        throw e;
-      }
-    });
-  };
+  const transaction = embeddedTransactions(path, writer, writeDb as unknown as Tx, events);
 
   const database: Opened = {
     driver: 'embedded',
@@ -236,6 +194,62 @@ async function openEmbedded(path: string, events: DatabaseEvents): Promise<Opene
     },
   };
   return database;
+}
+
+/** Opens a connection to the file at `path` set up by `setup`, or says in one line what to fix. */
+function embeddedOpener(path: string, Sqlite: new (path: string) => unknown): (setup: string) => () => LibsqlDatabase {
+  return (setup) => () => {
+    try {
+      const raw = new Sqlite(path) as unknown as LibsqlDatabase;
+      // The busy timeout first: switching to WAL needs a lock that a concurrent process may hold.
+      raw.exec('PRAGMA busy_timeout = 5000');
+      raw.exec(setup);
+      return raw;
+    } catch (e) {
+      throw new DatabaseOpenError(explainOpenFailure(path, e));
+    }
+  };
+}
+
+/** Write transactions on the embedded writer connection, one at a time, each committed or left with nothing. */
+function embeddedTransactions(path: string, writer: Connection, writeTx: Tx, events: DatabaseEvents): Transaction {
+  const queue = serial();
+  return async <T>(fn: (tx: Tx) => Promise<T>, waitMs: number): Promise<T> => {
+    const deadline = Date.now() + waitMs;
+    return queue(async () => {
+      await untilNotBusy(() => writer.exec('BEGIN IMMEDIATE'), deadline, events).catch((e) => {
+        throw explainFileFailure(path, e);
+      });
+      let committing = false;
+      try {
+        const result = await fn(writeTx);
+        committing = true;
+        writer.exec('COMMIT');
+        if (writer.inTransaction) throw new Error('the database did not commit');
+        return result;
+      } catch (e) {
+        throw undoFailedWrite(path, writer, e, committing);
+      }
+    });
+  };
+}
+
+/** Undoes a failed write transaction, and gives what to throw for it. */
+function undoFailedWrite(path: string, writer: Connection, e: unknown, committing: boolean): unknown {
+  // Nothing of a failed transaction stays. A connection that may hold a statement in progress cannot
+  // commit again (libsql-js#237), so it is replaced rather than trusted with the next write.
+  try {
+    if (writer.inTransaction) writer.exec('ROLLBACK');
+  } catch {
+    // replaced below
+  }
+  if (committing || writer.suspect || writer.inTransaction) writer.replace();
+  const explained = explainFileFailure(path, e);
+  if (explained !== e) return explained;
+  // A COMMIT refused for a statement in progress is not another process's lock: it is this change failing.
+  if (committing) return new Error(`the change was not committed (${safeDatabaseMessage(e)}); nothing was changed`);
+  if (isBusy(e)) return new DatabaseBusy();
+  return e;
 }
 
 /** How long one request to a database server may take before svc gives up on it (reads, and each step of a write). */

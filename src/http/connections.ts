@@ -5,7 +5,7 @@
 import type { Server, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { clientAddress, limitAddress, normalizeIp } from '../domain/addresses.ts';
-import type { Logger } from '../log.ts';
+import type { Fields, Logger } from '../log.ts';
 
 export interface ShareLimits {
   /** connections at once, of every peer; past it a waiting connection is cut for a new one, else the new one is */
@@ -85,160 +85,248 @@ class Waiting {
   }
 }
 
+/**
+ * A warning logged at most every ten seconds, with how many times it happened since the last line, so a flood cannot
+ * flood the log too. The count goes last, under `countKey`.
+ */
+class RareWarning {
+  private lastWarned = 0;
+  private since = 0;
+
+  constructor(
+    private readonly log: Logger,
+    private readonly event: string,
+    private readonly countKey: string,
+  ) {}
+
+  note(fields: Fields): void {
+    this.since++;
+    const now = Date.now();
+    if (now - this.lastWarned < 10_000) return;
+    this.log.warn(this.event, { ...fields, [this.countKey]: this.since });
+    this.lastWarned = now;
+    this.since = 0;
+  }
+}
+
+/** The places each client address holds: its direct connections, or its requests in flight through a trusted proxy. */
+class AddressShares {
+  private readonly held = new Map<string, number>();
+  // One line per address that reaches its share, at most every ten seconds.
+  private readonly refusals: RareWarning;
+
+  constructor(
+    private readonly perAddress: number,
+    log: Logger,
+  ) {
+    this.refusals = new RareWarning(log, 'connection_share_exceeded', 'refused');
+  }
+
+  /** Holds a place for `address`; false, and the refusal noted, when it already holds its share. */
+  take(address: string, forwarded: boolean): boolean {
+    const n = this.held.get(address) ?? 0;
+    if (n >= this.perAddress) {
+      this.refusals.note({ peer: address, forwarded, per_address: this.perAddress });
+      return false;
+    }
+    this.held.set(address, n + 1);
+    return true;
+  }
+
+  release(address: string): void {
+    const n = (this.held.get(address) ?? 1) - 1;
+    if (n <= 0) this.held.delete(address);
+    else this.held.set(address, n);
+  }
+}
+
+/** The waiting connections and their ceiling: what is past it is cut, the oldest of the address that holds the most first. */
+class WaitingCeiling {
+  readonly waiting = new Waiting();
+  // Cutting waiting connections is logged like refusals: a line at most every ten seconds.
+  private readonly cuts: RareWarning;
+
+  constructor(
+    private readonly maxWaiting: number,
+    log: Logger,
+  ) {
+    this.cuts = new RareWarning(log, 'waiting_connections_cut', 'cut');
+  }
+
+  /** Cuts one waiting connection, when any waits. */
+  cut(): void {
+    const victim = this.waiting.victim();
+    if (!victim) return;
+    this.waiting.remove(victim.address, victim.socket);
+    victim.socket.destroy();
+    this.cuts.note({ peer: victim.address, max_waiting: this.maxWaiting });
+  }
+
+  /** Room for one more among the waiting: slow clients from many addresses cannot fill every slot either. */
+  makeRoom(): void {
+    while (this.waiting.count >= this.maxWaiting) this.cut();
+  }
+}
+
+/**
+ * Every connection counts against max_connections here (not Node's maxConnections, which drops a new connection
+ * before anything can make room for it). A trusted proxy carries many clients on its connections: they are counted
+ * by the address it forwards, per request, never as the proxy's own. Every other connection counts for its
+ * client's limit address (an IPv6 /64), and waits until its request has arrived.
+ */
+class ConnectionAccounting {
+  private open = 0;
+  private readonly addressOf = new WeakMap<Socket, string>();
+  // A server full of connections that are all busy turns new ones away; a line at most every ten seconds.
+  private readonly full: RareWarning;
+
+  constructor(
+    private readonly maxConnections: number,
+    private readonly trustedProxy: (address: string) => boolean,
+    private readonly shares: AddressShares,
+    private readonly ceiling: WaitingCeiling,
+    log: Logger,
+  ) {
+    this.full = new RareWarning(log, 'connections_full', 'refused');
+  }
+
+  connected(socket: Socket): void {
+    if (!this.roomFor(socket)) return;
+    this.open++;
+    socket.once('close', () => this.open--);
+    const peer = normalizeIp(socket.remoteAddress ?? '');
+    if (this.trustedProxy(peer)) return;
+    const address = limitAddress(peer);
+    if (!this.shares.take(address, false)) {
+      socket.destroy();
+      return;
+    }
+    this.ceiling.makeRoom();
+    this.addressOf.set(socket, address);
+    this.ceiling.waiting.add(address, socket);
+    socket.once('close', () => {
+      this.ceiling.waiting.remove(address, socket);
+      this.shares.release(address);
+    });
+  }
+
+  /** At max_connections a waiting connection is cut for a new one; when none waits, the new one is refused. */
+  private roomFor(socket: Socket): boolean {
+    if (this.open < this.maxConnections) return true;
+    if (this.ceiling.waiting.count === 0) {
+      this.full.note({ max_connections: this.maxConnections });
+      socket.destroy();
+      return false;
+    }
+    this.ceiling.cut();
+    return true;
+  }
+
+  /**
+   * A direct connection's request has arrived with its headers when it has no body, else when its body has been
+   * read; from its response's end the connection waits for the next request. A late 'end' (Node drains an unread
+   * body after the response) no longer counts.
+   */
+  requested(request: IncomingMessage, response: ServerResponse): void {
+    const socket = request.socket;
+    const address = this.addressOf.get(socket);
+    if (address === undefined) return;
+    const waiting = this.ceiling.waiting;
+    let answered = false;
+    const arrived = () => {
+      if (!answered) waiting.remove(address, socket);
+    };
+    if (request.complete || !hasBody(request)) arrived();
+    else request.once('end', arrived);
+    response.once('finish', () => {
+      answered = true;
+      if (!socket.destroyed) waiting.add(address, socket);
+    });
+  }
+}
+
+/** Requests whose body is still arriving: one that brings no byte for `bodyIdleMs` is cut. */
+class StalledBodies {
+  private readonly watched = new Set<Watched>();
+
+  constructor(
+    private readonly bodyIdleMs: number,
+    private readonly log: Logger,
+  ) {}
+
+  watch(request: IncomingMessage): void {
+    if (request.complete) return;
+    const socket = request.socket;
+    this.watched.add({ request, socket, bytesRead: socket.bytesRead, lastProgress: Date.now() });
+  }
+
+  sweep(): void {
+    const now = Date.now();
+    for (const w of this.watched) {
+      if (w.request.complete || w.socket.destroyed) {
+        this.watched.delete(w);
+      } else if (w.socket.bytesRead !== w.bytesRead || w.request.readableLength >= w.request.readableHighWaterMark) {
+        // Bytes arrived, or svc has not read what it holds yet (then the wait is ours, not the client's).
+        w.bytesRead = w.socket.bytesRead;
+        w.lastProgress = now;
+      } else if (now - w.lastProgress >= this.bodyIdleMs) {
+        this.watched.delete(w);
+        this.log.info('request_body_stalled', { peer: normalizeIp(w.socket.remoteAddress ?? ''), idle_ms: now - w.lastProgress });
+        w.socket.destroy();
+      }
+    }
+  }
+
+  clear(): void {
+    this.watched.clear();
+  }
+}
+
+/** A request through a trusted proxy holds a place for the client it forwards until its response ends. */
+function admitForwardedClient(
+  incoming: IncomingMessage,
+  outgoing: ServerResponse,
+  trustedProxy: (address: string) => boolean,
+  shares: AddressShares,
+): boolean {
+  const peer = incoming.socket.remoteAddress ?? '';
+  if (!trustedProxy(peer)) return true;
+  const forwarded = incoming.headers['x-forwarded-for'];
+  const forwardedClient = clientAddress(peer, typeof forwarded === 'string' ? forwarded : (forwarded?.join(',') ?? null), trustedProxy);
+  // Requests the proxy makes for itself (no client named) are not anyone's share.
+  if (trustedProxy(forwardedClient)) return true;
+  const client = limitAddress(forwardedClient);
+  if (!shares.take(client, true)) return false;
+  outgoing.once('close', () => shares.release(client));
+  return true;
+}
+
 export function shareConnections(
   server: Server,
   limits: ShareLimits,
   trustedProxy: (address: string) => boolean,
   log: Logger,
 ): ConnectionShare {
-  const held = new Map<string, number>();
-  const take = (address: string): boolean => {
-    const n = held.get(address) ?? 0;
-    if (n >= limits.perAddress) return false;
-    held.set(address, n + 1);
-    return true;
-  };
-  const release = (address: string) => {
-    const n = (held.get(address) ?? 1) - 1;
-    if (n <= 0) held.delete(address);
-    else held.set(address, n);
-  };
+  const shares = new AddressShares(limits.perAddress, log);
+  const ceiling = new WaitingCeiling(limits.maxWaiting, log);
+  const connections = new ConnectionAccounting(limits.maxConnections, trustedProxy, shares, ceiling, log);
+  server.on('connection', (socket: Socket) => connections.connected(socket));
 
-  // One line per address that reaches its share, at most every ten seconds, so a flood cannot flood the log too.
-  let lastWarned = 0;
-  let refusedSince = 0;
-  const refused = (address: string, forwarded: boolean) => {
-    refusedSince++;
-    const now = Date.now();
-    if (now - lastWarned < 10_000) return;
-    log.warn('connection_share_exceeded', { peer: address, forwarded, per_address: limits.perAddress, refused: refusedSince });
-    lastWarned = now;
-    refusedSince = 0;
-  };
-
-  // A server full of connections that are all busy turns new ones away; a line at most every ten seconds.
-  let lastFullWarned = 0;
-  let fullSince = 0;
-  const full = () => {
-    fullSince++;
-    const now = Date.now();
-    if (now - lastFullWarned < 10_000) return;
-    log.warn('connections_full', { max_connections: limits.maxConnections, refused: fullSince });
-    lastFullWarned = now;
-    fullSince = 0;
-  };
-
-  // Cutting waiting connections is logged like refusals: a line at most every ten seconds.
-  let lastCutWarned = 0;
-  let cutSince = 0;
-  const cutWaiting = () => {
-    const victim = waiting.victim();
-    if (!victim) return;
-    waiting.remove(victim.address, victim.socket);
-    victim.socket.destroy();
-    cutSince++;
-    const now = Date.now();
-    if (now - lastCutWarned < 10_000) return;
-    log.warn('waiting_connections_cut', { peer: victim.address, max_waiting: limits.maxWaiting, cut: cutSince });
-    lastCutWarned = now;
-    cutSince = 0;
-  };
-
-  // Every connection counts against max_connections here (not Node's maxConnections, which drops a new connection
-  // before anything can make room for it). A trusted proxy carries many clients on its connections: they are counted
-  // by the address it forwards, per request, never as the proxy's own. Every other connection counts for its
-  // client's limit address (an IPv6 /64), and waits until its request has arrived.
-  let open = 0;
-  const waiting = new Waiting();
-  const addressOf = new WeakMap<Socket, string>();
-  server.on('connection', (socket: Socket) => {
-    if (open >= limits.maxConnections) {
-      if (waiting.count === 0) {
-        full();
-        socket.destroy();
-        return;
-      }
-      cutWaiting();
-    }
-    open++;
-    socket.once('close', () => open--);
-    const peer = normalizeIp(socket.remoteAddress ?? '');
-    if (trustedProxy(peer)) return;
-    const address = limitAddress(peer);
-    if (!take(address)) {
-      refused(address, false);
-      socket.destroy();
-      return;
-    }
-    // Room for this one among the waiting: slow clients from many addresses cannot fill every slot either.
-    while (waiting.count >= limits.maxWaiting) cutWaiting();
-    addressOf.set(socket, address);
-    waiting.add(address, socket);
-    socket.once('close', () => {
-      waiting.remove(address, socket);
-      release(address);
-    });
-  });
-
-  const watched = new Set<Watched>();
+  const stalled = new StalledBodies(limits.bodyIdleMs, log);
   server.on('request', (request: IncomingMessage, response: ServerResponse) => {
-    const socket = request.socket;
-    const address = addressOf.get(socket);
-    if (address !== undefined) {
-      // The request has arrived with its headers when it has no body, else when its body has been read; from its
-      // response's end the connection waits for the next request. A late 'end' (Node drains an unread body after
-      // the response) no longer counts.
-      let answered = false;
-      const arrived = () => {
-        if (!answered) waiting.remove(address, socket);
-      };
-      if (request.complete || !hasBody(request)) arrived();
-      else request.once('end', arrived);
-      response.once('finish', () => {
-        answered = true;
-        if (!socket.destroyed) waiting.add(address, socket);
-      });
-    }
-    if (request.complete) return;
-    watched.add({ request, socket, bytesRead: socket.bytesRead, lastProgress: Date.now() });
+    connections.requested(request, response);
+    stalled.watch(request);
   });
-  const sweep = setInterval(() => {
-    const now = Date.now();
-    for (const w of watched) {
-      if (w.request.complete || w.socket.destroyed) {
-        watched.delete(w);
-      } else if (w.socket.bytesRead !== w.bytesRead || w.request.readableLength >= w.request.readableHighWaterMark) {
-        // Bytes arrived, or svc has not read what it holds yet (then the wait is ours, not the client's).
-        w.bytesRead = w.socket.bytesRead;
-        w.lastProgress = now;
-      } else if (now - w.lastProgress >= limits.bodyIdleMs) {
-        watched.delete(w);
-        log.info('request_body_stalled', { peer: normalizeIp(w.socket.remoteAddress ?? ''), idle_ms: now - w.lastProgress });
-        w.socket.destroy();
-      }
-    }
-  }, limits.checkEveryMs);
+  const sweep = setInterval(() => stalled.sweep(), limits.checkEveryMs);
   sweep.unref();
 
   return {
     admitForwarded(incoming, outgoing) {
-      const peer = incoming.socket.remoteAddress ?? '';
-      if (!trustedProxy(peer)) return true;
-      const forwarded = incoming.headers['x-forwarded-for'];
-      const forwardedClient = clientAddress(peer, typeof forwarded === 'string' ? forwarded : (forwarded?.join(',') ?? null), trustedProxy);
-      // Requests the proxy makes for itself (no client named) are not anyone's share.
-      if (trustedProxy(forwardedClient)) return true;
-      const client = limitAddress(forwardedClient);
-      if (!take(client)) {
-        refused(client, true);
-        return false;
-      }
-      outgoing.once('close', () => release(client));
-      return true;
+      return admitForwardedClient(incoming, outgoing, trustedProxy, shares);
     },
     stop() {
       clearInterval(sweep);
-      watched.clear();
+      stalled.clear();
     },
   };
 }

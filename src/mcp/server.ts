@@ -15,7 +15,7 @@ import type { Db } from '../db/open.ts';
 import { isBusy, isUnreachable, safeDatabaseMessage } from '../db/errors.ts';
 import type { Logger } from '../log.ts';
 import { accessOf, type Principal } from '../auth/core.ts';
-import { effectiveLabels } from '../domain/visibility.ts';
+import { effectiveLabels, type Access } from '../domain/visibility.ts';
 import { fetchVisible, listVisible, searchVisible } from '../store/items.ts';
 import { ITEM_ID_MAX } from '../domain/item-id.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
@@ -75,6 +75,15 @@ function guarded<A extends unknown[], R>(log: Logger, what: string, handler: (..
   };
 }
 
+/** What every handler of one request reads with: the caller, its access, and where failures are told. */
+interface Context {
+  readonly db: Db;
+  readonly principal: Principal;
+  readonly access: Access;
+  readonly cursorKey: Buffer;
+  readonly log: Logger;
+}
+
 /** `cursorKey` signs resources/list cursors (see cursor.ts); `log` gets what a failed handler could not tell. */
 export function buildMcpServer(db: Db, principal: Principal, options: { cursorKey: Buffer; log: Logger }): McpServer {
   const { cursorKey, log } = options;
@@ -87,7 +96,18 @@ export function buildMcpServer(db: Db, principal: Principal, options: { cursorKe
     instructions:
       'svc holds documents you may be allowed to read. Use `search` to find documents by words, then `fetch` to read one in full by its id. `whoami` tells whose access you are using.',
   });
+  const context: Context = { db, principal, access, cursorKey, log };
+  registerWhoami(server, context);
+  registerSearch(server, context);
+  registerFetch(server, context);
+  registerResources(server, context);
+  // The stateless endpoint can never send a notification, so none is announced (McpServer announces tools'
+  // listChanged as soon as a tool is registered).
+  server.server.registerCapabilities({ tools: { listChanged: false }, resources: { listChanged: false } });
+  return server;
+}
 
+function registerWhoami(server: McpServer, { principal, access, log }: Context): void {
   server.registerTool(
     'whoami',
     {
@@ -114,7 +134,9 @@ export function buildMcpServer(db: Db, principal: Principal, options: { cursorKe
       return { content: json(result), structuredContent: result };
     }),
   );
+}
 
+function registerSearch(server: McpServer, { db, access, log }: Context): void {
   server.registerTool(
     'search',
     {
@@ -130,7 +152,9 @@ export function buildMcpServer(db: Db, principal: Principal, options: { cursorKe
       return { content: json(results), structuredContent: { results } };
     }),
   );
+}
 
+function registerFetch(server: McpServer, { db, access, log }: Context): void {
   server.registerTool(
     'fetch',
     {
@@ -148,8 +172,10 @@ export function buildMcpServer(db: Db, principal: Principal, options: { cursorKe
       return { content: json(result), structuredContent: result };
     }),
   );
+}
 
-  // Resources are served by hand: McpServer's template listing cannot page with a cursor.
+/** Resources are served by hand: McpServer's template listing cannot page with a cursor. */
+function registerResources(server: McpServer, { db, principal, access, cursorKey, log }: Context): void {
   const low = server.server;
   low.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
     resourceTemplates: [
@@ -185,10 +211,6 @@ export function buildMcpServer(db: Db, principal: Principal, options: { cursorKe
       return { contents: [{ uri, mimeType: 'text/markdown', text: item.text }] };
     }),
   );
-  // The stateless endpoint can never send a notification, so none is announced (McpServer announces tools'
-  // listChanged as soon as a tool is registered).
-  low.registerCapabilities({ tools: { listChanged: false }, resources: { listChanged: false } });
-  return server;
 }
 
 function decodeId(text: string): string | null {
