@@ -8,14 +8,12 @@
 //   flag are never changed here.
 // Each decision and its writes run in one write transaction, which SQLite runs alone across every process, so
 // concurrent first arrivals of one subject, on any instance, create one user.
-import { and, eq, sql } from 'drizzle-orm';
 import type { Database, Db, Tx } from '../db/open.ts';
-import { users } from '../db/schema.ts';
 import type { GroupsConfig } from '../config/load.ts';
 import { parseLabels, type LabelSet } from '../domain/labels.ts';
 import { cleanDisplayText, PERSON_NAME_MAX as NAME_MAX } from '../domain/display-text.ts';
 import { deriveUid, uidCandidates, emailProblem, isValidUid } from '../domain/uid.ts';
-import { createUserWithFreeUid, findUser, toUser, updateUser, type User } from '../store/users.ts';
+import { createUserWithFreeUid, findUser, isUnclaimed, unclaimedByEmail, updateUser, type User } from '../store/users.ts';
 import { userBySubject, linkIdentity } from '../store/identities.ts';
 import { recordAudit } from '../store/audit.ts';
 
@@ -127,9 +125,6 @@ export async function provisionIn(tx: Tx, arrival: Arrival, policy: Policy): Pro
   return { ok: true, user: created, created: true, linked: true };
 }
 
-/** Pre-provisioned: no password and no single sign-on identity yet. */
-const unclaimed = sql`${users.passwordHash} IS NULL AND NOT EXISTS (SELECT 1 FROM identities WHERE identities.user_id = ${users.id})`;
-
 /**
  * The pre-provisioned user this arrival may take over, only where the provider vouches for it: its uid claim is
  * exactly their uid, or (oidc) its verified email is exactly theirs and no other linkable user's. Only linkable
@@ -140,22 +135,12 @@ async function vouchedUser(db: Db, arrival: Arrival, email: string): Promise<Use
   if (arrival.uidClaim !== null && isValidUid(arrival.uidClaim)) {
     const byUid = await findUser(db, arrival.uidClaim);
     if (byUid && byUid.uid === arrival.uidClaim) {
-      const free = await db
-        .select({ id: users.id })
-        .from(users)
-        .where(and(eq(users.id, byUid.id), unclaimed))
-        .get();
-      if (free) return byUid;
+      if (await isUnclaimed(db, byUid.id)) return byUid;
     }
   }
   if (arrival.emailVerified && arrival.provider !== 'header') {
-    const sameEmail = await db
-      .select()
-      .from(users)
-      .where(and(eq(users.email, email), unclaimed))
-      .limit(2)
-      .all();
-    if (sameEmail.length === 1) return toUser(sameEmail[0]!);
+    const sameEmail = await unclaimedByEmail(db, email);
+    if (sameEmail.length === 1) return sameEmail[0]!;
   }
   return null;
 }

@@ -4,11 +4,10 @@
 // with another user's credentials is refused, nobody can make a valid id for someone else, and no id reveals
 // who it belongs to.
 import { createHmac } from 'node:crypto';
-import { eq } from 'drizzle-orm';
 import { encodeBase32LowerCaseNoPadding } from '@oslojs/encoding';
 import type { Config } from '../config/load.ts';
 import type { Db } from '../db/open.ts';
-import { serverKeys } from '../db/schema.ts';
+import { serverKey } from '../store/server-keys.ts';
 import { deriveKey, randomId } from '../domain/secrets.ts';
 
 /**
@@ -17,9 +16,9 @@ import { deriveKey, randomId } from '../domain/secrets.ts';
  */
 export async function sessionIdKey(config: Config, db: Db): Promise<Buffer> {
   if (config.auth.session) return deriveKey(config.auth.session.secret, 'mcp-session-id');
-  const row = await db.select({ key: serverKeys.key }).from(serverKeys).where(eq(serverKeys.name, 'mcp-session-id')).get();
-  if (!row) throw new Error('the database has no MCP session key; run svc migrate');
-  return Buffer.from(row.key, 'hex');
+  const key = await serverKey(db, 'mcp-session-id');
+  if (key === null) throw new Error('the database has no MCP session key; run svc migrate');
+  return Buffer.from(key, 'hex');
 }
 
 function tag(key: Buffer, nonce: string, userId: number): string {

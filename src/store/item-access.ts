@@ -5,7 +5,8 @@ import { and, asc, count, eq, gt, isNotNull, isNull, or, sql, type SQL } from 'd
 import type { Db } from '../db/open.ts';
 import { items, tokens, users } from '../db/schema.ts';
 import { storedLabels, type LabelSet } from '../domain/labels.ts';
-import { accessSql, storedLabelsJson, visibleSql, type Access } from '../domain/visibility.ts';
+import type { Access } from '../domain/visibility.ts';
+import { accessSql, storedLabelsJson, visibleSql } from './visibility-sql.ts';
 import { toUser, type User } from './users.ts';
 import { pageOf, window, type Page, type PageRequest } from './paging.ts';
 

@@ -3,7 +3,8 @@ import { eq, asc, gt, and, sql } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { items } from '../db/schema.ts';
 import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
-import { accessSql, type Access } from '../domain/visibility.ts';
+import type { Access } from '../domain/visibility.ts';
+import { accessSql } from './visibility-sql.ts';
 import { notFound } from '../domain/errors.ts';
 
 export interface Item {

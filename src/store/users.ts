@@ -130,6 +130,31 @@ export async function passwordHashOf(db: Db, uid: string): Promise<{ user: User;
   return row ? { user: found, hash: row.sso ? null : row.hash } : null;
 }
 
+/** Pre-provisioned: no password and no single sign-on identity yet, so single sign-on may take the user over. */
+const unclaimed = sql`${users.passwordHash} IS NULL AND NOT EXISTS (SELECT 1 FROM identities WHERE identities.user_id = ${users.id})`;
+
+/** Whether this user is still pre-provisioned (see `unclaimed`). */
+export async function isUnclaimed(db: Db, userId: number): Promise<boolean> {
+  return Boolean(
+    await db
+      .select({ id: users.id })
+      .from(users)
+      .where(and(eq(users.id, userId), unclaimed))
+      .get(),
+  );
+}
+
+/** Up to two pre-provisioned users with exactly this email: the caller links only when there is one. */
+export async function unclaimedByEmail(db: Db, email: string): Promise<User[]> {
+  const rows = await db
+    .select()
+    .from(users)
+    .where(and(eq(users.email, email), unclaimed))
+    .limit(2)
+    .all();
+  return rows.map(toUser);
+}
+
 /** Stores a fresh hash of the same password (new parameters at login): nothing else changes. */
 export async function rehashPassword(tx: Tx, userId: number, hash: string): Promise<void> {
   await tx.update(users).set({ passwordHash: hash }).where(eq(users.id, userId));
