@@ -9,40 +9,11 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import ts from 'typescript';
+import { overrides, readTables } from '../scripts/lint/layers.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const SRC = join(ROOT, 'src');
 const run = promisify(execFile);
-
-/** The layer table of docs/architecture.md: folder → the folders it may import. */
-function documentedLayers(): Map<string, Set<string>> {
-  const doc = readFileSync(join(ROOT, 'docs/architecture.md'), 'utf8');
-  const layers = new Map<string, Set<string>>();
-  for (const line of doc.split('\n')) {
-    const m = /^\| `([a-z-]+)\/` \|.*\| ([^|]+) \|$/.exec(line);
-    if (m) layers.set(m[1]!, new Set([...m[2]!.matchAll(/`([a-z-]+)\/`/g)].map((x) => x[1]!)));
-  }
-  return layers;
-}
-
-interface Override {
-  includes: string[];
-  linter?: { rules?: { style?: { noRestrictedImports?: { options?: { patterns?: { group: string[] }[] } } } } };
-}
-
-/** biome.json's rules: folder → the folders of svc its patterns forbid. */
-function configuredForbidden(): Map<string, Set<string>> {
-  const config = JSON.parse(readFileSync(join(ROOT, 'biome.json'), 'utf8')) as { overrides: Override[] };
-  const forbidden = new Map<string, Set<string>>();
-  for (const o of config.overrides) {
-    const m = /^src\/([a-z-]+)\/\*\*$/.exec(o.includes[0] ?? '');
-    if (!m) continue;
-    const groups = o.linter?.rules?.style?.noRestrictedImports?.options?.patterns?.flatMap((p) => p.group) ?? [];
-    const folders = groups.map((g) => /^(?:\*\*|\.\.|\.\.\/\.\.)\/([a-z-]+)\/\*\*$/.exec(g)?.[1]).filter((f) => f !== undefined);
-    forbidden.set(m[1]!, new Set(folders));
-  }
-  return forbidden;
-}
 
 const srcFolders = () =>
   readdirSync(SRC)
@@ -50,18 +21,13 @@ const srcFolders = () =>
     .sort();
 
 describe('the layers', () => {
-  test('every folder of src/ has its row in docs/architecture.md and its rule in biome.json, and they agree', () => {
-    const documented = documentedLayers();
-    const forbidden = configuredForbidden();
-    assert.deepEqual([...documented.keys()].sort(), srcFolders(), 'docs/architecture.md names every folder of src/');
-    assert.deepEqual([...forbidden.keys()].sort(), srcFolders(), 'biome.json has an override for every folder of src/');
-    for (const [folder, allowed] of documented) {
-      for (const other of documented.keys()) {
-        if (other === folder) continue;
-        const refused = forbidden.get(folder)!.has(other);
-        assert.equal(refused, !allowed.has(other), `${folder}/ → ${other}/: the doc says ${allowed.has(other) ? 'allowed' : 'forbidden'}`);
-      }
-    }
+  test('every folder of src/ has its row in docs/architecture.md, and biome.json holds the rules its tables make', () => {
+    const tables = readTables();
+    assert.deepEqual([...tables.layers.keys()].sort(), srcFolders(), 'docs/architecture.md names every folder of src/');
+    assert.ok(tables.layers.get('domain')!.length === 0 && tables.layers.get('http')!.includes('account'), 'the layer table was read');
+    assert.deepEqual(tables.libraries.get('drizzle-orm'), ['db', 'store'], 'the library table was read');
+    const config = JSON.parse(readFileSync(join(ROOT, 'biome.json'), 'utf8')) as { overrides: unknown };
+    assert.deepEqual(config.overrides, overrides(tables), 'biome.json is out of date with docs/architecture.md: run npm run layers');
   });
 
   test('Biome refuses imports across the layers and writes begun outside actions, auth and jobs; it lets the allowed ones through', async () => {
