@@ -7,13 +7,8 @@ import type { Item } from '../../store/items.ts';
 import type { Page } from '../../store/paging.ts';
 
 /** A document as a form gives it; labels undefined when the form does not say (a replaced item keeps its own). */
-export interface FormItem {
-  id: string;
-  title: string;
-  text: string;
-  labels: string | undefined;
-}
 import type { User } from '../../store/users.ts';
+import type { FormItem } from '../../requests/items.ts';
 
 export const itemPath = (action: 'view' | 'labels' | 'remove', id: string) =>
   `/admin/items/${action}/${id.split('/').map(encodeURIComponent).join('/')}`;

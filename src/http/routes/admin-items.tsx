@@ -1,63 +1,20 @@
 // /admin/items pages for admins signed in by session or through the proxy. Changes go through admin/actions.ts,
 // like the JSON API, so each is audited; uploads are read by the same strict front-matter parser as item import.
 import { Hono } from 'hono';
-import { basename } from 'node:path';
 import type { Env, Services } from '../context.ts';
 import { CHANGE, READ, UPLOAD } from '../policy.ts';
 import { nonceOf } from '../context.ts';
 import type { SignedCtx } from '../guards.ts';
 import { adminKit, type AdminKit } from './admin-kit.ts';
 import { formPost, readBody } from '../forms.ts';
-import { ItemsPage, ItemPage, RemoveItemPage, ReplaceItemPage, itemPath, type FormItem } from '../pages/admin-items.tsx';
+import { ItemsPage, ItemPage, RemoveItemPage, ReplaceItemPage, itemPath } from '../pages/admin-items.tsx';
 import { listItemsWithReaders, readersOf, ITEM_PAGE } from '../../store/item-access.ts';
 import { pageHref, pageRequest } from '../paging.ts';
 import { getAnyItem, findItem } from '../../store/items.ts';
-import { checkItemId, itemRequest } from '../../requests/items.ts';
-import { labelsField } from '../../requests/fields.ts';
-import { formatLabels } from '../../domain/labels.ts';
-import { parseMarkdown, FrontMatterError } from '../../domain/front-matter.ts';
-import { badRequest } from '../../domain/errors.ts';
+import { checkItemId, itemFromUpload, itemRequest } from '../../requests/items.ts';
 import { putItemAs, adminRemoveItem } from '../../admin/actions.ts';
 
 const DONE: Record<string, string> = { saved: 'Document saved.', labels: 'Labels changed.', removed: 'Document removed.' };
-
-/**
- * The item a form describes: a file's front matter and body, with the form's fields filling what it leaves out.
- * Labels are stated by a non-empty labels field or a file's `labels:` line (empty there means none); the
- * confirmation of a replacement carries the decision it showed in `labels_action`.
- */
-async function itemFromForm(body: Record<string, unknown>): Promise<FormItem> {
-  const field = (k: string) => (typeof body[k] === 'string' ? (body[k] as string) : '');
-  const file = body.file instanceof File && body.file.size > 0 ? body.file : null;
-  let id = field('id').trim();
-  let title = field('title').trim();
-  const action = field('labels_action');
-  let labels: string | undefined =
-    action === 'set' ? field('labels') : action === 'keep' || field('labels').trim() === '' ? undefined : field('labels');
-  // The confirmation sends the text back encoded: a browser would turn its line ends into CRLF.
-  let text = body.text_b64 === undefined ? field('text') : Buffer.from(field('text_b64'), 'base64').toString('utf8');
-  if (file) {
-    let doc: ReturnType<typeof parseMarkdown>;
-    try {
-      doc = parseMarkdown(await file.text());
-    } catch (e) {
-      if (e instanceof FrontMatterError) throw badRequest(`${file.name}:${e.line}: ${e.message}`, 'file');
-      throw e;
-    }
-    if (doc.labels !== null && labels !== undefined && formatLabels(labelsField(labels)) !== doc.labels) {
-      throw badRequest(
-        `labels: the file says "${doc.labels || '(none)'}" and the form says "${labels.trim()}"; give them in one place`,
-        'labels',
-      );
-    }
-    if (doc.labels !== null) labels = doc.labels;
-    id ||= basename(file.name).replace(/\.md$/i, '');
-    title ||= doc.title ?? '';
-    text = doc.body;
-  }
-  if (title === '') title = basename(id);
-  return { id, title, text, labels: labels === undefined ? undefined : formatLabels(labelsField(labels)) };
-}
 
 function frame(c: SignedCtx, error?: string) {
   const principal = c.var.principal;
@@ -126,7 +83,7 @@ function listRoutes(app: Hono<Env>, { services, policy, adminPage }: AdminKit): 
     );
     return formPost(
       async () => {
-        const item = await itemFromForm(body);
+        const item = await itemFromUpload(body);
         // Replacing asks first, saying what happens to the labels, so nobody declassifies a document unawares.
         const existing = body.confirm === 'replace' ? null : await findItem(db, checkItemId(item.id));
         if (existing) return c.html(<ReplaceItemPage {...frame(c)} existing={existing} item={item} />);
