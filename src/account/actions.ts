@@ -35,7 +35,8 @@ export type PasswordSignIn =
 
 /**
  * A password sign-in. The attempt is counted before the password is checked, so parallel guesses cannot all be
- * checked; an unknown user, a user without a password and a wrong password cost and read the same.
+ * checked; an unknown user, a user without a password and a wrong password cost and read the same. A refusal is a
+ * result here, not a throw: the counted attempt and the failure's audit row must commit (docs/architecture.md).
  */
 export async function signInWithPassword(
   database: Database,
