@@ -9,9 +9,25 @@ export interface IniSection {
   str(key: string, fallback: string): string;
   /** true or false (the `ini` package reads both as booleans), or `fallback` when the key is absent */
   bool(key: string, fallback: boolean): boolean;
+  /** the keys that start with `prefix` (declared in `options.prefixes`), without it, with their values */
+  prefixed(prefix: string): [key: string, value: unknown][];
 }
 
-export function readIniSection(name: string, lines: Lines | undefined, keys: readonly string[], problems: string[]): IniSection {
+export interface SectionOptions {
+  /** how the section's header is written in svc.ini (default `[name]`) */
+  readonly header?: string;
+  /** key prefixes that stand for a family of keys, such as `env.` */
+  readonly prefixes?: readonly string[];
+}
+
+export function readIniSection(
+  name: string,
+  lines: Lines | undefined,
+  keys: readonly string[],
+  problems: string[],
+  options: SectionOptions = {},
+): IniSection {
+  const prefixes = options.prefixes ?? [];
   const raw: Record<string, unknown> = lines ? { ...ini.parse(lines.map((l) => l.text).join('\n')) } : {};
   const seen = new Map<string, number>();
   for (const { text, line } of lines ?? []) {
@@ -22,7 +38,10 @@ export function readIniSection(name: string, lines: Lines | undefined, keys: rea
     seen.set(key, line);
   }
   for (const key of Object.keys(raw)) {
-    if (!keys.includes(key)) problems.push(`${name}.${key}: unknown key; [${name}] takes ${keys.join(', ')}`);
+    if (!keys.includes(key) && !prefixes.some((p) => key.startsWith(p))) {
+      const family = prefixes.map((p) => `${p}*`);
+      problems.push(`${name}.${key}: unknown key; ${options.header ?? `[${name}]`} takes ${[...keys, ...family].join(', ')}`);
+    }
   }
   return {
     str(key, fallback) {
@@ -40,6 +59,11 @@ export function readIniSection(name: string, lines: Lines | undefined, keys: rea
       if (typeof v === 'boolean') return v;
       problems.push(`${name}.${key}: "${String(v).slice(0, 40)}" is not true or false`);
       return fallback;
+    },
+    prefixed(prefix) {
+      return Object.entries(raw)
+        .filter(([k]) => k.startsWith(prefix))
+        .map(([k, v]) => [k.slice(prefix.length), v]);
     },
   };
 }

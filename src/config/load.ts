@@ -5,6 +5,7 @@ import { splitSections } from './sections.ts';
 import { readServer } from './server.ts';
 import { readAuth } from './auth/read.ts';
 import { readNotify } from './notify.ts';
+import { readUpstream, type UpstreamConfig } from './upstream.ts';
 import type { Config, LoadOptions } from './types.ts';
 
 export type {
@@ -21,6 +22,7 @@ export type {
   ConnectionsConfig,
   GroupsConfig,
 } from './types.ts';
+export type { UpstreamConfig, UpstreamTransport } from './upstream.ts';
 export { REQUEST_TIMEOUT_SECONDS } from './connections.ts';
 
 export class ConfigError extends Error {
@@ -35,8 +37,14 @@ export function loadConfig(text: string, env: Env, options: LoadOptions): Config
   const server = readServer(sections.get('server'), env, options.baseDir ?? process.cwd(), problems);
   const auth = readAuth(sections.get('auth') ?? [], env, options, server, problems);
   const notify = sections.has('notify') ? readNotify(sections.get('notify'), env, options.mode === 'serve', problems) : null;
+  const upstreams: UpstreamConfig[] = [];
+  for (const [name, lines] of sections) {
+    if (!name.startsWith('upstream ')) continue;
+    const upstream = readUpstream(name.slice('upstream '.length), lines, env, options.mode === 'serve', problems);
+    if (upstream) upstreams.push(upstream);
+  }
   if (problems.length > 0) throw new ConfigError(problems.map((p) => `svc: config: ${p}`));
-  return deepFreeze({ server: server!, auth, notify });
+  return deepFreeze({ server: server!, auth, notify, upstreams });
 }
 
 function deepFreeze<T>(value: T): T {

@@ -1,4 +1,4 @@
-// svc.ini's top level: the [server], [notify] and [auth] sections and the lines in each.
+// svc.ini's top level: the [server], [notify] and [auth] sections, any number of [upstream NAME], and the lines in each.
 import type { Lines } from './ini-section.ts';
 
 const SECTION_NAMES = ['server', 'auth', 'notify'];
@@ -10,9 +10,12 @@ export function splitSections(text: string, problems: string[]): Map<string, Lin
     const line = i + 1;
     const header = /^\s*\[([^\]]*)\]\s*$/.exec(raw);
     if (header) {
-      const name = header[1]!.trim();
-      if (!SECTION_NAMES.includes(name)) {
-        problems.push(`${name}: unknown section (line ${line}); svc.ini has [server], [notify] and [auth]`);
+      const name = header[1]!.trim().replace(/^upstream\s+/, 'upstream ');
+      if (name === 'upstream') {
+        problems.push(`[upstream]: name the upstream (line ${line}), such as [upstream tracker]`);
+        current = [];
+      } else if (!SECTION_NAMES.includes(name) && !name.startsWith('upstream ')) {
+        problems.push(`${name}: unknown section (line ${line}); svc.ini has [server], [notify], [auth] and [upstream NAME]`);
         current = [];
       } else if (sections.has(name)) {
         problems.push(`${name}: section given twice (line ${line})`);

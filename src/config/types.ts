@@ -1,6 +1,7 @@
 // The shape of svc's configuration as the rest of svc sees it: parsed, checked and frozen by loadConfig.
 import type { LabelSet } from '../domain/labels.ts';
 import type { NotifyConfig } from './notify.ts';
+import type { UpstreamConfig } from './upstream.ts';
 
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -96,6 +97,8 @@ export interface Config {
   };
   /** mail to users ([notify]); null when the section is absent */
   readonly notify: NotifyConfig | null;
+  /** the MCP servers svc guards ([upstream NAME], CONTRACT §6.1), in the file's order */
+  readonly upstreams: readonly UpstreamConfig[];
   readonly auth: {
     readonly session: SessionConfig | null;
     readonly local: boolean;

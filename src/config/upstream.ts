@@ -1,0 +1,219 @@
+// [upstream NAME]: an MCP server svc guards (CONTRACT §6.1). A Streamable HTTP endpoint (`url`) or a stdio server
+// svc starts (`command`), with the labels of its tools, how new tools are reviewed, the one credential svc sends it
+// and how long a call may take. Every problem names its key.
+import { readDuration } from './duration.ts';
+import { readIniSection, readEnv, ENV_NAME, type Env, type Lines } from './ini-section.ts';
+import { isLoopbackIssuerHost } from '../domain/addresses.ts';
+import { LabelError, parseLabels, type LabelSet } from '../domain/labels.ts';
+
+export type UpstreamTransport =
+  | { readonly kind: 'http'; readonly url: string }
+  | {
+      readonly kind: 'stdio';
+      readonly command: string;
+      readonly args: readonly string[];
+      /** the child's environment besides PATH and HOME: only these */
+      readonly env: Readonly<Record<string, string>>;
+      /** shared: one process; user: one per person who calls it */
+      readonly isolation: 'shared' | 'user';
+    };
+
+export interface UpstreamConfig {
+  /** a-z 0-9 '-', 1 to 32 characters, starting with a letter: the prefix of its tools (NAME__TOOL) */
+  readonly name: string;
+  readonly transport: UpstreamTransport;
+  /** the labels of its tools that have none of their own; empty: unrestricted */
+  readonly labels: LabelSet;
+  /** admin: a new or changed tool waits for an admin; auto: a new one is approved as found (a changed one still waits) */
+  readonly review: 'admin' | 'auto';
+  /** only these tool names are ever discovered; null: all */
+  readonly tools: readonly string[] | null;
+  /** token_env's value, sent as Authorization: Bearer …; null when not set (or not read: the data commands) */
+  readonly token: string | null;
+  readonly identity: 'none' | 'jwt';
+  readonly timeoutMs: number;
+  readonly refreshMs: number;
+  /** calls per person to this upstream, per `perSeconds`; null: no limit */
+  readonly rate: { readonly calls: number; readonly perSeconds: number } | null;
+}
+
+export const UPSTREAM_NAME = /^[a-z][a-z0-9-]{0,31}$/;
+export const UPSTREAM_NAME_HINT = "a-z 0-9 '-', 1 to 32 characters, starting with a letter";
+const KEYS = [
+  'url',
+  'command',
+  'labels',
+  'review',
+  'tools',
+  'token_env',
+  'identity',
+  'timeout',
+  'refresh',
+  'rate',
+  'isolation',
+  'insecure_http',
+];
+const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
+const RATE_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600 };
+
+/** One `[upstream NAME]` section; `readSecret` reads token_env's value (svc serve and svc check). */
+export function readUpstream(name: string, lines: Lines, env: Env, readSecret: boolean, problems: string[]): UpstreamConfig | null {
+  const path = `upstream.${name}`;
+  if (!UPSTREAM_NAME.test(name)) {
+    problems.push(`[upstream ${name}]: "${name.slice(0, 40)}" is not an upstream name: ${UPSTREAM_NAME_HINT}`);
+    return null;
+  }
+  const section = readIniSection(path, lines, KEYS, problems, { header: `[upstream ${name}]`, prefixes: ['env.'] });
+  const childEnv = readChildEnv(path, section, problems);
+  const transport = readTransport(path, section, childEnv, problems);
+  const before = problems.length;
+  const upstream: UpstreamConfig = {
+    name,
+    transport: transport ?? { kind: 'http', url: '' },
+    labels: readLabels(path, section.str('labels', ''), problems),
+    review: oneOf(path, 'review', section.str('review', 'admin'), ['admin', 'auto'], problems),
+    tools: readTools(path, section.str('tools', ''), problems),
+    token: readToken(path, section.str('token_env', ''), env, readSecret, problems),
+    identity: oneOf(path, 'identity', section.str('identity', 'none'), ['none', 'jwt'], problems),
+    timeoutMs: seconds(path, 'timeout', section.str('timeout', '30s'), problems) * 1000,
+    refreshMs: seconds(path, 'refresh', section.str('refresh', '5m'), problems) * 1000,
+    rate: readRate(path, section.str('rate', ''), problems),
+  };
+  return transport === null || problems.length > before ? null : upstream;
+}
+
+type Section = ReturnType<typeof readIniSection>;
+
+function readTransport(path: string, section: Section, env: Record<string, string>, problems: string[]): UpstreamTransport | null {
+  const url = section.str('url', '');
+  const command = section.str('command', '');
+  const isolation = section.str('isolation', '');
+  const insecure = section.bool('insecure_http', false);
+  if ((url === '') === (command === '')) {
+    problems.push(`${path}: give exactly one of url (a Streamable HTTP MCP endpoint) and command (a stdio server svc starts)`);
+    return null;
+  }
+  if (url !== '') {
+    if (isolation !== '') problems.push(`${path}.isolation: only for a command upstream; an HTTP upstream is one server for everyone`);
+    if (Object.keys(env).length > 0) problems.push(`${path}.env.*: only for a command upstream; svc does not start an HTTP upstream`);
+    const checked = checkUrl(path, url, insecure, problems);
+    return checked === null ? null : { kind: 'http', url: checked };
+  }
+  if (insecure) problems.push(`${path}.insecure_http: only for a url upstream`);
+  const words = splitCommand(command);
+  if (words === null || words.length === 0) {
+    problems.push(`${path}.command: an unclosed quote; quote an argument with spaces in "…" or '…'`);
+    return null;
+  }
+  const chosen = oneOf(path, 'isolation', isolation === '' ? 'shared' : isolation, ['shared', 'user'], problems);
+  return { kind: 'stdio', command: words[0]!, args: words.slice(1), env, isolation: chosen };
+}
+
+function checkUrl(path: string, text: string, insecure: boolean, problems: string[]): string | null {
+  let u: URL;
+  try {
+    u = new URL(text);
+  } catch {
+    problems.push(
+      `${path}.url: "${text.slice(0, 80)}" is not a URL; give the upstream's MCP endpoint, such as https://tracker.internal/mcp`,
+    );
+    return null;
+  }
+  if (u.protocol !== 'https:' && u.protocol !== 'http:') {
+    problems.push(`${path}.url: ${u.protocol} is not http: or https:`);
+    return null;
+  }
+  if (u.username !== '' || u.password !== '' || u.hash !== '') {
+    problems.push(`${path}.url: no user, password or #fragment in the URL; give a credential with token_env`);
+    return null;
+  }
+  if (u.protocol === 'http:' && !insecure && !isLoopbackIssuerHost(u.hostname)) {
+    problems.push(
+      `${path}.url: plain http to another machine sends every call and its credential in clear text; use https://, or set insecure_http = true for a network you trust`,
+    );
+    return null;
+  }
+  return u.href;
+}
+
+/** `env.NAME = value` keys: the stdio child's environment. */
+function readChildEnv(path: string, section: Section, problems: string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [key, value] of section.prefixed('env.')) {
+    if (!ENV_NAME.test(key)) problems.push(`${path}.env.${key.slice(0, 40)}: not an environment variable name`);
+    else if (typeof value !== 'string') problems.push(`${path}.env.${key}: expected a single value`);
+    else env[key] = value.trim();
+  }
+  return env;
+}
+
+/** Splits a command line into words as a shell would for plain words and '…' or "…" quotes; no expansion. */
+export function splitCommand(text: string): string[] | null {
+  const words: string[] = [];
+  let word: string | null = null;
+  let quote: '"' | "'" | null = null;
+  for (const ch of text) {
+    if (quote !== null) {
+      if (ch === quote) quote = null;
+      else word += ch;
+    } else if (ch === '"' || ch === "'") {
+      quote = ch;
+      word ??= '';
+    } else if (/\s/.test(ch)) {
+      if (word !== null) words.push(word);
+      word = null;
+    } else word = (word ?? '') + ch;
+  }
+  if (quote !== null) return null;
+  if (word !== null) words.push(word);
+  return words;
+}
+
+function readLabels(path: string, text: string, problems: string[]): LabelSet {
+  try {
+    return parseLabels(text);
+  } catch (e) {
+    if (!(e instanceof LabelError)) throw e;
+    problems.push(`${path}.labels: ${e.message}`);
+    return [];
+  }
+}
+
+function readTools(path: string, text: string, problems: string[]): readonly string[] | null {
+  if (text === '') return null;
+  const names = text.split(/[\s,]+/).filter((n) => n !== '');
+  const bad = names.find((n) => !TOOL_NAME.test(n));
+  if (bad !== undefined) problems.push(`${path}.tools: "${bad.slice(0, 40)}" is not a tool name (A-Z a-z 0-9 _ - ., at most 128)`);
+  return [...new Set(names)];
+}
+
+function readToken(path: string, name: string, env: Env, readSecret: boolean, problems: string[]): string | null {
+  if (name === '') return null;
+  if (!readSecret) {
+    if (!ENV_NAME.test(name)) problems.push(`${path}.token_env: "${name}" is not an environment variable name`);
+    return null;
+  }
+  return readEnv(`${path}.token_env`, name, env, problems);
+}
+
+function oneOf<T extends string>(path: string, key: string, value: string, allowed: readonly T[], problems: string[]): T {
+  if ((allowed as readonly string[]).includes(value)) return value as T;
+  problems.push(`${path}.${key}: "${value.slice(0, 40)}" is not one of ${allowed.join(', ')}`);
+  return allowed[0]!;
+}
+
+function seconds(path: string, key: string, text: string, problems: string[]): number {
+  // A duration is a positive whole number of s, m, h or d; 1 stands in after a problem, which stops svc anyway.
+  return readDuration(`${path}.${key}`, text, problems) ?? 1;
+}
+
+function readRate(path: string, text: string, problems: string[]): UpstreamConfig['rate'] {
+  if (text === '') return null;
+  const m = /^(\d{1,9})\s*\/\s*([smh])$/.exec(text);
+  const calls = m ? Number(m[1]) : 0;
+  if (!m || calls < 1) {
+    problems.push(`${path}.rate: "${text.slice(0, 40)}" is not a rate; give calls per second, minute or hour, such as 120/m`);
+    return null;
+  }
+  return { calls, perSeconds: RATE_UNITS[m[2]!]! };
+}
