@@ -211,16 +211,21 @@ async function listen(
   return { server: server as Listening, share: share!, port };
 }
 
-/** The background jobs: audit retention, and mail to users when [notify] is set (loaded only then). */
+/**
+ * The background jobs: audit retention, mail to users when [notify] is set, and the upstreams' connections and tool
+ * discovery when there are [upstream] sections (each loaded only then).
+ */
 async function startJobs(config: Config, database: Database, log: Logger): Promise<{ stop(): Promise<void> }> {
   const retention = startAuditRetention(database, config.server.auditRetentionSeconds * 1000, log);
   const notices = config.notify
     ? (await import('./notify/job.ts')).startNoticeJob(database, config.notify, config.server.baseUrl, log)
     : null;
+  const upstreams = config.upstreams.length > 0 ? (await import('./upstream/discovery.ts')).startUpstreams(config, database, log) : null;
   return {
     async stop() {
       await retention.stop();
       await notices?.stop();
+      await upstreams?.stop();
     },
   };
 }

@@ -41,6 +41,10 @@ describe('the layers', () => {
       const probes: Record<string, { code: string; refused: string | null }> = {
         'src/domain/up.ts': { code: "import { x } from '../store/users.ts';\nexport const y = x;\n", refused: 'domain/' },
         'src/domain/lib.ts': { code: "import { sql } from 'drizzle-orm';\nexport const y = sql;\n", refused: 'one home' },
+        'src/http/routes/query.ts': {
+          code: "import { users } from '../../db/schema.ts';\nexport const y = users;\n",
+          refused: 'queries live in store/',
+        },
         'src/store/up.ts': { code: "import { x } from '../auth/core.ts';\nexport const y = x;\n", refused: 'store/' },
         'src/config/auth/up.ts': { code: "import { x } from '../../auth/core.ts';\nexport const y = x;\n", refused: 'config/' },
         'src/config/own.ts': { code: "import { x } from './auth/oidc.ts';\nexport const y = x;\n", refused: null },

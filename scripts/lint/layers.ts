@@ -56,6 +56,9 @@ function patternsFor(folder: string, tables: Tables): Pattern[] {
       ? `${folder}/ is a leaf: it imports nothing of svc (${DOC}).`
       : `${roots.map((r) => `${r}.ts`).join(' and ')} compose svc from the top; nothing below imports them (${DOC}).`,
   });
+  if (allowed.includes('db') && folder !== 'store') {
+    patterns.push({ group: ['**/db/schema.ts'], message: `queries live in store/: ${folder}/ calls a store function (${DOC}).` });
+  }
   const libraries = [...tables.libraries].filter(([, homes]) => !homes.includes(folder)).map(([lib]) => lib);
   if (libraries.length > 0) {
     patterns.push({

@@ -2,6 +2,7 @@
 import { type Command, withDatabase, str } from './command.ts';
 import { userCommands } from './users.ts';
 import { itemCommands } from './items.ts';
+import { toolCommands } from './tools.ts';
 import { tokenCommands } from './tokens.ts';
 import { oauthCommands } from './oauth.ts';
 import { auditCommands } from './audit.ts';
@@ -122,6 +123,7 @@ export const COMMANDS: readonly Command[] = [
   ...userCommands,
   ...tokenCommands,
   ...itemCommands,
+  ...toolCommands,
   ...oauthCommands,
   ...auditCommands,
 ];

@@ -315,3 +315,25 @@ export const oauthAssertions = sqliteTable(
   },
   (t) => [index('oauth_assertions_expiry').on(t.expiresAt)],
 );
+
+/**
+ * Tools of upstream MCP servers (CONTRACT §6.1), one row per (upstream, tool): the definition last discovered and its
+ * fingerprint, the definition an admin approved (what agents are told) and its fingerprint, the tool's own labels
+ * (null: its upstream's), and its state: pending, approved, changed, disabled or gone.
+ */
+export const upstreamTools = sqliteTable(
+  'upstream_tools',
+  {
+    upstream: text('upstream').notNull(),
+    name: text('name').notNull(),
+    definition: text('definition').notNull(),
+    fingerprint: text('fingerprint').notNull(),
+    approvedDefinition: text('approved_definition'),
+    approvedFingerprint: text('approved_fingerprint'),
+    labels: text('labels'),
+    state: text('state').notNull(),
+    firstSeenAt: integer('first_seen_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.upstream, t.name] })],
+);

@@ -5,6 +5,8 @@ import type { Item, ItemSummary } from '../store/items.ts';
 import type { AuditEntry } from '../store/audit.ts';
 import type { CreatedToken, TokenInfo } from '../store/tokens.ts';
 import type { GrantListing } from '../store/oauth.ts';
+import type { UpstreamTool } from '../store/upstream-tools.ts';
+import type { LabelSet } from '../domain/labels.ts';
 import { iso } from '../domain/clock.ts';
 
 export function userJson(u: User, signIn?: SignInSummary) {
@@ -28,6 +30,22 @@ export function itemSummaryJson(i: ItemSummary) {
 
 export function itemJson(i: Item) {
   return { id: i.id, title: i.title, text: i.text, labels: [...i.labels], created_at: iso(i.createdAt), updated_at: iso(i.updatedAt) };
+}
+
+/** An upstream tool; `labels` are the ones that decide (its own, or its upstream's), `own_labels` whether they are its own. */
+export function toolJson(t: UpstreamTool, labels: LabelSet | null) {
+  return {
+    upstream: t.upstream,
+    name: t.name,
+    state: t.state,
+    labels: labels === null ? null : [...labels],
+    own_labels: t.labels !== null,
+    fingerprint: t.fingerprint,
+    approved_fingerprint: t.approvedFingerprint,
+    definition: t.definition,
+    approved_definition: t.approvedDefinition,
+    updated_at: iso(t.updatedAt),
+  };
 }
 
 export function auditEntryJson(e: AuditEntry) {

@@ -1,0 +1,111 @@
+// svc tool …: upstream tools, their state and labels, and which a user may use (CONTRACT §6.1).
+import { type Command, type CommandContext, withDatabase, str, flag, cliActor } from './command.ts';
+import { UsageError } from './errors.ts';
+import type { Database } from '../db/open.ts';
+import type { Actor } from '../store/audit.ts';
+import { listTools, type UpstreamTool } from '../store/upstream-tools.ts';
+import { getUser } from '../store/users.ts';
+import { approveToolAs, disableToolAs, labelToolAs } from '../admin/tools.ts';
+import { labelsField } from '../requests/fields.ts';
+import { toolLabels, usable } from '../upstream/access.ts';
+import { toolJson } from '../wire/json.ts';
+
+const TWO = ['UPSTREAM', 'TOOL'];
+
+function line(ctx: CommandContext, tool: UpstreamTool): string {
+  const labels = toolLabels(tool, ctx.config().upstreams);
+  const shown = labels === null ? '(upstream not configured)' : labels.join(',') || '(unrestricted)';
+  return `${tool.upstream}\t${tool.name}\t${tool.state}\t${shown}${tool.labels === null ? '' : ' (own)'}`;
+}
+
+/** `svc tool VERB UPSTREAM TOOL`: one admin action on one tool. */
+function stateCommand(
+  verb: string,
+  action: (database: Database, actor: Actor, upstream: string, name: string) => Promise<UpstreamTool>,
+  summary: string,
+  help: string,
+  done: (tool: UpstreamTool) => string,
+): Command {
+  return {
+    name: ['tool', verb],
+    usage: `tool ${verb} UPSTREAM TOOL`,
+    summary,
+    help,
+    positionals: TWO,
+    options: {},
+    configMode: 'data',
+    async run(ctx) {
+      const [upstream, name] = ctx.positionals as [string, string];
+      ctx.io.out(done(await withDatabase(ctx.config(), (database) => action(database, cliActor(), upstream, name))));
+      return 0;
+    },
+  };
+}
+
+export const toolCommands: Command[] = [
+  {
+    name: ['tool', 'list'],
+    usage: 'tool list [--json] [--user UID]',
+    summary: 'list upstream tools, their state and labels',
+    help: 'Lists every tool svc found on its upstreams: upstream, name, state (pending, approved, changed, disabled,\ngone) and the labels that decide who may use it. --user UID lists only the tools that user may use.\n--json prints an array of {upstream, name, state, labels, own_labels, fingerprint, approved_fingerprint,\ndefinition, approved_definition, updated_at}.',
+    positionals: [],
+    options: { json: { type: 'boolean' }, user: { type: 'string' } },
+    configMode: 'data',
+    async run(ctx) {
+      const config = ctx.config();
+      const uid = str(ctx, 'user');
+      const tools = await withDatabase(config, async ({ db }) => {
+        const all = await listTools(db);
+        if (uid === undefined) return all;
+        const user = await getUser(db, uid);
+        return all.filter((t) => usable(t, config, { labels: user.labels, restriction: null }));
+      });
+      if (flag(ctx, 'json')) {
+        ctx.io.out(
+          JSON.stringify(
+            tools.map((t) => toolJson(t, toolLabels(t, config.upstreams))),
+            null,
+            2,
+          ),
+        );
+        return 0;
+      }
+      if (tools.length === 0) ctx.io.out(uid === undefined ? 'no upstream tools' : `${uid} may use no upstream tool`);
+      for (const t of tools) ctx.io.out(line(ctx, t));
+      return 0;
+    },
+  },
+  stateCommand(
+    'approve',
+    approveToolAs,
+    'approve a tool as it is described now',
+    'Approves the tool: its current definition is what agents are told from now on (pinned by its fingerprint).\nA pending or changed tool becomes usable; a disabled one is enabled again.',
+    (t) => `approved ${t.upstream}/${t.name} (fingerprint ${t.fingerprint.slice(0, 12)}…)`,
+  ),
+  {
+    name: ['tool', 'label'],
+    usage: 'tool label UPSTREAM TOOL (--labels L | --inherit)',
+    summary: "set a tool's own labels, or return it to its upstream's",
+    help: "--labels L gives the tool its own ACL labels ('' for none: every signed-in user may use it);\n--inherit returns it to the labels of its [upstream] section.",
+    positionals: TWO,
+    options: { labels: { type: 'string' }, inherit: { type: 'boolean' } },
+    configMode: 'data',
+    async run(ctx) {
+      const [upstream, name] = ctx.positionals as [string, string];
+      const given = str(ctx, 'labels');
+      const inherit = flag(ctx, 'inherit') === true;
+      if ((given === undefined) === !inherit) throw new UsageError('give exactly one of --labels L and --inherit');
+      const labels = inherit ? null : labelsField(given);
+      const tool = await withDatabase(ctx.config(), (database) => labelToolAs(database, cliActor(), upstream, name, labels));
+      ctx.io.out(`${tool.upstream}/${tool.name}: ${labels === null ? "its upstream's labels" : `labels ${labels.join(',') || '(none)'}`}`);
+      return 0;
+    },
+  },
+  stateCommand(
+    'disable',
+    disableToolAs,
+    'disable a tool',
+    'Disables the tool: no caller may list or call it until it is approved again.',
+    (t) => `disabled ${t.upstream}/${t.name}`,
+  ),
+];

@@ -1,0 +1,170 @@
+// Upstream tools as objects in the database (CONTRACT §6.1): what discovery found, what an admin approved, the
+// tool's own labels and its state. Every instance reads the same rows.
+import { and, asc, eq } from 'drizzle-orm';
+import type { Db, Tx } from '../db/open.ts';
+import { upstreamTools } from '../db/schema.ts';
+import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
+import { notFound } from '../domain/errors.ts';
+
+export type ToolState = 'pending' | 'approved' | 'changed' | 'disabled' | 'gone';
+
+/** What agents are told about a tool: everything of it but its name. */
+export interface ToolDefinition {
+  readonly title?: string;
+  readonly description?: string;
+  readonly inputSchema: Record<string, unknown>;
+  readonly outputSchema?: Record<string, unknown>;
+  readonly annotations?: Record<string, unknown>;
+}
+
+export interface FoundTool {
+  readonly name: string;
+  readonly definition: ToolDefinition;
+  readonly fingerprint: string;
+}
+
+export interface UpstreamTool extends FoundTool {
+  readonly upstream: string;
+  readonly approvedDefinition: ToolDefinition | null;
+  readonly approvedFingerprint: string | null;
+  /** the tool's own labels; null: its upstream's */
+  readonly labels: LabelSet | null;
+  readonly state: ToolState;
+  readonly firstSeenAt: number;
+  readonly updatedAt: number;
+}
+
+type Row = typeof upstreamTools.$inferSelect;
+
+function toTool(r: Row): UpstreamTool {
+  return {
+    upstream: r.upstream,
+    name: r.name,
+    definition: JSON.parse(r.definition) as ToolDefinition,
+    fingerprint: r.fingerprint,
+    approvedDefinition: r.approvedDefinition === null ? null : (JSON.parse(r.approvedDefinition) as ToolDefinition),
+    approvedFingerprint: r.approvedFingerprint,
+    labels: r.labels === null ? null : storedLabels(r.labels),
+    state: r.state as ToolState,
+    firstSeenAt: r.firstSeenAt,
+    updatedAt: r.updatedAt,
+  };
+}
+
+export async function listTools(db: Db, upstream?: string): Promise<UpstreamTool[]> {
+  const rows = await db
+    .select()
+    .from(upstreamTools)
+    .where(upstream === undefined ? undefined : eq(upstreamTools.upstream, upstream))
+    .orderBy(asc(upstreamTools.upstream), asc(upstreamTools.name))
+    .all();
+  return rows.map(toTool);
+}
+
+export async function findTool(db: Db, upstream: string, name: string): Promise<UpstreamTool | null> {
+  const row = await db
+    .select()
+    .from(upstreamTools)
+    .where(and(eq(upstreamTools.upstream, upstream), eq(upstreamTools.name, name)))
+    .get();
+  return row ? toTool(row) : null;
+}
+
+export async function getTool(db: Db, upstream: string, name: string): Promise<UpstreamTool> {
+  const tool = await findTool(db, upstream, name);
+  if (!tool) throw notFound(`no tool "${name}" of upstream "${upstream}"`);
+  return tool;
+}
+
+/** A tool's state after discovery found it again with `fingerprint`. */
+function stateFound(tool: UpstreamTool, fingerprint: string, review: 'admin' | 'auto'): ToolState {
+  if (tool.state === 'disabled') return 'disabled';
+  if (tool.approvedFingerprint === null) return review === 'auto' ? 'approved' : 'pending';
+  return fingerprint === tool.approvedFingerprint ? 'approved' : 'changed';
+}
+
+export interface DiscoveryChange {
+  readonly name: string;
+  readonly from: ToolState | null;
+  readonly to: ToolState;
+}
+
+/**
+ * Records what discovery found on one upstream: new tools pending (or approved, with review = auto), a definition
+ * that differs from the approved one `changed` (whatever review says), tools no longer offered `gone`. Returns the
+ * changes of state, for the audit trail.
+ */
+export async function recordDiscovery(
+  tx: Tx,
+  upstream: string,
+  found: readonly FoundTool[],
+  review: 'admin' | 'auto',
+  now: number,
+): Promise<DiscoveryChange[]> {
+  const known = new Map((await listTools(tx, upstream)).map((t) => [t.name, t]));
+  const changes: DiscoveryChange[] = [];
+  for (const tool of found) {
+    const before = known.get(tool.name);
+    known.delete(tool.name);
+    const definition = JSON.stringify(tool.definition);
+    if (!before) {
+      const state = review === 'auto' ? 'approved' : 'pending';
+      const approved = state === 'approved' ? { approvedDefinition: definition, approvedFingerprint: tool.fingerprint } : {};
+      await tx.insert(upstreamTools).values({
+        upstream,
+        name: tool.name,
+        definition,
+        fingerprint: tool.fingerprint,
+        state,
+        firstSeenAt: now,
+        updatedAt: now,
+        ...approved,
+      });
+      changes.push({ name: tool.name, from: null, to: state });
+      continue;
+    }
+    const state = stateFound(before, tool.fingerprint, review);
+    if (state === before.state && tool.fingerprint === before.fingerprint) continue;
+    const approve =
+      state === 'approved' && before.approvedFingerprint === null
+        ? { approvedDefinition: definition, approvedFingerprint: tool.fingerprint }
+        : {};
+    await tx
+      .update(upstreamTools)
+      .set({ definition, fingerprint: tool.fingerprint, state, updatedAt: now, ...approve })
+      .where(and(eq(upstreamTools.upstream, upstream), eq(upstreamTools.name, tool.name)));
+    if (state !== before.state) changes.push({ name: tool.name, from: before.state, to: state });
+  }
+  for (const gone of known.values()) {
+    if (gone.state === 'gone') continue;
+    await tx
+      .update(upstreamTools)
+      .set({ state: 'gone', updatedAt: now })
+      .where(and(eq(upstreamTools.upstream, upstream), eq(upstreamTools.name, gone.name)));
+    changes.push({ name: gone.name, from: gone.state, to: 'gone' });
+  }
+  return changes;
+}
+
+/** Pins the tool's current definition as what agents are told, and approves it. */
+export async function approveTool(tx: Tx, tool: UpstreamTool, now: number): Promise<void> {
+  await tx
+    .update(upstreamTools)
+    .set({ approvedDefinition: JSON.stringify(tool.definition), approvedFingerprint: tool.fingerprint, state: 'approved', updatedAt: now })
+    .where(and(eq(upstreamTools.upstream, tool.upstream), eq(upstreamTools.name, tool.name)));
+}
+
+export async function disableTool(tx: Tx, tool: UpstreamTool, now: number): Promise<void> {
+  await tx
+    .update(upstreamTools)
+    .set({ state: 'disabled', updatedAt: now })
+    .where(and(eq(upstreamTools.upstream, tool.upstream), eq(upstreamTools.name, tool.name)));
+}
+
+/** Gives the tool its own labels, or (null) returns it to its upstream's. */
+export async function labelTool(tx: Tx, tool: UpstreamTool, labels: LabelSet | null, now: number): Promise<void> {
+  await tx
+    .update(upstreamTools)
+    .set({ labels: labels === null ? null : formatLabels(labels), updatedAt: now })
+    .where(and(eq(upstreamTools.upstream, tool.upstream), eq(upstreamTools.name, tool.name)));
+}

@@ -1,0 +1,20 @@
+// Who may use an upstream tool: the one access rule of svc (domain/visibility.ts), as for items. A tool is usable
+// when it is approved, its upstream is configured, and its labels (its own, or its upstream's) are visible to the
+// caller, narrowed by a token's restriction.
+import type { Config, UpstreamConfig } from '../config/load.ts';
+import type { LabelSet } from '../domain/labels.ts';
+import { visible, type Access } from '../domain/visibility.ts';
+import type { UpstreamTool } from '../store/upstream-tools.ts';
+
+/** The labels that decide who may use the tool: its own, else its upstream's (null when the upstream is not configured). */
+export function toolLabels(tool: UpstreamTool, upstreams: readonly UpstreamConfig[]): LabelSet | null {
+  if (tool.labels !== null) return tool.labels;
+  return upstreams.find((u) => u.name === tool.upstream)?.labels ?? null;
+}
+
+export function usable(tool: UpstreamTool, config: Config, access: Access): boolean {
+  if (tool.state !== 'approved' || tool.approvedDefinition === null) return false;
+  if (!config.upstreams.some((u) => u.name === tool.upstream)) return false;
+  const labels = toolLabels(tool, config.upstreams);
+  return labels !== null && visible(labels, access.labels, access.restriction);
+}

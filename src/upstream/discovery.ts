@@ -1,0 +1,90 @@
+// Discovery: what each upstream offers, recorded as tool rows. At start, when an upstream says its list changed,
+// every `refresh`, and after a failure. A change of state is audited (actor: the upstream).
+import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Config } from '../config/load.ts';
+import type { Database } from '../db/open.ts';
+import { safeDatabaseMessage } from '../db/errors.ts';
+import { fingerprint } from '../domain/canonical-json.ts';
+import type { Logger } from '../log.ts';
+import { recordAudit } from '../store/audit.ts';
+import { recordDiscovery, type DiscoveryChange, type FoundTool, type ToolDefinition } from '../store/upstream-tools.ts';
+import { UpstreamConnection } from './connection.ts';
+
+/** A tool's definition as svc keeps and fingerprints it: title, description, schemas and annotations. */
+export function definitionOf(tool: Tool): ToolDefinition {
+  return {
+    ...(tool.title === undefined ? {} : { title: tool.title }),
+    ...(tool.description === undefined ? {} : { description: tool.description }),
+    inputSchema: tool.inputSchema,
+    ...(tool.outputSchema === undefined ? {} : { outputSchema: tool.outputSchema }),
+    ...(tool.annotations === undefined ? {} : { annotations: tool.annotations }),
+  };
+}
+
+/** Lists one upstream's tools and records them; the changes of state. */
+export async function discover(database: Database, connection: UpstreamConnection): Promise<DiscoveryChange[]> {
+  const upstream = connection.upstream;
+  const offered = await connection.listTools();
+  const found: FoundTool[] = offered
+    .filter((t) => upstream.tools === null || upstream.tools.includes(t.name))
+    .map((t) => {
+      const definition = definitionOf(t);
+      return { name: t.name, definition, fingerprint: fingerprint(definition) };
+    });
+  return database.write(async (tx) => {
+    const now = database.now();
+    const changes = await recordDiscovery(tx, upstream.name, found, upstream.review, now);
+    for (const c of changes) {
+      await recordAudit(
+        tx,
+        { actor: null, via: 'upstream', action: `tool.${c.to}`, target: `${upstream.name}/${c.name}`, detail: { from: c.from } },
+        now,
+      );
+    }
+    return changes;
+  });
+}
+
+/** The upstreams svc keeps: one connection each, discovered at start and every `refresh`. */
+export interface Upstreams {
+  readonly connections: ReadonlyMap<string, UpstreamConnection>;
+  /** lists an upstream's tools again now (what a failure or list_changed asks for) */
+  rediscover(name: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export function startUpstreams(config: Config, database: Database, log: Logger): Upstreams {
+  const connections = new Map<string, UpstreamConnection>();
+  const timers: NodeJS.Timeout[] = [];
+  const running = new Map<string, Promise<void>>();
+  const rediscover = (name: string): Promise<void> => {
+    const connection = connections.get(name);
+    if (!connection) return Promise.resolve();
+    const already = running.get(name);
+    if (already) return already;
+    const run = discover(database, connection)
+      .then((changes) => {
+        if (changes.length > 0) log.info('upstream_tools', { upstream: name, changes: changes.map((c) => `${c.name}:${c.to}`).join(' ') });
+      })
+      .catch((e: unknown) => log.warn('upstream_discovery_failed', { upstream: name, error: safeDatabaseMessage(e) }))
+      .finally(() => running.delete(name));
+    running.set(name, run);
+    return run;
+  };
+  for (const upstream of config.upstreams) {
+    connections.set(upstream.name, new UpstreamConnection(upstream, log, () => void rediscover(upstream.name)));
+    void rediscover(upstream.name);
+    const timer = setInterval(() => void rediscover(upstream.name), upstream.refreshMs);
+    timer.unref();
+    timers.push(timer);
+  }
+  return {
+    connections,
+    rediscover,
+    async stop() {
+      for (const t of timers) clearInterval(t);
+      await Promise.allSettled([...running.values()]);
+      await Promise.allSettled([...connections.values()].map((c) => c.close()));
+    },
+  };
+}
