@@ -96,7 +96,7 @@ interface Composed {
   readonly database: Database;
   readonly services: Services;
   readonly app: ReturnType<typeof createApp>;
-  close(): void;
+  close(): Promise<void>;
 }
 
 /** Metrics, the database (migrated, and refused when it cannot be written), single sign-on, the auth core, the app. */
@@ -126,14 +126,18 @@ async function compose(config: Config, log: Logger, clock: Clock | undefined): P
   oidc?.start();
   sources.oidc = oidc;
   const metrics = prometheus?.metrics ?? noMetrics;
-  const services = { config, database, log, oidc, metrics, auth: createAuthenticator(channelsFor(config, database, log)) };
+  // The upstreams' connections and tool discovery, when there are [upstream] sections (loaded only then).
+  const upstreams = config.upstreams.length > 0 ? await (await import('./upstream/gateway.ts')).startGateway(config, database, log) : null;
+  const auth = createAuthenticator(channelsFor(config, database, log));
+  const services = { config, database, log, oidc, metrics, auth, upstreams: upstreams?.gateway ?? null };
   const app = createApp(services, (c) => getConnInfo(c).remote.address ?? '');
   return {
     database,
     services,
     app,
-    close() {
+    async close() {
       oidc?.stop();
+      await upstreams?.stop();
       database.close();
       prometheus?.close();
     },
@@ -211,21 +215,16 @@ async function listen(
   return { server: server as Listening, share: share!, port };
 }
 
-/**
- * The background jobs: audit retention, mail to users when [notify] is set, and the upstreams' connections and tool
- * discovery when there are [upstream] sections (each loaded only then).
- */
+/** The background jobs: audit retention, and mail to users when [notify] is set (loaded only then). */
 async function startJobs(config: Config, database: Database, log: Logger): Promise<{ stop(): Promise<void> }> {
   const retention = startAuditRetention(database, config.server.auditRetentionSeconds * 1000, log);
   const notices = config.notify
     ? (await import('./notify/job.ts')).startNoticeJob(database, config.notify, config.server.baseUrl, log)
     : null;
-  const upstreams = config.upstreams.length > 0 ? (await import('./upstream/discovery.ts')).startUpstreams(config, database, log) : null;
   return {
     async stop() {
       await retention.stop();
       await notices?.stop();
-      await upstreams?.stop();
     },
   };
 }
@@ -276,7 +275,7 @@ function shutdown(
     share.stop();
     await jobs.stop();
     await composed.services.auth.close?.().catch(() => undefined);
-    composed.close();
+    await composed.close();
     log.info('stopped');
   };
   const stop = () => {

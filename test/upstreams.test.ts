@@ -5,7 +5,15 @@
 // disables them, each audited; `svc tool list --user` shows exactly what a user may use.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { createToken } from '../src/store/tokens.ts';
+import type { User } from '../src/store/users.ts';
+import { tokenRecord } from './helpers/records.ts';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -177,5 +185,244 @@ refresh = 1s
     assert.deepEqual(await tools('bob').then((t) => t.filter((x) => x.upstream === 'changing')), [], 'a changed tool is not usable');
     writeFileSync(descriptionFile(), 'Greets someone.');
     await waitFor('back to the approved definition', async () => (await tool('changing', 'greet'))!.state === 'approved', { everyMs: 300 });
+  });
+});
+
+/** A stdio MCP server with tools to try faults on: nap (sleeps `ms`), big (answers `mib` MiB), greet. */
+const KIT_SERVER = `
+import { Server } from '${SDK}/server/index.js';
+import { StdioServerTransport } from '${SDK}/server/stdio.js';
+import { ListToolsRequestSchema, CallToolRequestSchema } from '${SDK}/types.js';
+const server = new Server({ name: 'kit', version: '1.0.0' }, { capabilities: { tools: {} } });
+const object = (properties) => ({ type: 'object', properties });
+server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [
+  { name: 'nap', description: 'Sleeps.', inputSchema: object({ ms: { type: 'number' } }) },
+  { name: 'big', description: 'Answers a lot.', inputSchema: object({ mib: { type: 'number' } }) },
+  { name: 'greet', description: 'Greets.', inputSchema: object({ who: { type: 'string' } }) },
+] }));
+server.setRequestHandler(CallToolRequestSchema, async (r) => {
+  const a = r.params.arguments ?? {};
+  if (r.params.name === 'nap') { await new Promise((ok) => setTimeout(ok, a.ms)); return { content: [{ type: 'text', text: 'rested ' + process.pid }] }; }
+  if (r.params.name === 'big') return { content: [{ type: 'text', text: 'x'.repeat(a.mib * 1024 * 1024) }] };
+  return { content: [{ type: 'text', text: 'hello ' + a.who }], structuredContent: { greeting: 'hello ' + a.who } };
+});
+await server.connect(new StdioServerTransport());
+`;
+
+/** A Streamable HTTP MCP server on loopback that records the headers of every request it gets. */
+async function startRecorder(): Promise<{ url: string; headers: Record<string, string | string[] | undefined>[]; stop(): Promise<void> }> {
+  const { McpServer } = await import('@modelcontextprotocol/sdk/server/mcp.js');
+  const { StreamableHTTPServerTransport } = await import('@modelcontextprotocol/sdk/server/streamableHttp.js');
+  const headers: Record<string, string | string[] | undefined>[] = [];
+  const http = createServer(async (req, res) => {
+    headers.push({ ...req.headers });
+    const server = new McpServer({ name: 'recorder', version: '1.0.0' });
+    server.registerTool('ping', { description: 'Answers pong.' }, async () => ({ content: [{ type: 'text', text: 'pong' }] }));
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    await server.connect(transport);
+    await transport.handleRequest(req, res);
+  });
+  await new Promise<void>((ok) => http.listen(0, '127.0.0.1', ok));
+  const port = (http.address() as AddressInfo).port;
+  return { url: `http://127.0.0.1:${port}/mcp`, headers, stop: () => new Promise((ok) => http.close(() => ok())) };
+}
+
+async function mcpClient(url: string, token: string): Promise<Client> {
+  const client = new Client({ name: 'agent', version: '1.0.0' });
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }),
+  );
+  return client;
+}
+
+const text = (r: unknown) => ((r as CallToolResult).content[0] as { text: string }).text;
+
+describe('upstream tools through /mcp', () => {
+  let svc: TestServer;
+  let everything: ChildProcess;
+  let everythingPort: number;
+  let recorder: Awaited<ReturnType<typeof startRecorder>>;
+  let dir: string;
+  let alice: User;
+  let bob: User;
+  let carol: User;
+  const SERVICE_CREDENTIAL = 'the-recorder-service-credential';
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'svc-upstream-calls-'));
+    writeFileSync(join(dir, 'kit.mjs'), KIT_SERVER);
+    everythingPort = await freePort();
+    everything = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], {
+      env: { ...process.env, PORT: String(everythingPort) },
+      stdio: 'ignore',
+    });
+    await waitFor('server-everything listening', () => listening(everythingPort), { everyMs: 100 });
+    recorder = await startRecorder();
+    svc = await startTestServer({
+      env: { RECORDER_TOKEN: SERVICE_CREDENTIAL },
+      auth: `${DEFAULT_AUTH}
+[upstream everything]
+url = http://127.0.0.1:${everythingPort}/mcp
+labels = eng
+tools = echo get-sum
+
+[upstream kit]
+command = "${process.execPath}" "${join(dir, 'kit.mjs')}"
+review = auto
+timeout = 5s
+rate = 4/m
+
+[upstream recorder]
+url = ${recorder.url}
+review = auto
+token_env = RECORDER_TOKEN
+`,
+    });
+    alice = await svc.addUser({ uid: 'alice', email: 'alice@example.com', labels: 'eng ops' });
+    bob = await svc.addUser({ uid: 'bob', email: 'bob@example.com', labels: '' });
+    carol = await svc.addUser({ uid: 'carol', email: 'carol@example.com', labels: '' });
+    await waitFor(
+      'tools of all three upstreams recorded',
+      async () => (await svc.ws.svc(['tool', 'list'])).stdout.includes('recorder\tping'),
+      {
+        everyMs: 300,
+      },
+    );
+    const approved = await svc.ws.svc(['tool', 'approve', 'everything', 'echo']);
+    assert.equal(approved.code, 0, approved.stderr);
+  });
+
+  after(async () => {
+    await svc?.stop();
+    everything?.kill();
+    await recorder?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('each caller sees its own tools, then exactly the upstream tools it may use, with the approved definitions', async () => {
+    const names = async (token: string) => {
+      const client = await mcpClient(svc.url, token);
+      try {
+        return (await client.listTools()).tools.map((t) => t.name);
+      } finally {
+        await client.close();
+      }
+    };
+    const everyone = ['whoami', 'search', 'fetch', 'kit__big', 'kit__greet', 'kit__nap', 'recorder__ping'];
+    assert.deepEqual(await names(await svc.tokenFor(alice)), [...everyone.slice(0, 3), 'everything__echo', ...everyone.slice(3)]);
+    assert.deepEqual(await names(await svc.tokenFor(bob)), everyone, 'bob lacks eng; get-sum is pending');
+    const restricted = (
+      await svc.database.write(async (tx) =>
+        createToken(tx, alice.id, tokenRecord('ops only', undefined, ['ops']), await svc.database.tokenEpoch(tx)),
+      )
+    ).token;
+    assert.deepEqual(await names(restricted), everyone, "a restriction to ops hides eng's tools from alice's token");
+    const client = await mcpClient(svc.url, await svc.tokenFor(alice));
+    const listed = (await client.listTools()).tools.find((t) => t.name === 'everything__echo')!;
+    const row = JSON.parse((await svc.ws.svc(['tool', 'list', '--json'])).stdout).find((t: { name: string }) => t.name === 'echo');
+    assert.deepEqual({ ...listed, name: undefined }, { ...row.approved_definition, name: undefined });
+    await client.close();
+  });
+
+  test('a call passes through and its result comes back unchanged; what a caller may not use fails like a missing tool', async () => {
+    const direct = new Client({ name: 'direct', version: '1.0.0' });
+    await direct.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${everythingPort}/mcp`)));
+    const straight = await direct.callTool({ name: 'echo', arguments: { message: 'hi there' } });
+    await direct.close();
+    const agent = await mcpClient(svc.url, await svc.tokenFor(alice));
+    const through = await agent.callTool({ name: 'everything__echo', arguments: { message: 'hi there' } });
+    assert.deepEqual(through, straight);
+    const greeting = await agent.callTool({ name: 'kit__greet', arguments: { who: 'alice' } });
+    assert.deepEqual(greeting, { content: [{ type: 'text', text: 'hello alice' }], structuredContent: { greeting: 'hello alice' } });
+    await agent.close();
+
+    const bobs = await mcpClient(svc.url, await svc.tokenFor(bob));
+    const missing = (name: string) => bobs.callTool({ name, arguments: { message: 'x' } });
+    const answers = [
+      await missing('everything__echo'),
+      await missing('everything__get-sum'),
+      await missing('nothing__here'),
+      await missing('everything__nope'),
+    ];
+    for (const a of answers) assert.equal(a.isError, true);
+    const shapes = answers.map((a, i) =>
+      text(a).replace(['everything__echo', 'everything__get-sum', 'nothing__here', 'everything__nope'][i]!, 'NAME'),
+    );
+    assert.deepEqual(new Set(shapes).size, 1, `one answer for all: ${JSON.stringify(shapes)}`);
+    await bobs.close();
+  });
+
+  test("the caller's credential never reaches an upstream: only token_env's value, as Authorization", async () => {
+    const token = await svc.tokenFor(carol);
+    const agent = await mcpClient(svc.url, token);
+    recorder.headers.length = 0;
+    assert.equal(text(await agent.callTool({ name: 'recorder__ping' })), 'pong');
+    await agent.close();
+    assert.ok(recorder.headers.length > 0);
+    for (const h of recorder.headers) {
+      assert.equal(h.authorization, `Bearer ${SERVICE_CREDENTIAL}`);
+      assert.equal(h.cookie, undefined);
+      assert.doesNotMatch(JSON.stringify(h), new RegExp(token));
+      assert.doesNotMatch(JSON.stringify(h), /svc_/);
+    }
+  });
+
+  test('faults stay on the call: timeout, too large, over the rate, a killed child, a stopped upstream; svc keeps answering', async () => {
+    const agent = await mcpClient(svc.url, await svc.tokenFor(alice));
+    const slow = await agent.callTool({ name: 'kit__nap', arguments: { ms: 7000 } });
+    assert.equal(slow.isError, true);
+    assert.match(text(slow), /^upstream "kit" timeout: /);
+    const large = await agent.callTool({ name: 'kit__big', arguments: { mib: 11 } });
+    assert.equal(large.isError, true);
+    assert.match(text(large), /^upstream "kit" too_large: /);
+    // alice has used 3 of kit's 4 calls a minute (a greeting above, the nap and the big answer): one more passes, the
+    // next is refused with the seconds to wait; bob's calls are his own.
+    const last = await agent.callTool({ name: 'kit__greet', arguments: { who: 'a' } });
+    assert.equal(last.isError, undefined, text(last));
+    const over = await agent.callTool({ name: 'kit__greet', arguments: { who: 'c' } });
+    assert.match(text(over), /^upstream "kit" rate_limited: over its rate for you; try again in \d+ s$/);
+    assert.equal(text(await agent.callTool({ name: 'whoami' })).includes('"uid":"alice"'), true, 'svc answers its own tools');
+
+    const bobs = await mcpClient(svc.url, await svc.tokenFor(bob));
+    const napping = bobs.callTool({ name: 'kit__nap', arguments: { ms: 1500 } });
+    await new Promise((r) => setTimeout(r, 300));
+    execFileSync('pkill', ['-9', '-f', join(dir, 'kit.mjs')]);
+    const killed = await napping;
+    assert.equal(killed.isError, true);
+    assert.match(text(killed), /^upstream "kit" unavailable: /);
+    await waitFor('kit started again', async () => (await bobs.callTool({ name: 'kit__nap', arguments: { ms: 1 } })).isError !== true, {
+      everyMs: 500,
+    });
+    await bobs.close();
+
+    everything.kill('SIGKILL');
+    await waitFor('server-everything stopped', async () => !(await listening(everythingPort)), { everyMs: 100 });
+    const down = await agent.callTool({ name: 'everything__echo', arguments: { message: 'x' } });
+    assert.equal(down.isError, true);
+    assert.match(text(down), /^upstream "everything" unavailable: /);
+    assert.equal(text(await agent.callTool({ name: 'whoami' })).includes('"uid":"alice"'), true);
+    await agent.close();
+    assert.equal((await fetch(`${svc.url}/readyz`)).status, 200);
+  });
+
+  test('every upstream call is audited with the hash of its arguments, never the arguments', async () => {
+    const agent = await mcpClient(svc.url, await svc.tokenFor(carol));
+    await agent.callTool({ name: 'kit__greet', arguments: { who: 'a-secret-argument' } });
+    await agent.close();
+    const audit = JSON.parse((await svc.ws.svc(['audit', 'list', '--json'])).stdout) as {
+      action: string;
+      actor: string;
+      target: string;
+      detail: Record<string, unknown>;
+    }[];
+    const row = audit.find((e) => e.action === 'upstream.call' && e.actor === 'carol' && e.target === 'kit/greet')!;
+    assert.ok(row, 'an audit row for the call');
+    assert.equal(row.detail.outcome, 'ok');
+    assert.match(String(row.detail.arguments_sha256), /^[0-9a-f]{64}$/);
+    assert.match(String(row.detail.credential), /^tok_/);
+    assert.equal(typeof row.detail.duration_ms, 'number');
+    assert.doesNotMatch(JSON.stringify(audit), /a-secret-argument/);
+    const outcomes = new Set(audit.filter((e) => e.action === 'upstream.call').map((e) => e.detail.outcome));
+    for (const o of ['ok', 'timeout', 'too_large', 'rate_limited', 'unavailable']) assert.ok(outcomes.has(o), o);
   });
 });

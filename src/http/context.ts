@@ -9,6 +9,7 @@ import type { ErrorCode } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import type { RelyingParty } from '../auth/oidc.ts';
 import type { Metrics } from '../metrics/events.ts';
+import type { UpstreamGateway } from '../upstream/gateway.ts';
 
 export interface Services {
   readonly config: Config;
@@ -20,6 +21,8 @@ export interface Services {
   readonly oidc?: RelyingParty | null;
   /** counts for /metrics; a no-op when metrics_listen is off */
   readonly metrics: Metrics;
+  /** the upstream MCP servers' tools offered on /mcp; null (or absent) without [upstream] sections */
+  readonly upstreams?: UpstreamGateway | null;
 }
 
 export interface Env {

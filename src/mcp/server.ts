@@ -4,6 +4,8 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import {
+  CallToolRequestSchema,
+  ListToolsRequestSchema,
   ListResourcesRequestSchema,
   ListResourceTemplatesRequestSchema,
   ReadResourceRequestSchema,
@@ -19,6 +21,7 @@ import { effectiveLabels, type Access } from '../domain/visibility.ts';
 import { fetchVisible, listVisible, searchVisible } from '../store/items.ts';
 import { ITEM_ID_MAX } from '../domain/item-id.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
+import type { UpstreamGateway } from '../upstream/gateway.ts';
 
 const validator = new AjvJsonSchemaValidator();
 export const SERVER_INFO = { name: 'svc', version: '0.1.0' } as const;
@@ -84,8 +87,18 @@ interface Context {
   readonly log: Logger;
 }
 
-/** `cursorKey` signs resources/list cursors (see cursor.ts); `log` gets what a failed handler could not tell. */
-export function buildMcpServer(db: Db, principal: Principal, options: { cursorKey: Buffer; log: Logger }): McpServer {
+export interface McpOptions {
+  /** signs resources/list cursors (see cursor.ts) */
+  readonly cursorKey: Buffer;
+  /** gets what a failed handler could not tell */
+  readonly log: Logger;
+  /** the upstreams' tools, merged after svc's own; null without [upstream] sections */
+  readonly upstreams?: UpstreamGateway | null;
+  /** the caller's client address, for the audit rows of upstream calls */
+  readonly peer?: string;
+}
+
+export function buildMcpServer(db: Db, principal: Principal, options: McpOptions): McpServer {
   const { cursorKey, log } = options;
   // Labels come from the user record read for this very request, so a label change applies on the next call; a
   // token's restriction narrows them inside every query.
@@ -97,14 +110,76 @@ export function buildMcpServer(db: Db, principal: Principal, options: { cursorKe
       'svc holds documents you may be allowed to read. Use `search` to find documents by words, then `fetch` to read one in full by its id. `whoami` tells whose access you are using.',
   });
   const context: Context = { db, principal, access, cursorKey, log };
+  const own = options.upstreams ? ownToolHandlers(server) : null;
   registerWhoami(server, context);
   registerSearch(server, context);
   registerFetch(server, context);
   registerResources(server, context);
+  if (own && options.upstreams) mergeUpstreamTools(server, context, own, options.upstreams, options.peer ?? '');
   // The stateless endpoint can never send a notification, so none is announced (McpServer announces tools'
   // listChanged as soon as a tool is registered).
   server.server.registerCapabilities({ tools: { listChanged: false }, resources: { listChanged: false } });
   return server;
+}
+
+type Handler = (request: never, extra: never) => unknown;
+
+/**
+ * Keeps McpServer's own tools/list and tools/call handlers as it installs them (when the first tool is registered),
+ * so the merged handlers can answer svc's tools, and an unknown name, exactly as McpServer does.
+ */
+function ownToolHandlers(server: McpServer): { list?: Handler; call?: Handler } {
+  const low = server.server;
+  const own: { list?: Handler; call?: Handler } = {};
+  const install = low.setRequestHandler.bind(low);
+  low.setRequestHandler = ((schema: unknown, handler: Handler) => {
+    if (schema === ListToolsRequestSchema) own.list = handler;
+    if (schema === CallToolRequestSchema) own.call = handler;
+    return (install as (s: unknown, h: Handler) => void)(schema, handler);
+  }) as typeof low.setRequestHandler;
+  return own;
+}
+
+/**
+ * tools/list: svc's own tools, then each upstream tool this caller may use as NAME__TOOL with its approved
+ * definition. tools/call: an upstream tool the caller may use goes to its upstream; every other name (svc's own, an
+ * unknown one, and an upstream tool the caller may not use or that is not approved) to McpServer's handler, so what
+ * a caller may not use fails exactly like a tool that does not exist.
+ */
+function mergeUpstreamTools(
+  server: McpServer,
+  { principal, access, log }: Context,
+  own: { list?: Handler; call?: Handler },
+  upstreams: UpstreamGateway,
+  peer: string,
+): void {
+  const low = server.server;
+  delete (low as { setRequestHandler?: unknown }).setRequestHandler;
+  const list = own.list as (r: unknown, e: unknown) => Promise<{ tools: unknown[] }>;
+  const call = own.call as (r: unknown, e: unknown) => Promise<unknown>;
+  low.setRequestHandler(
+    ListToolsRequestSchema,
+    guarded(log, 'tools/list', async (request, extra) => {
+      const [mine, theirs] = await Promise.all([list(request, extra), upstreams.tools(access)]);
+      return { ...mine, tools: [...mine.tools, ...theirs] } as never;
+    }),
+  );
+  low.setRequestHandler(
+    CallToolRequestSchema,
+    guarded(log, 'tools/call', async (request, extra) => {
+      const tool = await upstreams.resolve(request.params.name, access);
+      if (!tool) return (await call(request, extra)) as never;
+      const caller = {
+        uid: principal.user.uid,
+        userId: principal.user.id,
+        via: principal.via,
+        tokenId: principal.tokenId ?? null,
+        grantId: principal.grantId ?? null,
+        peer,
+      };
+      return upstreams.call(tool, request.params.arguments, caller);
+    }),
+  );
 }
 
 function registerWhoami(server: McpServer, { principal, access, log }: Context): void {

@@ -6,12 +6,17 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { ToolListChangedNotificationSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, McpError, ToolListChangedNotificationSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/load.ts';
 import type { Logger } from '../log.ts';
 import { VERSION } from '../version.ts';
 
+/** More than this from an upstream is not read: a stdio line (the SDK's own limit) or an HTTP response body. */
+export const ANSWER_MAX = 10 * 1024 * 1024;
 const BACKOFF_FIRST_MS = 1000;
+
+/** A call whose answer was larger than ANSWER_MAX: it is cut off, and the connection with it. */
+export class AnswerTooLarge extends Error {}
 const BACKOFF_MAX_MS = 60_000;
 
 /** The environment a stdio child gets: its configured env.* plus PATH and HOME, nothing else of svc's. */
@@ -26,11 +31,37 @@ export function childEnvironment(configured: Readonly<Record<string, string>>): 
   return { ...cleared, ...inherited, ...configured };
 }
 
-function transportFor(upstream: UpstreamConfig): Transport {
+/** fetch, with a response body cut off (and `oversized` told) past ANSWER_MAX bytes. */
+function limitedFetch(oversized: () => void): typeof fetch {
+  return async (input, init) => {
+    const response = await fetch(input, init);
+    if (response.body === null) return response;
+    let seen = 0;
+    const cut = new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        seen += chunk.byteLength;
+        if (seen > ANSWER_MAX) {
+          oversized();
+          controller.error(new AnswerTooLarge('the upstream answered more than 10 MiB'));
+        } else controller.enqueue(chunk);
+      },
+    });
+    return new Response(response.body.pipeThrough(cut), {
+      status: response.status,
+      statusText: response.statusText,
+      headers: response.headers,
+    });
+  };
+}
+
+function transportFor(upstream: UpstreamConfig, oversized: () => void): Transport {
   const t = upstream.transport;
   if (t.kind === 'http') {
     const headers: Record<string, string> = upstream.token === null ? {} : { Authorization: `Bearer ${upstream.token}` };
-    return new StreamableHTTPClientTransport(new URL(t.url), { requestInit: { headers, redirect: 'error' } });
+    return new StreamableHTTPClientTransport(new URL(t.url), {
+      requestInit: { headers, redirect: 'error' },
+      fetch: limitedFetch(oversized),
+    });
   }
   return new StdioClientTransport({ command: t.command, args: [...t.args], env: childEnvironment(t.env), stderr: 'pipe' });
 }
@@ -40,6 +71,12 @@ export class UpstreamConnection {
   private failures = 0;
   private retryAt = 0;
   private stopped = false;
+  /** when the current connection was opened */
+  private openedAt = 0;
+  /** counts connections opened: a close event of an older one changes nothing */
+  private generation = 0;
+  /** when an answer was last cut off for its size (the calls failing with it are too_large, not unavailable) */
+  private oversizedAt = 0;
 
   constructor(
     readonly upstream: UpstreamConfig,
@@ -53,7 +90,7 @@ export class UpstreamConnection {
     if (this.stopped) return Promise.reject(new Error('the upstream connection is closed'));
     if (this.client) return this.client;
     if (Date.now() < this.retryAt) return Promise.reject(new Error('the upstream is restarting'));
-    const opening = this.open();
+    const opening = this.open(++this.generation);
     this.client = opening;
     opening.catch(() => {
       if (this.client === opening) this.lost();
@@ -61,17 +98,24 @@ export class UpstreamConnection {
     return opening;
   }
 
-  private async open(): Promise<Client> {
+  private async open(generation: number): Promise<Client> {
+    this.openedAt = Date.now();
     const client = new Client({ name: 'svc', version: VERSION });
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.onToolsChanged());
-    const transport = transportFor(this.upstream);
+    const transport = transportFor(this.upstream, () => {
+      this.oversizedAt = Date.now();
+    });
+    // The SDK's stdio reader refuses a line over 10 MiB and ends the connection; it says so here.
+    client.onerror = (e) => {
+      if (/exceeded maximum size/.test(e.message)) this.oversizedAt = Date.now();
+    };
     if (transport instanceof StdioClientTransport) {
       transport.stderr?.on('data', (chunk: Buffer) => {
         this.log.debug?.('upstream_stderr', { upstream: this.upstream.name, text: chunk.toString('utf8').slice(0, 500) });
       });
     }
     client.onclose = () => {
-      if (!this.stopped) this.lost();
+      if (!this.stopped && generation === this.generation) this.lost();
     };
     await client.connect(transport, { timeout: this.upstream.timeoutMs });
     this.failures = 0;
@@ -80,10 +124,12 @@ export class UpstreamConnection {
 
   /** The connection ended or failed: the next use opens a new one, after the backoff for a stdio child. */
   private lost(): void {
+    if (this.client === null) return;
     const old = this.client;
     this.client = null;
     void old?.then((c) => c.close()).catch(() => undefined);
-    if (this.upstream.transport.kind === 'stdio') {
+    // A child cut off for an oversized answer did not fail: it is started again at once.
+    if (this.upstream.transport.kind === 'stdio' && this.oversizedAt < this.openedAt) {
       const wait = Math.min(BACKOFF_FIRST_MS * 2 ** this.failures, BACKOFF_MAX_MS);
       this.failures++;
       this.retryAt = Date.now() + wait;
@@ -102,6 +148,24 @@ export class UpstreamConnection {
       cursor = page.nextCursor;
     } while (cursor !== undefined && tools.length < 10_000);
     return tools;
+  }
+
+  /** Calls one tool; the SDK's own errors (timeout, connection closed, the upstream's JSON-RPC error) propagate. */
+  async callTool(name: string, args: Record<string, unknown> | undefined): Promise<unknown> {
+    const current = this.connected();
+    const client = await current;
+    const started = Date.now();
+    try {
+      return await client.callTool({ name, ...(args === undefined ? {} : { arguments: args }) }, undefined, {
+        timeout: this.upstream.timeoutMs,
+      });
+    } catch (e) {
+      // A closed connection is replaced now, not when its close event comes: the next call must not find it.
+      const closed = this.oversizedAt >= started || (e instanceof McpError && e.code === ErrorCode.ConnectionClosed);
+      if (closed && this.client === current) this.lost();
+      if (this.oversizedAt >= started) throw new AnswerTooLarge('the upstream answered more than 10 MiB');
+      throw e;
+    }
   }
 
   async close(): Promise<void> {

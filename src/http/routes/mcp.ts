@@ -92,7 +92,12 @@ export function mcpRoutes(services: Services): Hono<Env> {
     if (batchRefused !== null) return rpcError(400, -32600, batchRefused);
 
     const { Transport, buildMcpServer } = await loadMcp();
-    const server = buildMcpServer(services.database.db, principal, { cursorKey: cursor, log: services.log });
+    const server = buildMcpServer(services.database.db, principal, {
+      cursorKey: cursor,
+      log: services.log,
+      upstreams: services.upstreams ?? null,
+      peer: c.get('client'),
+    });
     const transport = new Transport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
     // Stateless JSON: once the response is built, nothing is pending, and nothing but this request holds the server

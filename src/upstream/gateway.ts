@@ -1,0 +1,176 @@
+// What /mcp offers of the upstreams (CONTRACT §6.1): each tool a caller may use, as NAME__TOOL with its approved
+// definition, and a call passed through to the upstream with its result back unchanged. Faults stay on the call: an
+// upstream that is down, too slow, breaks the protocol, answers too much or is over the caller's rate gives that call
+// an `isError` result naming the upstream and the cause, never the upstream's own detail. Every call is audited with
+// the SHA-256 of its arguments, never the arguments.
+import { createHash } from 'node:crypto';
+import { ErrorCode, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Config } from '../config/load.ts';
+import type { Database } from '../db/open.ts';
+import { canonicalJson } from '../domain/canonical-json.ts';
+import type { Access } from '../domain/visibility.ts';
+import type { Logger } from '../log.ts';
+import { recordAudit } from '../store/audit.ts';
+import { findTool, listTools, type UpstreamTool } from '../store/upstream-tools.ts';
+import { usable } from './access.ts';
+import { startUpstreams, type Upstreams } from './discovery.ts';
+import { ANSWER_MAX, AnswerTooLarge } from './connection.ts';
+
+/** A merged tool name: what MCP clients accept, and no longer than 128. */
+const MERGED_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
+const SEPARATOR = '__';
+
+export const mergedName = (tool: Pick<UpstreamTool, 'upstream' | 'name'>) => `${tool.upstream}${SEPARATOR}${tool.name}`;
+export const offerable = (tool: Pick<UpstreamTool, 'upstream' | 'name'>) => MERGED_NAME.test(mergedName(tool));
+
+/** Who is calling, as the audit trail records it. */
+export interface Caller {
+  readonly uid: string;
+  readonly userId: number;
+  readonly via: string;
+  /** the token's id, or null for a session or the proxy */
+  readonly tokenId: string | null;
+  /** the OAuth grant the token was issued under, if any */
+  readonly grantId: string | null;
+  readonly peer: string;
+}
+
+type Cause = 'unavailable' | 'timeout' | 'protocol' | 'too_large' | 'rate_limited';
+
+function refusal(upstream: string, cause: Cause, detail: string): CallToolResult {
+  return { content: [{ type: 'text', text: `upstream "${upstream}" ${cause}: ${detail}` }], isError: true };
+}
+
+function causeOf(e: unknown): Exclude<Cause, 'rate_limited'> {
+  if (e instanceof AnswerTooLarge) return 'too_large';
+  if (e instanceof McpError) {
+    if (e.code === ErrorCode.RequestTimeout) return 'timeout';
+    if (e.code === ErrorCode.ConnectionClosed) return 'unavailable';
+    return 'protocol';
+  }
+  return 'unavailable';
+}
+
+const CAUSE_TEXT: Record<Exclude<Cause, 'rate_limited'>, string> = {
+  unavailable: 'cannot be reached just now; try again later',
+  timeout: 'did not answer in time',
+  protocol: 'answered with an error or an answer svc cannot read',
+  too_large: `answered more than ${ANSWER_MAX / 1024 / 1024} MiB`,
+};
+
+export class UpstreamGateway {
+  /** per upstream and person: the start of the current rate window and the calls in it */
+  private readonly windows = new Map<string, { start: number; calls: number }>();
+
+  constructor(
+    private readonly config: Config,
+    private readonly database: Database,
+    private readonly upstreams: Upstreams,
+    private readonly log: Logger,
+  ) {}
+
+  /** The tools this caller may use, merged-named, with their approved definitions. */
+  async tools(access: Access): Promise<Tool[]> {
+    const rows = await listTools(this.database.db);
+    return rows
+      .filter((t) => offerable(t) && usable(t, this.config, access))
+      .map((t) => ({ ...t.approvedDefinition!, name: mergedName(t) }) as Tool);
+  }
+
+  /** The upstream tool a merged name stands for, when this caller may use it; null for anything else. */
+  async resolve(name: string, access: Access): Promise<UpstreamTool | null> {
+    const at = name.indexOf(SEPARATOR);
+    if (at <= 0 || !MERGED_NAME.test(name)) return null;
+    const tool = await findTool(this.database.db, name.slice(0, at), name.slice(at + SEPARATOR.length));
+    return tool && usable(tool, this.config, access) ? tool : null;
+  }
+
+  async call(tool: UpstreamTool, args: Record<string, unknown> | undefined, caller: Caller): Promise<CallToolResult> {
+    const started = performance.now();
+    const result = await this.answer(tool, args, caller);
+    const outcome = result.isError ? (((result as { cause?: Cause }).cause ?? 'error') as string) : 'ok';
+    const { cause: _cause, ...answer } = result as CallToolResult & { cause?: Cause };
+    await this.audit(tool, args, caller, outcome, Math.round(performance.now() - started));
+    return answer;
+  }
+
+  private async answer(tool: UpstreamTool, args: Record<string, unknown> | undefined, caller: Caller): Promise<CallToolResult> {
+    const upstream = this.config.upstreams.find((u) => u.name === tool.upstream)!;
+    const wait = this.overRate(upstream.name, upstream.rate, caller.userId);
+    if (wait !== null)
+      return { ...refusal(upstream.name, 'rate_limited', `over its rate for you; try again in ${wait} s`), cause: 'rate_limited' };
+    const connection = this.upstreams.connections.get(upstream.name)!;
+    let result: CallToolResult;
+    try {
+      result = (await connection.callTool(tool.name, args)) as CallToolResult;
+    } catch (e) {
+      const cause = causeOf(e);
+      this.log.warn('upstream_call_failed', {
+        upstream: upstream.name,
+        tool: tool.name,
+        cause,
+        error: e instanceof Error ? e.message : String(e),
+      });
+      if (cause === 'unavailable') void this.upstreams.rediscover(upstream.name);
+      return { ...refusal(upstream.name, cause, CAUSE_TEXT[cause]), cause };
+    }
+    const answer: CallToolResult = {
+      content: result.content,
+      ...(result.structuredContent === undefined ? {} : { structuredContent: result.structuredContent }),
+      ...(result.isError === undefined ? {} : { isError: result.isError }),
+    };
+    if (JSON.stringify(answer).length > ANSWER_MAX)
+      return { ...refusal(upstream.name, 'too_large', CAUSE_TEXT.too_large), cause: 'too_large' };
+    return answer;
+  }
+
+  /** Seconds to wait when this person is over the upstream's rate, else null (and the call counted). */
+  private overRate(upstream: string, rate: Config['upstreams'][number]['rate'], userId: number): number | null {
+    if (rate === null) return null;
+    const now = Date.now();
+    const key = `${upstream}\n${userId}`;
+    const window = this.windows.get(key);
+    if (!window || now - window.start >= rate.perSeconds * 1000) {
+      // Windows of people who stopped calling go once there are many; a window lasts an hour at most.
+      if (this.windows.size >= 10_000) for (const [k, w] of this.windows) if (now - w.start >= 3_600_000) this.windows.delete(k);
+      this.windows.set(key, { start: now, calls: 1 });
+      return null;
+    }
+    if (window.calls >= rate.calls) return Math.max(1, Math.ceil((window.start + rate.perSeconds * 1000 - now) / 1000));
+    window.calls++;
+    return null;
+  }
+
+  private async audit(tool: UpstreamTool, args: unknown, caller: Caller, outcome: string, durationMs: number): Promise<void> {
+    const argumentsSha256 = createHash('sha256')
+      .update(canonicalJson(args ?? {}))
+      .digest('hex');
+    const credential = caller.tokenId === null ? caller.via : caller.tokenId;
+    await this.database.write((tx) =>
+      recordAudit(tx, {
+        actor: caller.uid,
+        via: caller.via,
+        action: 'upstream.call',
+        target: `${tool.upstream}/${tool.name}`,
+        detail: {
+          credential,
+          ...(caller.grantId === null ? {} : { grant: caller.grantId }),
+          outcome,
+          duration_ms: durationMs,
+          arguments_sha256: argumentsSha256,
+        },
+        peer: caller.peer,
+      }),
+    );
+  }
+}
+
+/** The upstreams' connections and discovery, started, and the gateway /mcp offers them through. */
+export async function startGateway(
+  config: Config,
+  database: Database,
+  log: Logger,
+): Promise<{ gateway: UpstreamGateway; stop(): Promise<void> }> {
+  const upstreams = startUpstreams(config, database, log);
+  return { gateway: new UpstreamGateway(config, database, upstreams, log), stop: () => upstreams.stop() };
+}
