@@ -178,6 +178,25 @@ isolation = user
     });
   });
 
+  test('identity = jwt needs a session secret, which seals the signing key', () => {
+    const tokenOnly = BASE.replace(/session\n( {4}.*\n)+/, '');
+    const found = (() => {
+      try {
+        loadConfig(`${tokenOnly}[upstream t]\nurl = https://t.internal/mcp\nidentity = jwt\n`, ENV, { mode: 'serve' });
+      } catch (e) {
+        if (e instanceof ConfigError) return e.problems;
+      }
+      return [];
+    })();
+    for (const key of ['cookie_name', 'ttl', 'secret_env']) {
+      assert.ok(found.includes(`svc: config: auth.session.${key}: required when upstream.t.identity is jwt`), JSON.stringify(found));
+    }
+    assert.ok(
+      load('[upstream t]\nurl = https://t.internal/mcp\nidentity = jwt\n').auth.session!.secret.length > 0,
+      'with [auth] session: read',
+    );
+  });
+
   test('unknown and repeated keys are named with the section', () => {
     const unknown = refused('[upstream t]\nurl = https://t.internal/mcp\nheaders = x\n', 'upstream.t.headers: unknown key');
     assert.match(unknown, /\[upstream t\] takes url, command, .*env\.\*/);

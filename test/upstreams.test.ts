@@ -14,6 +14,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { createToken } from '../src/store/tokens.ts';
 import type { User } from '../src/store/users.ts';
 import { tokenRecord } from './helpers/records.ts';
+import { createRemoteJWKSet, jwtVerify } from 'jose';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -199,10 +200,12 @@ server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [
   { name: 'nap', description: 'Sleeps.', inputSchema: object({ ms: { type: 'number' } }) },
   { name: 'big', description: 'Answers a lot.', inputSchema: object({ mib: { type: 'number' } }) },
   { name: 'greet', description: 'Greets.', inputSchema: object({ who: { type: 'string' } }) },
+  { name: 'meta', description: 'Answers the _meta it was called with.', inputSchema: object({}) },
 ] }));
 server.setRequestHandler(CallToolRequestSchema, async (r) => {
   const a = r.params.arguments ?? {};
   if (r.params.name === 'nap') { await new Promise((ok) => setTimeout(ok, a.ms)); return { content: [{ type: 'text', text: 'rested ' + process.pid }] }; }
+  if (r.params.name === 'meta') return { content: [{ type: 'text', text: JSON.stringify(r.params._meta ?? {}) }] };
   if (r.params.name === 'big') return { content: [{ type: 'text', text: 'x'.repeat(a.mib * 1024 * 1024) }] };
   return { content: [{ type: 'text', text: 'hello ' + a.who }], structuredContent: { greeting: 'hello ' + a.who } };
 });
@@ -271,11 +274,13 @@ command = "${process.execPath}" "${join(dir, 'kit.mjs')}"
 review = auto
 timeout = 5s
 rate = 4/m
+identity = jwt
 
 [upstream recorder]
 url = ${recorder.url}
 review = auto
 token_env = RECORDER_TOKEN
+identity = jwt
 `,
     });
     alice = await svc.addUser({ uid: 'alice', email: 'alice@example.com', labels: 'eng ops' });
@@ -308,7 +313,7 @@ token_env = RECORDER_TOKEN
         await client.close();
       }
     };
-    const everyone = ['whoami', 'search', 'fetch', 'kit__big', 'kit__greet', 'kit__nap', 'recorder__ping'];
+    const everyone = ['whoami', 'search', 'fetch', 'kit__big', 'kit__greet', 'kit__meta', 'kit__nap', 'recorder__ping'];
     assert.deepEqual(await names(await svc.tokenFor(alice)), [...everyone.slice(0, 3), 'everything__echo', ...everyone.slice(3)]);
     assert.deepEqual(await names(await svc.tokenFor(bob)), everyone, 'bob lacks eng; get-sum is pending');
     const restricted = (
@@ -424,5 +429,47 @@ token_env = RECORDER_TOKEN
     assert.doesNotMatch(JSON.stringify(audit), /a-secret-argument/);
     const outcomes = new Set(audit.filter((e) => e.action === 'upstream.call').map((e) => e.detail.outcome));
     for (const o of ['ok', 'timeout', 'too_large', 'rate_limited', 'unavailable']) assert.ok(outcomes.has(o), o);
+  });
+
+  test("with identity = jwt a call carries a short-lived assertion signed by a key in svc's JWKS; svc keys rotate keeps the old key published", async () => {
+    const jwksUrl = new URL(`${svc.url}/.well-known/jwks.json`);
+    const jwks = createRemoteJWKSet(jwksUrl);
+    const agent = await mcpClient(svc.url, await svc.tokenFor(carol));
+    recorder.headers.length = 0;
+    await agent.callTool({ name: 'recorder__ping' });
+    const assertion = recorder.headers.map((h) => h['x-svc-identity']).find((v) => typeof v === 'string') as string;
+    assert.ok(assertion, 'the HTTP upstream got X-Svc-Identity');
+    const issuer = svc.config.server.baseUrl;
+    const http = await jwtVerify(assertion, jwks, { issuer, audience: recorder.url, algorithms: ['ES256'] });
+    assert.equal(http.payload.sub, 'carol');
+    assert.equal(http.payload.email, 'carol@example.com');
+    assert.deepEqual(http.payload.labels, []);
+    assert.equal(http.payload.scope, 'mcp');
+    assert.equal(http.payload.via, 'token');
+    assert.ok(http.payload.exp! - http.payload.iat! <= 60);
+    const meta = JSON.parse(text(await agent.callTool({ name: 'kit__meta' }))) as Record<string, string>;
+    const stdio = await jwtVerify(meta['svc/identity']!, jwks, { issuer, audience: 'svc:upstream:kit', algorithms: ['ES256'] });
+    assert.equal(stdio.payload.sub, 'carol');
+    assert.notEqual(stdio.payload.jti, http.payload.jti);
+    await assert.rejects(
+      jwtVerify(assertion, jwks, { issuer, audience: 'svc:upstream:kit' }),
+      'an assertion for one upstream is not good for another',
+    );
+    await agent.close();
+
+    const before = http.protectedHeader.kid!;
+    const rotated = await svc.ws.svc(['keys', 'rotate']);
+    assert.equal(rotated.code, 0, rotated.stderr);
+    const kids = ((await (await fetch(jwksUrl)).json()) as { keys: { kid: string }[] }).keys.map((k) => k.kid);
+    assert.equal(kids.length, 2);
+    assert.ok(kids.includes(before), 'the retired key stays published');
+    await svc.restart();
+    const again = await mcpClient(svc.url, await svc.tokenFor(carol));
+    recorder.headers.length = 0;
+    await again.callTool({ name: 'recorder__ping' });
+    await again.close();
+    const next = recorder.headers.map((h) => h['x-svc-identity']).find((v) => typeof v === 'string') as string;
+    const verified = await jwtVerify(next, createRemoteJWKSet(jwksUrl), { issuer, audience: recorder.url });
+    assert.notEqual(verified.protectedHeader.kid, before, 'the new key signs');
   });
 });

@@ -3,6 +3,7 @@ import { type Command, withDatabase, str } from './command.ts';
 import { userCommands } from './users.ts';
 import { itemCommands } from './items.ts';
 import { toolCommands } from './tools.ts';
+import { keyCommands } from './keys.ts';
 import { tokenCommands } from './tokens.ts';
 import { oauthCommands } from './oauth.ts';
 import { auditCommands } from './audit.ts';
@@ -124,6 +125,7 @@ export const COMMANDS: readonly Command[] = [
   ...tokenCommands,
   ...itemCommands,
   ...toolCommands,
+  ...keyCommands,
   ...oauthCommands,
   ...auditCommands,
 ];

@@ -35,14 +35,23 @@ export function loadConfig(text: string, env: Env, options: LoadOptions): Config
   const problems: string[] = [];
   const sections = splitSections(text, problems);
   const server = readServer(sections.get('server'), env, options.baseDir ?? process.cwd(), problems);
-  const auth = readAuth(sections.get('auth') ?? [], env, options, server, problems);
-  const notify = sections.has('notify') ? readNotify(sections.get('notify'), env, options.mode === 'serve', problems) : null;
   const upstreams: UpstreamConfig[] = [];
   for (const [name, lines] of sections) {
     if (!name.startsWith('upstream ')) continue;
     const upstream = readUpstream(name.slice('upstream '.length), lines, env, options.mode === 'serve', problems);
     if (upstream) upstreams.push(upstream);
   }
+  // The session secret seals the key that signs identity assertions.
+  const signing = upstreams.find((u) => u.identity === 'jwt');
+  const auth = readAuth(
+    sections.get('auth') ?? [],
+    env,
+    options,
+    server,
+    problems,
+    signing ? `upstream.${signing.name}.identity is jwt` : null,
+  );
+  const notify = sections.has('notify') ? readNotify(sections.get('notify'), env, options.mode === 'serve', problems) : null;
   if (problems.length > 0) throw new ConfigError(problems.map((p) => `svc: config: ${p}`));
   return deepFreeze({ server: server!, auth, notify, upstreams });
 }

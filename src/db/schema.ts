@@ -337,3 +337,16 @@ export const upstreamTools = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.upstream, t.name] })],
 );
+
+/**
+ * Keys that sign identity assertions for upstreams (CONTRACT §6.1): the private JWK sealed with a key derived from the
+ * session secret, the public JWK as published in the JWKS. The newest unretired key signs; a retired one stays
+ * published for a day.
+ */
+export const signingKeys = sqliteTable('signing_keys', {
+  kid: text('kid').primaryKey(),
+  privateSealed: text('private_sealed').notNull(),
+  publicJwk: text('public_jwk').notNull(),
+  createdAt: integer('created_at').notNull(),
+  retiredAt: integer('retired_at'),
+});

@@ -13,6 +13,7 @@ import { adminItemRoutes } from './routes/admin-items.tsx';
 import { oidcRoutes } from './routes/oidc.tsx';
 import { oauthRoutes } from './routes/oauth.tsx';
 import { oauthClientEndpoints } from './routes/oauth-endpoints.ts';
+import { jwksRoutes } from './routes/jwks.ts';
 import { AppError, OauthProtocolError } from '../domain/errors.ts';
 import { asUnavailable, DatabaseBusy, safeDatabaseMessage } from '../db/errors.ts';
 import { problemKind } from '../db/open.ts';
@@ -41,6 +42,7 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
     return c.json({ status: 'ready', ...oidc });
   });
   app.use(peerAddresses(services, peerOf));
+  app.route('/', jwksRoutes(services));
   // The token, revocation and registration endpoints authenticate clients, not people: mounted ahead of the auth
   // core, so a client's Basic credentials are never read (or logged, or counted) as a malformed bearer token.
   const oauth = services.config.auth.oauth;

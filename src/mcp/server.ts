@@ -172,6 +172,10 @@ function mergeUpstreamTools(
       const caller = {
         uid: principal.user.uid,
         userId: principal.user.id,
+        email: principal.user.email,
+        name: principal.user.name,
+        labels: effectiveLabels(access),
+        scopes: principal.via === 'token' ? [...(principal.scopes ?? [])] : null,
         via: principal.via,
         tokenId: principal.tokenId ?? null,
         grantId: principal.grantId ?? null,

@@ -31,10 +31,30 @@ export function childEnvironment(configured: Readonly<Record<string, string>>): 
   return { ...cleared, ...inherited, ...configured };
 }
 
-/** fetch, with a response body cut off (and `oversized` told) past ANSWER_MAX bytes. */
+/** The `_meta` key an identity assertion travels in; to an HTTP upstream it goes as the X-Svc-Identity header. */
+export const IDENTITY_META = 'svc/identity';
+
+/** A request body's identity assertion moved from its `_meta` to the header X-Svc-Identity. */
+function identityToHeader(init: RequestInit | undefined): RequestInit | undefined {
+  if (typeof init?.body !== 'string' || !init.body.includes(IDENTITY_META)) return init;
+  const message = JSON.parse(init.body) as { params?: { _meta?: Record<string, unknown> } };
+  const meta = message.params?._meta;
+  const assertion = meta?.[IDENTITY_META];
+  if (typeof assertion !== 'string') return init;
+  delete meta![IDENTITY_META];
+  if (Object.keys(meta!).length === 0) delete message.params!._meta;
+  const headers = new Headers(init.headers);
+  headers.set('X-Svc-Identity', assertion);
+  return { ...init, headers, body: JSON.stringify(message) };
+}
+
+/**
+ * fetch for an HTTP upstream: an identity assertion moved to its header, and a response body cut off (and
+ * `oversized` told) past ANSWER_MAX bytes.
+ */
 function limitedFetch(oversized: () => void): typeof fetch {
   return async (input, init) => {
-    const response = await fetch(input, init);
+    const response = await fetch(input, identityToHeader(init));
     if (response.body === null) return response;
     let seen = 0;
     const cut = new TransformStream<Uint8Array, Uint8Array>({
@@ -151,12 +171,13 @@ export class UpstreamConnection {
   }
 
   /** Calls one tool; the SDK's own errors (timeout, connection closed, the upstream's JSON-RPC error) propagate. */
-  async callTool(name: string, args: Record<string, unknown> | undefined): Promise<unknown> {
+  async callTool(name: string, args: Record<string, unknown> | undefined, identity: string | null = null): Promise<unknown> {
     const current = this.connected();
     const client = await current;
     const started = Date.now();
     try {
-      return await client.callTool({ name, ...(args === undefined ? {} : { arguments: args }) }, undefined, {
+      const meta = identity === null ? {} : { _meta: { [IDENTITY_META]: identity } };
+      return await client.callTool({ name, ...(args === undefined ? {} : { arguments: args }), ...meta }, undefined, {
         timeout: this.upstream.timeoutMs,
       });
     } catch (e) {

@@ -13,6 +13,7 @@ import type { Logger } from '../log.ts';
 import { recordAudit } from '../store/audit.ts';
 import { findTool, listTools, type UpstreamTool } from '../store/upstream-tools.ts';
 import { usable } from './access.ts';
+import { ensureSigningKey, IdentitySigner, type Subject } from './identity.ts';
 import { startUpstreams, type Upstreams } from './discovery.ts';
 import { ANSWER_MAX, AnswerTooLarge } from './connection.ts';
 
@@ -23,9 +24,8 @@ const SEPARATOR = '__';
 export const mergedName = (tool: Pick<UpstreamTool, 'upstream' | 'name'>) => `${tool.upstream}${SEPARATOR}${tool.name}`;
 export const offerable = (tool: Pick<UpstreamTool, 'upstream' | 'name'>) => MERGED_NAME.test(mergedName(tool));
 
-/** Who is calling, as the audit trail records it. */
-export interface Caller {
-  readonly uid: string;
+/** Who is calling, as the audit trail records it and an identity assertion names them. */
+export interface Caller extends Subject {
   readonly userId: number;
   readonly via: string;
   /** the token's id, or null for a session or the proxy */
@@ -67,6 +67,8 @@ export class UpstreamGateway {
     private readonly database: Database,
     private readonly upstreams: Upstreams,
     private readonly log: Logger,
+    /** signs identity assertions for upstreams with identity = jwt; null when none has it */
+    private readonly signer: IdentitySigner | null,
   ) {}
 
   /** The tools this caller may use, merged-named, with their approved definitions. */
@@ -102,7 +104,8 @@ export class UpstreamGateway {
     const connection = this.upstreams.connections.get(upstream.name)!;
     let result: CallToolResult;
     try {
-      result = (await connection.callTool(tool.name, args)) as CallToolResult;
+      const identity = upstream.identity === 'jwt' ? await this.signer!.sign(caller, upstream) : null;
+      result = (await connection.callTool(tool.name, args, identity)) as CallToolResult;
     } catch (e) {
       const cause = causeOf(e);
       this.log.warn('upstream_call_failed', {
@@ -171,6 +174,13 @@ export async function startGateway(
   database: Database,
   log: Logger,
 ): Promise<{ gateway: UpstreamGateway; stop(): Promise<void> }> {
+  let signer: IdentitySigner | null = null;
+  if (config.upstreams.some((u) => u.identity === 'jwt')) {
+    // Checked when the configuration was read: identity = jwt needs the session secret.
+    const secret = config.auth.session!.secret;
+    await ensureSigningKey(database, secret);
+    signer = new IdentitySigner(config, database, secret);
+  }
   const upstreams = startUpstreams(config, database, log);
-  return { gateway: new UpstreamGateway(config, database, upstreams, log), stop: () => upstreams.stop() };
+  return { gateway: new UpstreamGateway(config, database, upstreams, log, signer), stop: () => upstreams.stop() };
 }

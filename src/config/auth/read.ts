@@ -23,7 +23,15 @@ const AUTH_SPEC: Readonly<Record<string, Spec>> = {
   oauth: OAUTH_KEYS,
 };
 
-export function readAuth(lines: Lines, env: Env, options: LoadOptions, server: ServerConfig | null, problems: string[]): AuthConfig {
+/** `sessionFor` names what else needs the session secret (an upstream's identity = jwt), or null. */
+export function readAuth(
+  lines: Lines,
+  env: Env,
+  options: LoadOptions,
+  server: ServerConfig | null,
+  problems: string[],
+  sessionFor: string | null = null,
+): AuthConfig {
   const context: AuthContext = { env, mode: options.mode, problems };
   const sections = splitAuth(lines, problems);
   const get = (name: string) => sections.get(name) ?? new Section(name, undefined, problems);
@@ -37,7 +45,7 @@ export function readAuth(lines: Lines, env: Env, options: LoadOptions, server: S
     problems.push('auth: no channel is enabled; enable at least one of local, oidc, header, token with "enabled true"');
   }
 
-  const session = readSession(get('session'), local || oidcOn ? 'local or oidc is enabled' : null, server?.secure ?? false, context);
+  const session = readSession(get('session'), local || oidcOn ? 'local or oidc is enabled' : sessionFor, server?.secure ?? false, context);
   const oidc = oidcOn ? readOidc(get('oidc'), context) : null;
   const header = headerOn ? readHeader(get('header'), context) : null;
   const groups = groupsOn ? readGroups(get('groups'), problems) : null;
