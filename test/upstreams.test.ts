@@ -172,6 +172,54 @@ refresh = 1s
     assert.deepEqual(await tools(), before);
   });
 
+  test('/admin/api/tools: admins list, read and change tools (labels and state in one PATCH, audited); anyone else is refused and changes nothing', async () => {
+    const root = await svc.addUser({ uid: 'root', email: 'root@example.com', labels: '', admin: true });
+    const admin = { Authorization: `Bearer ${await svc.tokenFor(root, undefined, 'admin')}` };
+    const api = (path: string, init: RequestInit = {}, headers: Record<string, string> = admin) =>
+      fetch(`${svc.url}/admin/api/tools${path}`, { ...init, headers: { ...headers, 'Content-Type': 'application/json' } });
+    const listed = (await (await api('')).json()) as ToolRow[];
+    assert.deepEqual(listed, await tools(), 'the API and svc tool list --json agree');
+    const one = (await (await api('/everything/get-sum')).json()) as ToolRow;
+    assert.equal(one.state, 'pending');
+    const before = await tools();
+    const refusals: [string, RequestInit, Record<string, string>, number][] = [
+      [
+        '/everything/get-sum',
+        { method: 'PATCH', body: JSON.stringify({ state: 'approved' }) },
+        { Authorization: `Bearer ${await svc.tokenFor(root)}` },
+        403,
+      ],
+      [
+        '/everything/get-sum',
+        { method: 'PATCH', body: JSON.stringify({ state: 'approved' }) },
+        {
+          Authorization: `Bearer ${await svc.tokenFor(await svc.addUser({ uid: 'eve', email: 'eve@example.com', labels: 'eng' }), undefined, 'admin')}`,
+        },
+        403,
+      ],
+      ['/everything/get-sum', { method: 'PATCH', body: JSON.stringify({ state: 'pending' }) }, admin, 400],
+      ['/everything/get-sum', { method: 'PATCH', body: JSON.stringify({ labels: 'Bad Label!', state: 'approved' }) }, admin, 400],
+      ['/everything/get-sum', { method: 'PATCH', body: JSON.stringify({ owner: 'x' }) }, admin, 400],
+      ['/everything/no-such', { method: 'PATCH', body: JSON.stringify({ state: 'approved' }) }, admin, 404],
+      ['', {}, {}, 401],
+    ];
+    for (const [path, init, headers, status] of refusals)
+      assert.equal((await api(path, init, headers)).status, status, `${path} ${init.body}`);
+    assert.deepEqual(await tools(), before, 'nothing changed');
+    const changed = await api('/everything/get-sum', { method: 'PATCH', body: JSON.stringify({ labels: ['ops'], state: 'approved' }) });
+    assert.equal(changed.status, 200);
+    const after = (await changed.json()) as ToolRow;
+    assert.equal(after.state, 'approved');
+    assert.deepEqual(after.labels, ['ops']);
+    assert.equal(after.own_labels, true);
+    const inherit = (await (
+      await api('/everything/get-sum', { method: 'PATCH', body: JSON.stringify({ labels: null, state: 'disabled' }) })
+    ).json()) as ToolRow;
+    assert.deepEqual([inherit.labels, inherit.own_labels, inherit.state], [['eng'], false, 'disabled']);
+    const audit = JSON.parse((await cli(['audit', 'list', '--json'])).stdout) as { action: string; actor: string; target: string }[];
+    assert.equal(audit.filter((e) => e.actor === 'root' && e.target === 'everything/get-sum').length, 4);
+  });
+
   test('a changed description is `changed`, agents keep the approved one until an admin approves the new one', async () => {
     const approve = await cli(['tool', 'approve', 'changing', 'greet']);
     assert.equal(approve.code, 0, approve.out);

@@ -5,41 +5,43 @@ import { AppError } from '../domain/errors.ts';
 import type { LabelSet } from '../domain/labels.ts';
 import { recordActorAudit as audit, type Actor } from '../store/audit.ts';
 import { approveTool, disableTool, getTool, labelTool, type UpstreamTool } from '../store/upstream-tools.ts';
+import type { ToolChange } from '../requests/tools.ts';
+import type { Tx } from '../db/open.ts';
 
 const target = (tool: UpstreamTool) => `${tool.upstream}/${tool.name}`;
 
 /** Approves the tool as it is described now: its current definition and fingerprint become what agents see. */
-export function approveToolAs(database: Database, actor: Actor, upstream: string, name: string): Promise<UpstreamTool> {
+async function approveIn(tx: Tx, database: Database, actor: Actor, tool: UpstreamTool): Promise<void> {
+  if (tool.state === 'gone') throw new AppError('conflict', `the upstream no longer offers "${tool.name}"; nothing to approve`);
+  await approveTool(tx, tool, database.now());
+  await audit(tx, actor, 'tool.approve', target(tool), { from: tool.state, fingerprint: tool.fingerprint });
+}
+
+async function disableIn(tx: Tx, database: Database, actor: Actor, tool: UpstreamTool): Promise<void> {
+  await disableTool(tx, tool, database.now());
+  await audit(tx, actor, 'tool.disable', target(tool), { from: tool.state });
+}
+
+async function labelIn(tx: Tx, database: Database, actor: Actor, tool: UpstreamTool, labels: LabelSet | null): Promise<void> {
+  await labelTool(tx, tool, labels, database.now());
+  await audit(tx, actor, 'tool.label', target(tool), { labels: labels ?? 'inherit' });
+}
+
+/** Labels and state changed together (the JSON API's PATCH), each audited; all or nothing. */
+export function changeToolAs(database: Database, actor: Actor, upstream: string, name: string, change: ToolChange): Promise<UpstreamTool> {
   return database.write(async (tx) => {
     const tool = await getTool(tx, upstream, name);
-    if (tool.state === 'gone') throw new AppError('conflict', `the upstream no longer offers "${name}"; nothing to approve`);
-    await approveTool(tx, tool, database.now());
-    await audit(tx, actor, 'tool.approve', target(tool), { from: tool.state, fingerprint: tool.fingerprint });
+    if (change.labels !== undefined) await labelIn(tx, database, actor, tool, change.labels);
+    if (change.state === 'approved') await approveIn(tx, database, actor, tool);
+    if (change.state === 'disabled') await disableIn(tx, database, actor, tool);
     return getTool(tx, upstream, name);
   });
 }
 
-export function disableToolAs(database: Database, actor: Actor, upstream: string, name: string): Promise<UpstreamTool> {
-  return database.write(async (tx) => {
-    const tool = await getTool(tx, upstream, name);
-    await disableTool(tx, tool, database.now());
-    await audit(tx, actor, 'tool.disable', target(tool), { from: tool.state });
-    return getTool(tx, upstream, name);
-  });
-}
-
+export const approveToolAs = (database: Database, actor: Actor, upstream: string, name: string) =>
+  changeToolAs(database, actor, upstream, name, { state: 'approved' });
+export const disableToolAs = (database: Database, actor: Actor, upstream: string, name: string) =>
+  changeToolAs(database, actor, upstream, name, { state: 'disabled' });
 /** Gives the tool its own labels, or (null) returns it to its upstream's. */
-export function labelToolAs(
-  database: Database,
-  actor: Actor,
-  upstream: string,
-  name: string,
-  labels: LabelSet | null,
-): Promise<UpstreamTool> {
-  return database.write(async (tx) => {
-    const tool = await getTool(tx, upstream, name);
-    await labelTool(tx, tool, labels, database.now());
-    await audit(tx, actor, 'tool.label', target(tool), { labels: labels ?? 'inherit' });
-    return getTool(tx, upstream, name);
-  });
-}
+export const labelToolAs = (database: Database, actor: Actor, upstream: string, name: string, labels: LabelSet | null) =>
+  changeToolAs(database, actor, upstream, name, { labels });

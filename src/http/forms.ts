@@ -35,6 +35,13 @@ export async function readBody(c: Context, options: { lists?: readonly string[] 
  * and kept only if it stays on base_url's origin; the answer is absolute, so no browser can read it as
  * another host.
  */
+/** A JSON API's body: a JSON object sent as application/json. */
+export async function jsonBody(c: Context): Promise<Record<string, unknown>> {
+  if (!/^application\/json\b/i.test(c.req.header('content-type') ?? ''))
+    throw badRequest('send a JSON object with Content-Type: application/json');
+  return readBody(c);
+}
+
 export function safeNext(next: unknown, baseUrl: string): string {
   const home = `${baseUrl}/`;
   if (typeof next !== 'string' || !next.startsWith('/') || next.length > 2000) return home;

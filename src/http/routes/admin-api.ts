@@ -1,15 +1,13 @@
 // /admin/api: JSON administration for admins on any channel (a bearer token suits automation, with the `admin` scope).
 import { Hono } from 'hono';
-import type { Context } from 'hono';
 import type { Env, Services } from '../context.ts';
 import { requireAdmin } from '../guards.ts';
 import { CHANGE, READ, policyFor } from '../policy.ts';
-import { readBody } from '../forms.ts';
+import { jsonBody } from '../forms.ts';
 import { auditEntryJson, userJson, itemJson, itemSummaryJson } from '../../wire/json.ts';
 import { listUsers, getUser, signInSummaries } from '../../store/users.ts';
 import { listAllItems, getAnyItem } from '../../store/items.ts';
 import { listAudit } from '../../store/audit.ts';
-import { badRequest } from '../../domain/errors.ts';
 import {
   createUserAs,
   updateUserAs,
@@ -24,12 +22,6 @@ import { checkItemId, itemBody } from '../../requests/items.ts';
 
 /** An audit page stops at this many bytes of JSON, however many entries were asked for. */
 const AUDIT_PAGE_BYTES = 256 * 1024;
-
-async function jsonBody(c: Context): Promise<Record<string, unknown>> {
-  if (!/^application\/json\b/i.test(c.req.header('content-type') ?? ''))
-    throw badRequest('send a JSON object with Content-Type: application/json');
-  return readBody(c);
-}
 
 export function adminApiRoutes(services: Services): Hono<Env> {
   const { database, config } = services;
