@@ -14,6 +14,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { createToken } from '../src/store/tokens.ts';
 import type { User } from '../src/store/users.ts';
 import { tokenRecord } from './helpers/records.ts';
+import { launchChromium } from './helpers/chromium.ts';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -234,6 +235,42 @@ refresh = 1s
     assert.deepEqual(await tools('bob').then((t) => t.filter((x) => x.upstream === 'changing')), [], 'a changed tool is not usable');
     writeFileSync(descriptionFile(), 'Greets someone.');
     await waitFor('back to the approved definition', async () => (await tool('changing', 'greet'))!.state === 'approved', { everyMs: 300 });
+  });
+
+  test('/admin/tools in Chromium: a changed definition side by side with the approved one; approve it, and a pending tool', async () => {
+    await svc.addUser({ uid: 'boss', email: 'boss@example.com', password: 'boss password 1', admin: true });
+    writeFileSync(descriptionFile(), 'Greets someone, in French now.');
+    await waitFor('the change seen by refresh', async () => (await tool('changing', 'greet'))!.state === 'changed', { everyMs: 300 });
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage();
+      await page.goto(`${svc.url}/login?next=%2Fadmin%2Ftools`);
+      await page.getByLabel('Username').fill('boss');
+      await page.getByLabel('Password').fill('boss password 1');
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('heading', { name: 'Upstream tools' }).waitFor();
+      const greet = page.locator('section[data-tool="changing/greet"]');
+      assert.equal(await greet.getAttribute('data-state'), 'changed');
+      assert.match((await greet.locator('pre.approved').textContent())!, /"description": "Greets someone\."/);
+      assert.match((await greet.locator('pre.offered').textContent())!, /"description": "Greets someone, in French now\."/);
+      await greet.getByRole('button', { name: 'Approve' }).click();
+      await page.getByRole('status').waitFor();
+      assert.equal(await page.locator('section[data-tool="changing/greet"]').getAttribute('data-state'), 'approved');
+      const pinned = (await tool('changing', 'greet'))!;
+      assert.equal(pinned.approved_definition!.description, 'Greets someone, in French now.');
+
+      const tiny = page.locator('section[data-tool="everything/get-tiny-image"]');
+      assert.equal(await tiny.getAttribute('data-state'), 'pending');
+      assert.match((await tiny.textContent())!, /nobody until it is approved/);
+      await tiny.getByRole('button', { name: 'Approve' }).click();
+      await page.getByRole('status').waitFor();
+      const approved = page.locator('section[data-tool="everything/get-tiny-image"]');
+      assert.equal(await approved.getAttribute('data-state'), 'approved');
+      assert.match((await approved.textContent())!, /Who may use it: alice/);
+      assert.ok((await tools('alice')).some((t) => t.name === 'get-tiny-image'));
+    } finally {
+      await browser.close();
+    }
   });
 });
 

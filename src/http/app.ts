@@ -11,6 +11,7 @@ import { adminApiRoutes } from './routes/admin-api.ts';
 import { adminPageRoutes } from './routes/admin-pages.tsx';
 import { adminItemRoutes } from './routes/admin-items.tsx';
 import { adminToolApiRoutes } from './routes/admin-tools-api.ts';
+import { adminToolRoutes } from './routes/admin-tools.tsx';
 import { oidcRoutes } from './routes/oidc.tsx';
 import { oauthRoutes } from './routes/oauth.tsx';
 import { oauthClientEndpoints } from './routes/oauth-endpoints.ts';
@@ -58,6 +59,7 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
   app.route('/', adminPageRoutes(services));
   app.route('/', adminItemRoutes(services));
   app.route('/', adminToolApiRoutes(services));
+  app.route('/', adminToolRoutes(services));
 
   app.notFound((c) => apiError(c, 'not_found', `no such path: ${c.req.method} ${c.req.path}`));
   // The one answer to every refusal thrown below: a page's text or the API's JSON, or the OAuth protocol's JSON.

@@ -40,6 +40,9 @@ fieldset.access, fieldset.scopes { border: 1px solid var(--line); border-radius:
 fieldset.access legend, fieldset.scopes legend { font-weight: 600; }
 label.choice { display: flex; gap: .4rem; align-items: center; font-weight: 400; }
 .labels { display: flex; gap: .75rem; flex-wrap: wrap; padding-left: 1.5rem; }
+.side-by-side { display: grid; grid-template-columns: 1fr 1fr; gap: .75rem; }
+section.tool { border-top: 1px solid var(--line); padding-top: .5rem; }
+.state.pending, .state.changed { color: var(--bad); } .state.approved { color: var(--ok); } .state.disabled, .state.gone { color: var(--muted); }
 .sso { display: inline-block; padding: .5rem .9rem; border: 1px solid var(--accent); border-radius: 6px; text-decoration: none; font-weight: 600; }
 `;
 
@@ -118,6 +121,7 @@ export function Layout(props: LayoutProps) {
             <nav aria-label="account">
               {props.signedIn.admin && <a href="/admin/users">Users</a>}
               {props.signedIn.admin && <a href="/admin/items">Documents</a>}
+              {props.signedIn.admin && <a href="/admin/tools">Tools</a>}
               <span class="muted">{props.signedIn.uid}</span>
               {props.signedIn.canLogout && (
                 <form method="post" action="/logout" class="inline">

@@ -1,0 +1,132 @@
+// /admin/tools: the upstreams' tools by upstream, with their state, the labels that decide who may use them (their
+// own or their upstream's), who may, what changed in a definition (the approved one beside the new one), and the
+// approve, label and disable buttons (CONTRACT §6.1).
+import { Layout } from './layout.tsx';
+import { Notices, type Frame } from './admin-frame.tsx';
+import type { UpstreamTool } from '../../store/upstream-tools.ts';
+
+export interface ToolView {
+  readonly tool: UpstreamTool;
+  /** the labels that decide: its own, or its upstream's; null when its upstream is not configured */
+  readonly labels: readonly string[] | null;
+  /** why an agent is never offered it, besides its state (a merged name too long, say) */
+  readonly notOffered: string | null;
+  /** uids of users who may use it now (at most a page), and how many in all */
+  readonly users: readonly string[];
+  readonly userCount: number;
+}
+
+const pretty = (value: unknown) => JSON.stringify(value, null, 2);
+
+function Definition(p: { view: ToolView }) {
+  const t = p.view.tool;
+  if (t.state !== 'changed' || t.approvedDefinition === null) return <pre class="definition">{pretty(t.definition)}</pre>;
+  return (
+    <div class="side-by-side">
+      <div>
+        <h4>Approved (what agents are told)</h4>
+        <pre class="definition approved">{pretty(t.approvedDefinition)}</pre>
+      </div>
+      <div>
+        <h4>Now offered by the upstream</h4>
+        <pre class="definition offered">{pretty(t.definition)}</pre>
+      </div>
+    </div>
+  );
+}
+
+function ToolActions(p: { view: ToolView }) {
+  const t = p.view.tool;
+  const action = `/admin/tools/${encodeURIComponent(t.upstream)}/${encodeURIComponent(t.name)}`;
+  return (
+    <div class="row">
+      {t.state !== 'approved' && t.state !== 'gone' && (
+        <form method="post" action={action} class="inline">
+          <input type="hidden" name="action" value="approve" />
+          <button type="submit">Approve</button>
+        </form>
+      )}
+      {t.state !== 'disabled' && (
+        <form method="post" action={action} class="inline">
+          <input type="hidden" name="action" value="disable" />
+          <button type="submit" class="secondary">
+            Disable
+          </button>
+        </form>
+      )}
+      <form method="post" action={action} class="inline">
+        <input type="hidden" name="action" value="label" />
+        <label>
+          Own labels <input name="labels" value={t.labels === null ? '' : t.labels.join(' ')} placeholder="its upstream's" />
+        </label>
+        <button type="submit" class="secondary">
+          Set labels
+        </button>
+      </form>
+      {t.labels !== null && (
+        <form method="post" action={action} class="inline">
+          <input type="hidden" name="action" value="inherit" />
+          <button type="submit" class="secondary">
+            Use its upstream's labels
+          </button>
+        </form>
+      )}
+    </div>
+  );
+}
+
+function ToolCard(p: { view: ToolView }) {
+  const { tool: t, labels } = p.view;
+  return (
+    <section class="tool" data-tool={`${t.upstream}/${t.name}`} data-state={t.state}>
+      <h3>
+        {t.name} <span class={`state ${t.state}`}>{t.state}</span>
+      </h3>
+      <p>
+        Labels:{' '}
+        {labels === null ? (
+          <span class="muted">its upstream is not configured</span>
+        ) : labels.length ? (
+          labels.map((l) => <code class="label">{l}</code>)
+        ) : (
+          <span class="muted">none: every user</span>
+        )}{' '}
+        <span class="muted">({t.labels === null ? "its upstream's" : 'its own'})</span>
+      </p>
+      {p.view.notOffered && <p class="notice error">Never offered to agents: {p.view.notOffered}</p>}
+      <p>
+        Who may use it:{' '}
+        {t.state !== 'approved' ? (
+          <span class="muted">nobody until it is approved</span>
+        ) : p.view.userCount === 0 ? (
+          <span class="muted">nobody</span>
+        ) : (
+          `${p.view.users.join(', ')}${p.view.userCount > p.view.users.length ? ` and ${p.view.userCount - p.view.users.length} more` : ''}`
+        )}
+      </p>
+      <Definition view={p.view} />
+      <ToolActions view={p.view} />
+    </section>
+  );
+}
+
+export function ToolsPage(p: Frame & { tools: readonly ToolView[] }) {
+  const upstreams = [...new Set(p.tools.map((v) => v.tool.upstream))];
+  return (
+    <Layout title="Tools" nonce={p.nonce} signedIn={{ uid: p.me.uid, admin: true, canLogout: p.me.canLogout }}>
+      <h1>Upstream tools</h1>
+      <Notices notice={p.notice} error={p.error} />
+      {upstreams.length === 0 && <p class="muted">No upstream tool yet: svc lists them from each [upstream] section once it serves.</p>}
+      {upstreams.map((u) => (
+        <>
+          <h2>{u}</h2>
+          {p.tools
+            .filter((v) => v.tool.upstream === u)
+            .map((v) => (
+              <ToolCard view={v} />
+            ))}
+        </>
+      ))}
+    </Layout>
+  );
+}

@@ -1,0 +1,82 @@
+// /admin/tools for admins signed in by session or through the proxy: the page, and its approve, label and disable
+// forms, through the same admin action as the JSON API and the CLI (CONTRACT §6.1).
+import { Hono } from 'hono';
+import type { Env, Services } from '../context.ts';
+import { nonceOf } from '../context.ts';
+import { CHANGE, READ } from '../policy.ts';
+import type { SignedCtx } from '../guards.ts';
+import { adminKit } from './admin-kit.ts';
+import { formPost, readBody } from '../forms.ts';
+import { ToolsPage, type ToolView } from '../pages/admin-tools.tsx';
+import { changeToolAs } from '../../admin/tools.ts';
+import { labelsField } from '../../requests/fields.ts';
+import type { ToolChange } from '../../requests/tools.ts';
+import { badRequest } from '../../domain/errors.ts';
+import { listTools } from '../../store/upstream-tools.ts';
+import { listUsers } from '../../store/users.ts';
+import { offerable } from '../../upstream/gateway.ts';
+import { toolLabels, usable } from '../../upstream/access.ts';
+
+const DONE: Record<string, string> = { approve: 'Tool approved.', disable: 'Tool disabled.', label: 'Labels set.', inherit: 'Labels set.' };
+/** Users named per tool; the rest are counted. */
+const USERS_SHOWN = 20;
+
+async function toolViews({ database, config }: Services): Promise<ToolView[]> {
+  const [tools, users] = await Promise.all([listTools(database.db), listUsers(database.db)]);
+  return tools.map((tool) => {
+    const may = users.filter((u) => usable(tool, config, { labels: u.labels, restriction: null })).map((u) => u.uid);
+    return {
+      tool,
+      labels: toolLabels(tool, config.upstreams),
+      notOffered: offerable(tool)
+        ? null
+        : 'its name as NAME__TOOL is longer than 128 characters or has characters other than A-Z a-z 0-9 _ - .',
+      users: may.slice(0, USERS_SHOWN),
+      userCount: may.length,
+    };
+  });
+}
+
+async function page(services: Services, c: SignedCtx, status: 200 | 400 | 409 = 200, error?: string) {
+  const principal = c.var.principal;
+  const frame = {
+    nonce: nonceOf(c),
+    me: { uid: principal.user.uid, canLogout: principal.via === 'session' },
+    notice: DONE[c.req.query('done') ?? ''],
+    ...(error ? { error } : {}),
+  };
+  return c.html(<ToolsPage {...frame} tools={await toolViews(services)} />, status);
+}
+
+function changeFrom(body: Record<string, unknown>): ToolChange {
+  switch (body.action) {
+    case 'approve':
+      return { state: 'approved' };
+    case 'disable':
+      return { state: 'disabled' };
+    case 'inherit':
+      return { labels: null };
+    case 'label':
+      return { labels: labelsField(typeof body.labels === 'string' ? body.labels : '') };
+    default:
+      throw badRequest('action: approve, disable, label or inherit', 'action');
+  }
+}
+
+export function adminToolRoutes(services: Services): Hono<Env> {
+  const app = new Hono<Env>();
+  const { policy, adminPage } = adminKit(services);
+  app.get('/admin/tools', policy(READ), adminPage(), (c) => page(services, c));
+  app.post('/admin/tools/:upstream/:tool', policy(CHANGE), adminPage(), async (c) => {
+    const body = await readBody(c);
+    return formPost(
+      async () => {
+        await changeToolAs(services.database, c.var.actor, c.req.param('upstream'), c.req.param('tool'), changeFrom(body));
+        return c.redirect(`/admin/tools?done=${String(body.action)}`, 303);
+      },
+      (status, error) => page(services, c, status, error),
+      ['bad_request', 'conflict'],
+    );
+  });
+  return app;
+}
