@@ -361,6 +361,11 @@ timeout = 5s
 rate = 4/m
 identity = jwt
 
+[upstream own]
+command = "${process.execPath}" "${join(dir, 'kit.mjs')}"
+review = auto
+isolation = user
+
 [upstream recorder]
 url = ${recorder.url}
 review = auto
@@ -398,7 +403,8 @@ identity = jwt
         await client.close();
       }
     };
-    const everyone = ['whoami', 'search', 'fetch', 'kit__big', 'kit__greet', 'kit__meta', 'kit__nap', 'recorder__ping'];
+    const kit = ['big', 'greet', 'meta', 'nap'];
+    const everyone = ['whoami', 'search', 'fetch', ...kit.map((t) => `kit__${t}`), ...kit.map((t) => `own__${t}`), 'recorder__ping'];
     assert.deepEqual(await names(await svc.tokenFor(alice)), [...everyone.slice(0, 3), 'everything__echo', ...everyone.slice(3)]);
     assert.deepEqual(await names(await svc.tokenFor(bob)), everyone, 'bob lacks eng; get-sum is pending');
     const restricted = (
@@ -556,5 +562,19 @@ identity = jwt
     const next = recorder.headers.map((h) => h['x-svc-identity']).find((v) => typeof v === 'string') as string;
     const verified = await jwtVerify(next, createRemoteJWKSet(jwksUrl), { issuer, audience: recorder.url });
     assert.notEqual(verified.protectedHeader.kid, before, 'the new key signs');
+  });
+
+  test('isolation = user: each person calls their own process, and keeps it between calls', async () => {
+    const pidOf = async (client: Client) => text(await client.callTool({ name: 'own__nap', arguments: { ms: 1 } })).replace('rested ', '');
+    const alices = await mcpClient(svc.url, await svc.tokenFor(alice));
+    const bobs = await mcpClient(svc.url, await svc.tokenFor(bob));
+    const first = await pidOf(alices);
+    assert.match(first, /^\d+$/);
+    assert.equal(await pidOf(alices), first, 'the same process for the same person');
+    const other = await pidOf(bobs);
+    assert.match(other, /^\d+$/);
+    assert.notEqual(other, first, "bob's process is not alice's");
+    await alices.close();
+    await bobs.close();
   });
 });

@@ -5,7 +5,7 @@
 // the SHA-256 of its arguments, never the arguments.
 import { createHash } from 'node:crypto';
 import { ErrorCode, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { Config } from '../config/load.ts';
+import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { Database } from '../db/open.ts';
 import { canonicalJson } from '../domain/canonical-json.ts';
 import type { Access } from '../domain/visibility.ts';
@@ -15,11 +15,14 @@ import { findTool, listTools, type UpstreamTool } from '../store/upstream-tools.
 import { usable } from './access.ts';
 import { ensureSigningKey, IdentitySigner, type Subject } from './identity.ts';
 import { startUpstreams, type Upstreams } from './discovery.ts';
-import { ANSWER_MAX, AnswerTooLarge } from './connection.ts';
+import { ANSWER_MAX, AnswerTooLarge, UpstreamConnection } from './connection.ts';
 
 /** A merged tool name: what MCP clients accept, and no longer than 128. */
 const MERGED_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 const SEPARATOR = '__';
+/** isolation = user: at most this many processes of one upstream; one idle this long is stopped. */
+const PROCESSES_PER_UPSTREAM = 50;
+const IDLE_PROCESS_MS = 10 * 60_000;
 
 export const mergedName = (tool: Pick<UpstreamTool, 'upstream' | 'name'>) => `${tool.upstream}${SEPARATOR}${tool.name}`;
 export const offerable = (tool: Pick<UpstreamTool, 'upstream' | 'name'>) => MERGED_NAME.test(mergedName(tool));
@@ -61,6 +64,9 @@ const CAUSE_TEXT: Record<Exclude<Cause, 'rate_limited'>, string> = {
 export class UpstreamGateway {
   /** per upstream and person: the start of the current rate window and the calls in it */
   private readonly windows = new Map<string, { start: number; calls: number }>();
+  /** isolation = user: per upstream, each person's own process and when it was last used */
+  private readonly perPerson = new Map<string, Map<number, { connection: UpstreamConnection; usedAt: number }>>();
+  private readonly sweeper = setInterval(() => this.sweepIdle(), 60_000).unref();
 
   constructor(
     private readonly config: Config,
@@ -101,7 +107,7 @@ export class UpstreamGateway {
     const wait = this.overRate(upstream.name, upstream.rate, caller.userId);
     if (wait !== null)
       return { ...refusal(upstream.name, 'rate_limited', `over its rate for you; try again in ${wait} s`), cause: 'rate_limited' };
-    const connection = this.upstreams.connections.get(upstream.name)!;
+    const connection = this.connectionFor(upstream, caller.userId);
     let result: CallToolResult;
     try {
       const identity = upstream.identity === 'jwt' ? await this.signer!.sign(caller, upstream) : null;
@@ -125,6 +131,47 @@ export class UpstreamGateway {
     if (JSON.stringify(answer).length > ANSWER_MAX)
       return { ...refusal(upstream.name, 'too_large', CAUSE_TEXT.too_large), cause: 'too_large' };
     return answer;
+  }
+
+  /** The connection a call goes to: the upstream's one, or with isolation = user this person's own process. */
+  private connectionFor(upstream: UpstreamConfig, userId: number): UpstreamConnection {
+    if (upstream.transport.kind !== 'stdio' || upstream.transport.isolation !== 'user')
+      return this.upstreams.connections.get(upstream.name)!;
+    let people = this.perPerson.get(upstream.name);
+    if (!people) this.perPerson.set(upstream.name, (people = new Map()));
+    const now = Date.now();
+    const mine = people.get(userId);
+    if (mine) {
+      mine.usedAt = now;
+      return mine.connection;
+    }
+    if (people.size >= PROCESSES_PER_UPSTREAM) {
+      // The one used longest ago makes room.
+      const [oldest] = [...people].sort(([, a], [, b]) => a.usedAt - b.usedAt)[0]!;
+      void people.get(oldest)!.connection.close();
+      people.delete(oldest);
+    }
+    const connection = new UpstreamConnection(upstream, this.log, () => void this.upstreams.rediscover(upstream.name));
+    people.set(userId, { connection, usedAt: now });
+    return connection;
+  }
+
+  /** Stops the per-person processes idle for IDLE_PROCESS_MS. */
+  private sweepIdle(): void {
+    const now = Date.now();
+    for (const people of this.perPerson.values()) {
+      for (const [userId, p] of people) {
+        if (now - p.usedAt < IDLE_PROCESS_MS) continue;
+        void p.connection.close();
+        people.delete(userId);
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.sweeper);
+    await Promise.allSettled([...this.perPerson.values()].flatMap((people) => [...people.values()].map((p) => p.connection.close())));
+    this.perPerson.clear();
   }
 
   /** Seconds to wait when this person is over the upstream's rate, else null (and the call counted). */
@@ -182,5 +229,12 @@ export async function startGateway(
     signer = new IdentitySigner(config, database, secret);
   }
   const upstreams = startUpstreams(config, database, log);
-  return { gateway: new UpstreamGateway(config, database, upstreams, log, signer), stop: () => upstreams.stop() };
+  const gateway = new UpstreamGateway(config, database, upstreams, log, signer);
+  return {
+    gateway,
+    async stop() {
+      await gateway.stop();
+      await upstreams.stop();
+    },
+  };
 }
