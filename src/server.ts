@@ -127,7 +127,8 @@ async function compose(config: Config, log: Logger, clock: Clock | undefined): P
   sources.oidc = oidc;
   const metrics = prometheus?.metrics ?? noMetrics;
   // The upstreams' connections and tool discovery, when there are [upstream] sections (loaded only then).
-  const upstreams = config.upstreams.length > 0 ? await (await import('./upstream/gateway.ts')).startGateway(config, database, log) : null;
+  const upstreams =
+    config.upstreams.length > 0 ? await (await import('./upstream/gateway.ts')).startGateway(config, database, log, metrics) : null;
   const auth = createAuthenticator(channelsFor(config, database, log));
   const services = { config, database, log, oidc, metrics, auth, upstreams: upstreams?.gateway ?? null };
   const app = createApp(services, (c) => getConnInfo(c).remote.address ?? '');

@@ -15,6 +15,7 @@ import { createToken } from '../src/store/tokens.ts';
 import type { User } from '../src/store/users.ts';
 import { tokenRecord } from './helpers/records.ts';
 import { launchChromium } from './helpers/chromium.ts';
+import { scrape } from './helpers/metrics.ts';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -335,6 +336,7 @@ describe('upstream tools through /mcp', () => {
   let bob: User;
   let carol: User;
   const SERVICE_CREDENTIAL = 'the-recorder-service-credential';
+  let metricsPort: number;
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'svc-upstream-calls-'));
@@ -346,7 +348,9 @@ describe('upstream tools through /mcp', () => {
     });
     await waitFor('server-everything listening', () => listening(everythingPort), { everyMs: 100 });
     recorder = await startRecorder();
+    metricsPort = await freePort();
     svc = await startTestServer({
+      serverExtra: `metrics_listen = 127.0.0.1:${metricsPort}\n`,
       env: { RECORDER_TOKEN: SERVICE_CREDENTIAL },
       auth: `${DEFAULT_AUTH}
 [upstream everything]
@@ -520,6 +524,17 @@ identity = jwt
     assert.doesNotMatch(JSON.stringify(audit), /a-secret-argument/);
     const outcomes = new Set(audit.filter((e) => e.action === 'upstream.call').map((e) => e.detail.outcome));
     for (const o of ['ok', 'timeout', 'too_large', 'rate_limited', 'unavailable']) assert.ok(outcomes.has(o), o);
+  });
+
+  test('metrics: calls by upstream and outcome, their time, and whether each upstream was reached', async () => {
+    const m = await scrape(`http://127.0.0.1:${metricsPort}/metrics`);
+    assert.ok(m.value('svc_upstream_calls_total', { upstream: 'kit', outcome: 'ok' }) >= 1);
+    for (const outcome of ['timeout', 'too_large', 'rate_limited', 'unavailable']) {
+      assert.ok(m.value('svc_upstream_calls_total', { upstream: 'kit', outcome }) >= 1, outcome);
+    }
+    assert.ok(m.value('svc_upstream_call_seconds_count', { upstream: 'recorder' }) >= 1);
+    assert.equal(m.value('svc_upstream_up', { upstream: 'everything' }), 0, 'stopped above');
+    assert.equal(m.value('svc_upstream_up', { upstream: 'recorder' }), 1);
   });
 
   test("with identity = jwt a call carries a short-lived assertion signed by a key in svc's JWKS; svc keys rotate keeps the old key published", async () => {

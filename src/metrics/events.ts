@@ -27,6 +27,10 @@ export interface Metrics {
   busyRetry(): void;
   /** a write that failed: `busy` after the whole wait, `failed` otherwise */
   databaseError(kind: 'busy' | 'failed'): void;
+  /** one call to an upstream MCP server: `ok` or the cause of its failure (CONTRACT §6.1) */
+  upstreamCall(upstream: string, outcome: string, seconds: number): void;
+  /** whether svc reached the upstream the last time it tried */
+  upstreamUp(upstream: string, up: boolean): void;
 }
 
 export const noMetrics: Metrics = {
@@ -36,4 +40,6 @@ export const noMetrics: Metrics = {
   mcp() {},
   busyRetry() {},
   databaseError() {},
+  upstreamCall() {},
+  upstreamUp() {},
 };

@@ -85,6 +85,26 @@ export class PrometheusMetrics implements Metrics {
     registers: [this.registry],
   });
 
+  private readonly upstreamCalls = new Counter({
+    name: 'svc_upstream_calls_total',
+    help: 'Calls to upstream MCP servers by upstream and outcome (ok, unavailable, timeout, protocol, too_large, rate_limited)',
+    labelNames: ['upstream', 'outcome'],
+    registers: [this.registry],
+  });
+  private readonly upstreamSeconds = new Histogram({
+    name: 'svc_upstream_call_seconds',
+    help: 'Time of calls to upstream MCP servers, by upstream',
+    labelNames: ['upstream'],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly upstreamsUp = new Gauge({
+    name: 'svc_upstream_up',
+    help: '1 when svc reached the upstream the last time it tried, else 0',
+    labelNames: ['upstream'],
+    registers: [this.registry],
+  });
+
   constructor(sources: GaugeSources) {
     collectDefaultMetrics({ register: this.registry });
     // The population is read once per scrape and shared by the three gauges.
@@ -140,6 +160,14 @@ export class PrometheusMetrics implements Metrics {
       this.children.set(key, c);
     }
     return c;
+  }
+
+  upstreamCall(upstream: string, outcome: string, seconds: number): void {
+    this.upstreamCalls.inc({ upstream, outcome });
+    this.upstreamSeconds.observe({ upstream }, seconds);
+  }
+  upstreamUp(upstream: string, up: boolean): void {
+    this.upstreamsUp.set({ upstream }, up ? 1 : 0);
   }
 
   request(route: string, method: string, status: number, seconds: number): void {

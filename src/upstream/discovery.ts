@@ -6,6 +6,7 @@ import type { Database } from '../db/open.ts';
 import { safeDatabaseMessage } from '../db/errors.ts';
 import { fingerprint } from '../domain/canonical-json.ts';
 import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics/events.ts';
 import { recordAudit } from '../store/audit.ts';
 import { recordDiscovery, type DiscoveryChange, type FoundTool, type ToolDefinition } from '../store/upstream-tools.ts';
 import { UpstreamConnection } from './connection.ts';
@@ -53,7 +54,7 @@ export interface Upstreams {
   stop(): Promise<void>;
 }
 
-export function startUpstreams(config: Config, database: Database, log: Logger): Upstreams {
+export function startUpstreams(config: Config, database: Database, log: Logger, metrics: Metrics): Upstreams {
   const connections = new Map<string, UpstreamConnection>();
   const timers: NodeJS.Timeout[] = [];
   const running = new Map<string, Promise<void>>();
@@ -64,9 +65,13 @@ export function startUpstreams(config: Config, database: Database, log: Logger):
     if (already) return already;
     const run = discover(database, connection)
       .then((changes) => {
+        metrics.upstreamUp(name, true);
         if (changes.length > 0) log.info('upstream_tools', { upstream: name, changes: changes.map((c) => `${c.name}:${c.to}`).join(' ') });
       })
-      .catch((e: unknown) => log.warn('upstream_discovery_failed', { upstream: name, error: safeDatabaseMessage(e) }))
+      .catch((e: unknown) => {
+        metrics.upstreamUp(name, false);
+        log.warn('upstream_discovery_failed', { upstream: name, error: safeDatabaseMessage(e) });
+      })
       .finally(() => running.delete(name));
     running.set(name, run);
     return run;

@@ -10,6 +10,7 @@ import type { Database } from '../db/open.ts';
 import { canonicalJson } from '../domain/canonical-json.ts';
 import type { Access } from '../domain/visibility.ts';
 import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics/events.ts';
 import { recordAudit } from '../store/audit.ts';
 import { findTool, listTools, type UpstreamTool } from '../store/upstream-tools.ts';
 import { usable } from './access.ts';
@@ -73,6 +74,7 @@ export class UpstreamGateway {
     private readonly database: Database,
     private readonly upstreams: Upstreams,
     private readonly log: Logger,
+    private readonly metrics: Metrics,
     /** signs identity assertions for upstreams with identity = jwt; null when none has it */
     private readonly signer: IdentitySigner | null,
   ) {}
@@ -98,7 +100,10 @@ export class UpstreamGateway {
     const result = await this.answer(tool, args, caller);
     const outcome = result.isError ? (((result as { cause?: Cause }).cause ?? 'error') as string) : 'ok';
     const { cause: _cause, ...answer } = result as CallToolResult & { cause?: Cause };
-    await this.audit(tool, args, caller, outcome, Math.round(performance.now() - started));
+    const seconds = (performance.now() - started) / 1000;
+    this.metrics.upstreamCall(tool.upstream, outcome, seconds);
+    if (outcome === 'ok' || outcome === 'unavailable') this.metrics.upstreamUp(tool.upstream, outcome === 'ok');
+    await this.audit(tool, args, caller, outcome, Math.round(seconds * 1000));
     return answer;
   }
 
@@ -220,6 +225,7 @@ export async function startGateway(
   config: Config,
   database: Database,
   log: Logger,
+  metrics: Metrics,
 ): Promise<{ gateway: UpstreamGateway; stop(): Promise<void> }> {
   let signer: IdentitySigner | null = null;
   if (config.upstreams.some((u) => u.identity === 'jwt')) {
@@ -228,8 +234,8 @@ export async function startGateway(
     await ensureSigningKey(database, secret);
     signer = new IdentitySigner(config, database, secret);
   }
-  const upstreams = startUpstreams(config, database, log);
-  const gateway = new UpstreamGateway(config, database, upstreams, log, signer);
+  const upstreams = startUpstreams(config, database, log, metrics);
+  const gateway = new UpstreamGateway(config, database, upstreams, log, metrics, signer);
   return {
     gateway,
     async stop() {
