@@ -136,6 +136,22 @@ refresh = 1s
     const actions = (JSON.parse(audit.stdout) as { action: string; target: string; via: string }[]).filter((e) => e.via === 'upstream');
     assert.ok(actions.some((e) => e.action === 'tool.pending' && e.target === 'everything/echo'));
     assert.ok(actions.some((e) => e.action === 'tool.approved' && e.target === 'files/read_text_file'));
+    const listed = JSON.parse((await cli(['upstream', 'list', '--json'])).stdout) as {
+      name: string;
+      transport: string;
+      state: string;
+      tools: Record<string, number>;
+    }[];
+    assert.deepEqual(
+      listed.map((u) => [u.name, u.transport, u.state]),
+      [
+        ['everything', 'http', 'up'],
+        ['files', 'stdio', 'up'],
+        ['changing', 'stdio', 'up'],
+      ],
+    );
+    assert.deepEqual(listed[0]!.tools, { pending: 3, approved: 0, changed: 0, disabled: 0, gone: 0 });
+    assert.equal(listed[1]!.tools.approved, files.length);
   });
 
   test('a user may use only approved tools whose labels they hold; own labels and --inherit; disable takes it away', async () => {
@@ -535,6 +551,13 @@ identity = jwt
     assert.ok(m.value('svc_upstream_call_seconds_count', { upstream: 'recorder' }) >= 1);
     assert.equal(m.value('svc_upstream_up', { upstream: 'everything' }), 0, 'stopped above');
     assert.equal(m.value('svc_upstream_up', { upstream: 'recorder' }), 1);
+    const states = JSON.parse((await svc.ws.svc(['upstream', 'list', '--json'])).stdout) as { name: string; state: string }[];
+    assert.deepEqual(Object.fromEntries(states.map((u) => [u.name, u.state])), {
+      everything: 'down',
+      kit: 'up',
+      own: 'up',
+      recorder: 'up',
+    });
   });
 
   test("with identity = jwt a call carries a short-lived assertion signed by a key in svc's JWKS; svc keys rotate keeps the old key published", async () => {

@@ -3,12 +3,13 @@ import { type Command, type CommandContext, withDatabase, str, flag, cliActor } 
 import { UsageError } from './errors.ts';
 import type { Database } from '../db/open.ts';
 import type { Actor } from '../store/audit.ts';
-import { listTools, type UpstreamTool } from '../store/upstream-tools.ts';
+import { listTools, upstreamStatuses, type ToolState, type UpstreamTool } from '../store/upstream-tools.ts';
 import { getUser } from '../store/users.ts';
 import { approveToolAs, disableToolAs, labelToolAs } from '../admin/tools.ts';
 import { labelsField } from '../requests/fields.ts';
 import { toolLabels, usable } from '../upstream/access.ts';
 import { toolJson } from '../wire/json.ts';
+import { iso } from '../domain/clock.ts';
 
 const TWO = ['UPSTREAM', 'TOOL'];
 
@@ -108,4 +109,41 @@ export const toolCommands: Command[] = [
     'Disables the tool: no caller may list or call it until it is approved again.',
     (t) => `disabled ${t.upstream}/${t.name}`,
   ),
+  {
+    name: ['upstream', 'list'],
+    usage: 'upstream list [--json]',
+    summary: 'the configured upstreams, their state and tool counts',
+    help: 'Lists each [upstream] section: how svc reaches it (http or stdio), its state as svc last found it (up, down,\nor starting: not listed yet) and how many of its tools are in each state. --json prints an array of\n{name, transport, state, checked_at, tools: {pending, approved, changed, disabled, gone}}.',
+    positionals: [],
+    options: { json: { type: 'boolean' } },
+    configMode: 'data',
+    async run(ctx) {
+      const config = ctx.config();
+      const [statuses, tools] = await withDatabase(config, ({ db }) => Promise.all([upstreamStatuses(db), listTools(db)]));
+      const rows = config.upstreams.map((u) => {
+        const status = statuses.get(u.name);
+        const counts: Record<ToolState, number> = { pending: 0, approved: 0, changed: 0, disabled: 0, gone: 0 };
+        for (const t of tools) if (t.upstream === u.name) counts[t.state]++;
+        return {
+          name: u.name,
+          transport: u.transport.kind,
+          state: status?.state ?? 'starting',
+          checked_at: iso(status?.checkedAt ?? null),
+          tools: counts,
+        };
+      });
+      if (flag(ctx, 'json')) {
+        ctx.io.out(JSON.stringify(rows, null, 2));
+        return 0;
+      }
+      if (rows.length === 0) ctx.io.out('no [upstream] section in the configuration');
+      for (const r of rows) {
+        const counts = Object.entries(r.tools)
+          .filter(([, n]) => n > 0)
+          .map(([state, n]) => `${n} ${state}`);
+        ctx.io.out(`${r.name}\t${r.transport}\t${r.state}\t${counts.join(', ') || 'no tools'}`);
+      }
+      return 0;
+    },
+  },
 ];

@@ -350,3 +350,10 @@ export const signingKeys = sqliteTable('signing_keys', {
   createdAt: integer('created_at').notNull(),
   retiredAt: integer('retired_at'),
 });
+
+/** What svc last found when it listed an upstream's tools: up or down, and when (svc upstream list). */
+export const upstreamStatus = sqliteTable('upstream_status', {
+  upstream: text('upstream').primaryKey(),
+  state: text('state').notNull(),
+  checkedAt: integer('checked_at').notNull(),
+});

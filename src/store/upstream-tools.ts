@@ -2,7 +2,7 @@
 // tool's own labels and its state. Every instance reads the same rows.
 import { and, asc, eq } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
-import { upstreamTools } from '../db/schema.ts';
+import { upstreamStatus, upstreamTools } from '../db/schema.ts';
 import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
 import { notFound } from '../domain/errors.ts';
 
@@ -167,4 +167,18 @@ export async function labelTool(tx: Tx, tool: UpstreamTool, labels: LabelSet | n
     .update(upstreamTools)
     .set({ labels: labels === null ? null : formatLabels(labels), updatedAt: now })
     .where(and(eq(upstreamTools.upstream, tool.upstream), eq(upstreamTools.name, tool.name)));
+}
+
+/** Records whether an upstream answered its last discovery. */
+export async function recordUpstreamStatus(tx: Tx, upstream: string, up: boolean, now: number): Promise<void> {
+  const state = up ? 'up' : 'down';
+  await tx
+    .insert(upstreamStatus)
+    .values({ upstream, state, checkedAt: now })
+    .onConflictDoUpdate({ target: upstreamStatus.upstream, set: { state, checkedAt: now } });
+}
+
+export async function upstreamStatuses(db: Db): Promise<Map<string, { state: 'up' | 'down'; checkedAt: number }>> {
+  const rows = await db.select().from(upstreamStatus).all();
+  return new Map(rows.map((r) => [r.upstream, { state: r.state as 'up' | 'down', checkedAt: r.checkedAt }]));
 }

@@ -8,7 +8,13 @@ import { fingerprint } from '../domain/canonical-json.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/events.ts';
 import { recordAudit } from '../store/audit.ts';
-import { recordDiscovery, type DiscoveryChange, type FoundTool, type ToolDefinition } from '../store/upstream-tools.ts';
+import {
+  recordDiscovery,
+  recordUpstreamStatus,
+  type DiscoveryChange,
+  type FoundTool,
+  type ToolDefinition,
+} from '../store/upstream-tools.ts';
 import { UpstreamConnection } from './connection.ts';
 
 /** A tool's definition as svc keeps and fingerprints it: title, description, schemas and annotations. */
@@ -35,6 +41,7 @@ export async function discover(database: Database, connection: UpstreamConnectio
   return database.write(async (tx) => {
     const now = database.now();
     const changes = await recordDiscovery(tx, upstream.name, found, upstream.review, now);
+    await recordUpstreamStatus(tx, upstream.name, true, now);
     for (const c of changes) {
       await recordAudit(
         tx,
@@ -68,8 +75,9 @@ export function startUpstreams(config: Config, database: Database, log: Logger, 
         metrics.upstreamUp(name, true);
         if (changes.length > 0) log.info('upstream_tools', { upstream: name, changes: changes.map((c) => `${c.name}:${c.to}`).join(' ') });
       })
-      .catch((e: unknown) => {
+      .catch(async (e: unknown) => {
         metrics.upstreamUp(name, false);
+        await database.write((tx) => recordUpstreamStatus(tx, name, false, database.now())).catch(() => undefined);
         log.warn('upstream_discovery_failed', { upstream: name, error: safeDatabaseMessage(e) });
       })
       .finally(() => running.delete(name));

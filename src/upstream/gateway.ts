@@ -65,6 +65,8 @@ const CAUSE_TEXT: Record<Exclude<Cause, 'rate_limited'>, string> = {
 export class UpstreamGateway {
   /** per upstream and person: the start of the current rate window and the calls in it */
   private readonly windows = new Map<string, { start: number; calls: number }>();
+  /** upstreams the last call found unreachable */
+  private readonly unreachable = new Set<string>();
   /** isolation = user: per upstream, each person's own process and when it was last used */
   private readonly perPerson = new Map<string, Map<number, { connection: UpstreamConnection; usedAt: number }>>();
   private readonly sweeper = setInterval(() => this.sweepIdle(), 60_000).unref();
@@ -102,7 +104,7 @@ export class UpstreamGateway {
     const { cause: _cause, ...answer } = result as CallToolResult & { cause?: Cause };
     const seconds = (performance.now() - started) / 1000;
     this.metrics.upstreamCall(tool.upstream, outcome, seconds);
-    if (outcome === 'ok' || outcome === 'unavailable') this.metrics.upstreamUp(tool.upstream, outcome === 'ok');
+    if (outcome === 'ok' || outcome === 'unavailable') this.reached(tool.upstream, outcome === 'ok');
     await this.audit(tool, args, caller, outcome, Math.round(seconds * 1000));
     return answer;
   }
@@ -125,7 +127,6 @@ export class UpstreamGateway {
         cause,
         error: e instanceof Error ? e.message : String(e),
       });
-      if (cause === 'unavailable') void this.upstreams.rediscover(upstream.name);
       return { ...refusal(upstream.name, cause, CAUSE_TEXT[cause]), cause };
     }
     const answer: CallToolResult = {
@@ -136,6 +137,18 @@ export class UpstreamGateway {
     if (JSON.stringify(answer).length > ANSWER_MAX)
       return { ...refusal(upstream.name, 'too_large', CAUSE_TEXT.too_large), cause: 'too_large' };
     return answer;
+  }
+
+  /**
+   * A call reached the upstream, or found it unreachable. A change is told to the metrics and makes svc list the
+   * upstream's tools again, which records its state for svc upstream list.
+   */
+  private reached(upstream: string, up: boolean): void {
+    this.metrics.upstreamUp(upstream, up);
+    if (up === !this.unreachable.has(upstream)) return;
+    if (up) this.unreachable.delete(upstream);
+    else this.unreachable.add(upstream);
+    void this.upstreams.rediscover(upstream);
   }
 
   /** The connection a call goes to: the upstream's one, or with isolation = user this person's own process. */
