@@ -155,8 +155,8 @@ export class UpstreamGateway {
   private connectionFor(upstream: UpstreamConfig, userId: number): UpstreamConnection {
     if (upstream.transport.kind !== 'stdio' || upstream.transport.isolation !== 'user')
       return this.upstreams.connections.get(upstream.name)!;
-    let people = this.perPerson.get(upstream.name);
-    if (!people) this.perPerson.set(upstream.name, (people = new Map()));
+    const people = this.perPerson.get(upstream.name) ?? new Map<number, { connection: UpstreamConnection; usedAt: number }>();
+    this.perPerson.set(upstream.name, people);
     const now = Date.now();
     const mine = people.get(userId);
     if (mine) {
