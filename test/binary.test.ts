@@ -182,6 +182,77 @@ describe('svc as a single executable', () => {
     assert.match(server.log(), /"event":"stopped"/);
   });
 
+  test('guards an HTTP and a stdio upstream: tools discovered, approved, called; identity assertions signed inside the binary', async () => {
+    const port = await freePort();
+    const upstreamPort = await freePort();
+    const sdk = join(ROOT, 'node_modules/@modelcontextprotocol/sdk/dist/esm');
+    const kit = join(work, 'app', 'kit.mjs');
+    writeFileSync(
+      kit,
+      `import { Server } from '${sdk}/server/index.js';
+import { StdioServerTransport } from '${sdk}/server/stdio.js';
+import { ListToolsRequestSchema, CallToolRequestSchema } from '${sdk}/types.js';
+const server = new Server({ name: 'kit', version: '1' }, { capabilities: { tools: {} } });
+server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [{ name: 'meta', description: 'Answers its _meta.', inputSchema: { type: 'object' } }] }));
+server.setRequestHandler(CallToolRequestSchema, async (r) => ({ content: [{ type: 'text', text: JSON.stringify(r.params._meta ?? {}) }] }));
+await server.connect(new StdioServerTransport());
+`,
+    );
+    const everything = spawn(
+      process.execPath,
+      [join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js'), 'streamableHttp'],
+      {
+        env: { ...process.env, PORT: String(upstreamPort) },
+        stdio: 'ignore',
+      },
+    );
+    const cfg = config(join(work, 'app'), port, 'upstreams.db');
+    writeFileSync(
+      cfg,
+      `${readFileSync(cfg, 'utf8')}\n[upstream everything]\nurl = http://127.0.0.1:${upstreamPort}/mcp\nreview = auto\ntools = echo\n` +
+        `[upstream kit]\ncommand = "${process.execPath}" "${kit}"\nreview = auto\nidentity = jwt\n`,
+    );
+    const server = serve(cfg);
+    try {
+      await healthy(port);
+      const ok = async (args: string[]) => {
+        const r = await svc([...args, '--config', cfg]);
+        assert.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
+        return r.stdout;
+      };
+      await ok(['user', 'add', 'ops', '--email', 'ops@example.com']);
+      const token = (await ok(['token', 'create', 'ops', '--name', 'upstreams'])).trim();
+      const deadline = Date.now() + 30_000;
+      while (!/kit\tmeta\tapproved/.test(await ok(['tool', 'list'])) || !/everything\techo\tapproved/.test(await ok(['tool', 'list']))) {
+        assert.ok(Date.now() < deadline, `tools not discovered: ${server.log().slice(-2000)}`);
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      const client = new Client({ name: 'binary-upstreams', version: '1' });
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), {
+          requestInit: { headers: { authorization: `Bearer ${token}` } },
+        }),
+      );
+      const echoed = (await client.callTool({ name: 'everything__echo', arguments: { message: 'through the binary' } })) as {
+        content: { text: string }[];
+      };
+      assert.match(echoed.content[0]!.text, /through the binary/);
+      const meta = (await client.callTool({ name: 'kit__meta', arguments: {} })) as { content: { text: string }[] };
+      const assertion = (JSON.parse(meta.content[0]!.text) as Record<string, string>)['svc/identity']!;
+      const kid = (JSON.parse(Buffer.from(assertion.split('.')[0]!, 'base64url').toString()) as { kid: string }).kid;
+      await client.close();
+      const jwks = (await (await fetch(`http://127.0.0.1:${port}/.well-known/jwks.json`)).json()) as { keys: { kid: string }[] };
+      assert.deepEqual(
+        jwks.keys.map((k) => k.kid),
+        [kid],
+      );
+    } finally {
+      server.child.kill('SIGTERM');
+      everything.kill();
+    }
+    assert.equal(await server.exited, 0);
+  });
+
   test('several copies started at once on an empty cache all come up', async () => {
     const cache = join(work, 'fresh-cache');
     const ports = await Promise.all([1, 2, 3, 4].map(() => freePort()));

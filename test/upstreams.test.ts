@@ -37,7 +37,11 @@ import { StdioServerTransport } from '${SDK}/server/stdio.js';
 import { ListToolsRequestSchema, CallToolRequestSchema } from '${SDK}/types.js';
 const server = new Server({ name: 'changing', version: '1.0.0' }, { capabilities: { tools: {} } });
 server.setRequestHandler(ListToolsRequestSchema, async () => ({
-  tools: [{ name: 'greet', description: readFileSync(process.env.DESCRIPTION_FILE, 'utf8'), inputSchema: { type: 'object', properties: { who: { type: 'string' } } } }],
+  tools: [
+    { name: 'greet', description: readFileSync(process.env.DESCRIPTION_FILE, 'utf8'), inputSchema: { type: 'object', properties: { who: { type: 'string' } } } },
+    { name: 'huge', description: 'x'.repeat(70 * 1024), inputSchema: { type: 'object' } },
+    { name: 'n'.repeat(129), description: 'A name too long.', inputSchema: { type: 'object' } },
+  ],
 }));
 server.setRequestHandler(CallToolRequestSchema, async (r) => ({ content: [{ type: 'text', text: 'hello ' + r.params.arguments?.who }] }));
 await server.connect(new StdioServerTransport());
@@ -123,6 +127,11 @@ refresh = 1s
       assert.equal(t.approved_fingerprint, null);
       assert.match(t.fingerprint, /^[0-9a-f]{64}$/);
     }
+    assert.deepEqual(
+      of('changing').map((t) => t.name),
+      ['greet'],
+      'a definition over 64 KiB and a name over 128 characters are left out',
+    );
     const files = of('files');
     assert.ok(
       files.some((t) => t.name === 'read_text_file'),

@@ -10,8 +10,9 @@
 //   5. the single executable: cold start, resident memory idle and under load, its memory flags' throughput cost
 //   6. a real sqld vs. the embedded file: the bearer lookup, /mcp whoami on one and on two instances
 //      (scripts/bench/remote.ts)
+//   7. an upstream tool call through svc vs. straight to the upstream (scripts/bench/upstream.ts)
 // Options: --quick (smaller sizes and shorter runs, for a smoke check), --rounds N, --seconds S,
-// --only mcp|workers|search|scale|lookup|writes|binary|remote (one part).
+// --only mcp|workers|search|scale|lookup|writes|binary|remote|upstream (one part).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,6 +30,7 @@ import { benchToken, benchUser } from './records.ts';
 import { searchVisible, ftsQuery } from '../../src/store/items.ts';
 import { storedHash } from '../../src/domain/secrets.ts';
 import { benchRemote } from './remote.ts';
+import { benchUpstream } from './upstream.ts';
 
 const { values: opts } = parseArgs({
   options: {
@@ -499,6 +501,7 @@ try {
     writes: benchWrites,
     binary: benchBinary,
     remote: () => benchRemote(say, work, SECONDS, QUICK),
+    upstream: () => benchUpstream({ say, work, seconds: SECONDS, rounds: ROUNDS, userDb: benchUserDb }),
   };
   for (const [name, run] of Object.entries(parts)) {
     if (opts.only !== undefined && opts.only !== name) continue;

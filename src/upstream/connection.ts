@@ -166,7 +166,7 @@ export class UpstreamConnection {
       const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: this.upstream.timeoutMs });
       tools.push(...page.tools);
       cursor = page.nextCursor;
-    } while (cursor !== undefined && tools.length < 10_000);
+    } while (cursor !== undefined && tools.length <= 10_000);
     return tools;
   }
 

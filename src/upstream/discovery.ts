@@ -28,16 +28,28 @@ export function definitionOf(tool: Tool): ToolDefinition {
   };
 }
 
+/** At most this many tools of one upstream are kept, and none whose name or definition is larger than these. */
+export const TOOLS_PER_UPSTREAM = 1000;
+const NAME_MAX = 128;
+const DEFINITION_MAX = 64 * 1024;
+
 /** Lists one upstream's tools and records them; the changes of state. */
-export async function discover(database: Database, connection: UpstreamConnection): Promise<DiscoveryChange[]> {
+export async function discover(database: Database, connection: UpstreamConnection, log: Logger): Promise<DiscoveryChange[]> {
   const upstream = connection.upstream;
   const offered = await connection.listTools();
-  const found: FoundTool[] = offered
-    .filter((t) => upstream.tools === null || upstream.tools.includes(t.name))
-    .map((t) => {
-      const definition = definitionOf(t);
-      return { name: t.name, definition, fingerprint: fingerprint(definition) };
-    });
+  const found: FoundTool[] = [];
+  let refused = 0;
+  for (const t of offered) {
+    if (upstream.tools !== null && !upstream.tools.includes(t.name)) continue;
+    const definition = definitionOf(t);
+    // An upstream cannot fill svc's database or its admin page: oversized tools, and tools past the cap, are left out.
+    if (t.name.length > NAME_MAX || JSON.stringify(definition).length > DEFINITION_MAX || found.length >= TOOLS_PER_UPSTREAM) {
+      refused++;
+      continue;
+    }
+    found.push({ name: t.name, definition, fingerprint: fingerprint(definition) });
+  }
+  if (refused > 0) log.warn('upstream_tools_left_out', { upstream: upstream.name, left_out: refused, max_tools: TOOLS_PER_UPSTREAM });
   return database.write(async (tx) => {
     const now = database.now();
     const changes = await recordDiscovery(tx, upstream.name, found, upstream.review, now);
@@ -70,7 +82,7 @@ export function startUpstreams(config: Config, database: Database, log: Logger, 
     if (!connection) return Promise.resolve();
     const already = running.get(name);
     if (already) return already;
-    const run = discover(database, connection)
+    const run = discover(database, connection, log)
       .then((changes) => {
         metrics.upstreamUp(name, true);
         if (changes.length > 0) log.info('upstream_tools', { upstream: name, changes: changes.map((c) => `${c.name}:${c.to}`).join(' ') });

@@ -1,0 +1,109 @@
+// 7. An upstream tool call through svc vs. the same call straight to the upstream (CONTRACT §6.1): a bare MCP SDK
+// server (scripts/bench/server.ts bare) as the upstream, and svc serve with it as [upstream bare] (review = auto);
+// `tools/call bare__echo` with a bearer token through svc against `tools/call echo` on the upstream itself, loaded
+// in alternating rounds at 50 connections. Through svc a call costs svc's whole path (auth, the tool row, the call
+// on svc's one connection to the upstream, the audit row) on top of the upstream's.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+
+interface Bench {
+  say: (line?: string) => void;
+  work: string;
+  seconds: number;
+  rounds: number;
+  /** a database with the bench user and a token of theirs */
+  userDb: (name: string, labels: string) => Promise<{ url: string; token: string }>;
+}
+
+const ROOT = join(import.meta.dirname, '../..');
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+function started(command: string, args: string[], ready: RegExp, env: NodeJS.ProcessEnv = process.env): Promise<ChildProcess> {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
+  let seen = '';
+  return new Promise((resolve, reject) => {
+    const look = (d: Buffer) => {
+      seen = (seen + d.toString()).slice(-4000);
+      if (ready.test(seen)) resolve(child);
+    };
+    child.stdout!.on('data', look);
+    child.stderr!.on('data', look);
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}: ${seen}`)));
+  });
+}
+
+const call = (name: string) => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: { text: 'hi' } } });
+const HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+
+async function answersOk(url: string, token: string, name: string): Promise<boolean> {
+  const r = await fetch(url, { method: 'POST', headers: { ...HEADERS, authorization: `Bearer ${token}` }, body: call(name) }).catch(
+    () => null,
+  );
+  const body = r ? await r.text() : '';
+  return r?.status === 200 && body.includes('"text":"hi"') && !body.includes('"isError":true');
+}
+
+export async function benchUpstream(b: Bench): Promise<void> {
+  const { url: dbUrl, token } = await b.userDb('upstream', 'eng');
+  const base = 30000 + Math.floor(Math.random() * 10000);
+  const [upstreamPort, svcPort] = [base, base + 1];
+  const config = join(b.work, 'upstream.ini');
+  writeFileSync(
+    config,
+    `[server]\nlisten = 127.0.0.1:${svcPort}\nbase_url = http://127.0.0.1:${svcPort}\ndatabase = ${dbUrl}\n` +
+      `[auth]\ntoken\n    enabled true\n[upstream bare]\nurl = http://127.0.0.1:${upstreamPort}/mcp\nreview = auto\n`,
+  );
+  const children: ChildProcess[] = [];
+  try {
+    children.push(
+      await started(
+        process.execPath,
+        ['--import', 'tsx', join(ROOT, 'scripts/bench/server.ts'), 'bare', '-', String(upstreamPort)],
+        /ready/,
+      ),
+    );
+    children.push(
+      await started(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), 'serve', '--config', config], /listening/),
+    );
+    const direct = `http://127.0.0.1:${upstreamPort}/mcp`;
+    const through = `http://127.0.0.1:${svcPort}/mcp`;
+    // Discovery approves bare's echo as found (review = auto): wait for it.
+    for (let i = 0; i < 200 && !(await answersOk(through, token, 'bare__echo')); i++) await new Promise((r) => setTimeout(r, 100));
+    if (!(await answersOk(through, token, 'bare__echo'))) throw new Error('bare__echo does not answer through svc');
+    const load = (url: string, name: string, seconds: number) =>
+      autocannon({
+        url,
+        method: 'POST',
+        connections: 50,
+        duration: seconds,
+        headers: { ...HEADERS, authorization: `Bearer ${token}` },
+        body: call(name),
+      });
+    await load(direct, 'echo', 2);
+    await load(through, 'bare__echo', 2);
+    const rates = { direct: [] as number[], through: [] as number[] };
+    const p50 = { direct: [] as number[], through: [] as number[] };
+    for (let round = 0; round < b.rounds * 2; round++) {
+      const order = round % 2 === 0 ? (['direct', 'through'] as const) : (['through', 'direct'] as const);
+      for (const which of order) {
+        const r = which === 'direct' ? await load(direct, 'echo', b.seconds) : await load(through, 'bare__echo', b.seconds);
+        if (r.non2xx > 0 || r.errors > 0) throw new Error(`${which}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
+        rates[which].push(r.requests.average);
+        p50[which].push(r.latency.p50);
+      }
+    }
+    if (!(await answersOk(through, token, 'bare__echo'))) throw new Error('bare__echo stopped answering through svc');
+    const [d, t] = [median(rates.direct), median(rates.through)];
+    b.say(
+      `7. upstream tools/call, 50 connections, median of ${b.rounds * 2} alternating rounds of ${b.seconds}s (no CPU pinning: three processes on two cores)`,
+    );
+    b.say(`   straight to the upstream, echo:  ${d.toFixed(0)} req/s, p50 ${median(p50.direct)} ms`);
+    b.say(`   through svc, bare__echo:         ${t.toFixed(0)} req/s, p50 ${median(p50.through)} ms`);
+    b.say(`   ratio through svc / straight: ${(t / d).toFixed(2)}   (target >= 0.85)`);
+    b.say(`   svc's added p50: ${median(p50.through) - median(p50.direct)} ms   (target <= 1)`);
+  } finally {
+    for (const c of children) c.kill('SIGKILL');
+  }
+}
