@@ -3,7 +3,6 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Config } from '../config/load.ts';
 import type { Database } from '../db/open.ts';
-import { safeDatabaseMessage } from '../db/errors.ts';
 import { fingerprint } from '../domain/canonical-json.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/events.ts';
@@ -65,6 +64,11 @@ export async function discover(database: Database, connection: UpstreamConnectio
   });
 }
 
+const RETRY_FIRST_MS = 1000;
+
+/** Why a listing failed, for the log: the error's own words, short (the log may name the upstream and the database). */
+const reason = (e: unknown) => (e instanceof Error ? e.message : String(e)).slice(0, 300);
+
 /** The upstreams svc keeps: one connection each, discovered at start and every `refresh`. */
 export interface Upstreams {
   readonly connections: ReadonlyMap<string, UpstreamConnection>;
@@ -77,6 +81,8 @@ export function startUpstreams(config: Config, database: Database, log: Logger, 
   const connections = new Map<string, UpstreamConnection>();
   const timers: NodeJS.Timeout[] = [];
   const running = new Map<string, Promise<void>>();
+  const retryMs = new Map<string, number>();
+  let stopped = false;
   const rediscover = (name: string): Promise<void> => {
     const connection = connections.get(name);
     if (!connection) return Promise.resolve();
@@ -84,13 +90,18 @@ export function startUpstreams(config: Config, database: Database, log: Logger, 
     if (already) return already;
     const run = discover(database, connection, log)
       .then((changes) => {
+        retryMs.delete(name);
         metrics.upstreamUp(name, true);
         if (changes.length > 0) log.info('upstream_tools', { upstream: name, changes: changes.map((c) => `${c.name}:${c.to}`).join(' ') });
       })
       .catch(async (e: unknown) => {
         metrics.upstreamUp(name, false);
         await database.write((tx) => recordUpstreamStatus(tx, name, false, database.now())).catch(() => undefined);
-        log.warn('upstream_discovery_failed', { upstream: name, error: safeDatabaseMessage(e) });
+        // Listed again soon, then less and less often, up to every `refresh`.
+        const wait = Math.min((retryMs.get(name) ?? RETRY_FIRST_MS / 2) * 2, connection.upstream.refreshMs);
+        retryMs.set(name, wait);
+        if (!stopped) timers.push(setTimeout(() => void rediscover(name), wait).unref());
+        log.warn('upstream_discovery_failed', { upstream: name, error: reason(e), retry_in_ms: wait });
       })
       .finally(() => running.delete(name));
     running.set(name, run);
@@ -107,7 +118,8 @@ export function startUpstreams(config: Config, database: Database, log: Logger, 
     connections,
     rediscover,
     async stop() {
-      for (const t of timers) clearInterval(t);
+      stopped = true;
+      for (const t of timers) clearTimeout(t);
       await Promise.allSettled([...running.values()]);
       await Promise.allSettled([...connections.values()].map((c) => c.close()));
     },
