@@ -54,17 +54,37 @@ function identityToHeader(init: RequestInit | undefined): RequestInit | undefine
  */
 function limitedFetch(oversized: () => void): typeof fetch {
   return async (input, init) => {
-    const response = await fetch(input, identityToHeader(init));
-    if (response.body === null) return response;
+    // The transport passes one long-lived signal to every request, and fetch leaves a listener on it per request:
+    // over a long life they pile up, and every request grows slower. Each request gets a signal of its own, tied to
+    // the transport's by one listener that is removed as soon as the answer has been read.
+    const outer = init?.signal ?? null;
+    const own = new AbortController();
+    const abort = () => own.abort(outer?.reason);
+    if (outer?.aborted) abort();
+    else outer?.addEventListener('abort', abort, { once: true });
+    const release = () => outer?.removeEventListener('abort', abort);
+    let response: Response;
+    try {
+      response = await fetch(input, { ...identityToHeader(init), signal: own.signal });
+    } catch (e) {
+      release();
+      throw e;
+    }
+    if (response.body === null) {
+      release();
+      return response;
+    }
     let seen = 0;
     const cut = new TransformStream<Uint8Array, Uint8Array>({
       transform(chunk, controller) {
         seen += chunk.byteLength;
         if (seen > ANSWER_MAX) {
           oversized();
+          release();
           controller.error(new AnswerTooLarge('the upstream answered more than 10 MiB'));
         } else controller.enqueue(chunk);
       },
+      flush: release,
     });
     return new Response(response.body.pipeThrough(cut), {
       status: response.status,

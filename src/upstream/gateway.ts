@@ -11,9 +11,9 @@ import { canonicalJson } from '../domain/canonical-json.ts';
 import type { Access } from '../domain/visibility.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/events.ts';
-import { recordAudit } from '../store/audit.ts';
 import { findTool, listTools, type UpstreamTool } from '../store/upstream-tools.ts';
 import { usable } from './access.ts';
+import { CallAudit } from './call-audit.ts';
 import { ensureSigningKey, IdentitySigner, type Subject } from './identity.ts';
 import { startUpstreams, type Upstreams } from './discovery.ts';
 import { ANSWER_MAX, AnswerTooLarge, UpstreamConnection } from './connection.ts';
@@ -65,6 +65,7 @@ const CAUSE_TEXT: Record<Exclude<Cause, 'rate_limited'>, string> = {
 export class UpstreamGateway {
   /** per upstream and person: the start of the current rate window and the calls in it */
   private readonly windows = new Map<string, { start: number; calls: number }>();
+  private readonly callAudit: CallAudit;
   /** upstreams the last call found unreachable */
   private readonly unreachable = new Set<string>();
   /** isolation = user: per upstream, each person's own process and when it was last used */
@@ -79,7 +80,9 @@ export class UpstreamGateway {
     private readonly metrics: Metrics,
     /** signs identity assertions for upstreams with identity = jwt; null when none has it */
     private readonly signer: IdentitySigner | null,
-  ) {}
+  ) {
+    this.callAudit = new CallAudit(database);
+  }
 
   /** The tools this caller may use, merged-named, with their approved definitions. */
   async tools(access: Access): Promise<Tool[]> {
@@ -214,22 +217,20 @@ export class UpstreamGateway {
       .update(canonicalJson(args ?? {}))
       .digest('hex');
     const credential = caller.tokenId === null ? caller.via : caller.tokenId;
-    await this.database.write((tx) =>
-      recordAudit(tx, {
-        actor: caller.uid,
-        via: caller.via,
-        action: 'upstream.call',
-        target: `${tool.upstream}/${tool.name}`,
-        detail: {
-          credential,
-          ...(caller.grantId === null ? {} : { grant: caller.grantId }),
-          outcome,
-          duration_ms: durationMs,
-          arguments_sha256: argumentsSha256,
-        },
-        peer: caller.peer,
-      }),
-    );
+    await this.callAudit.record({
+      actor: caller.uid,
+      via: caller.via,
+      action: 'upstream.call',
+      target: `${tool.upstream}/${tool.name}`,
+      detail: {
+        credential,
+        ...(caller.grantId === null ? {} : { grant: caller.grantId }),
+        outcome,
+        duration_ms: durationMs,
+        arguments_sha256: argumentsSha256,
+      },
+      peer: caller.peer,
+    });
   }
 }
 
