@@ -18,7 +18,7 @@ import { tokenRecord } from './helpers/records.ts';
 import { launchChromium } from './helpers/chromium.ts';
 import { scrape } from './helpers/metrics.ts';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestServer, type TestServer } from './helpers/server.ts';
@@ -36,7 +36,7 @@ import { Server } from '${SDK}/server/index.js';
 import { StdioServerTransport } from '${SDK}/server/stdio.js';
 import { ListToolsRequestSchema, CallToolRequestSchema } from '${SDK}/types.js';
 const server = new Server({ name: 'changing', version: '1.0.0' }, { capabilities: { tools: {} } });
-server.setRequestHandler(ListToolsRequestSchema, async () => ({
+server.setRequestHandler(ListToolsRequestSchema, async () => readFileSync(process.env.DESCRIPTION_FILE, 'utf8') === 'GONE' ? { tools: [] } : ({
   tools: [
     { name: 'greet', description: readFileSync(process.env.DESCRIPTION_FILE, 'utf8'), inputSchema: { type: 'object', properties: { who: { type: 'string' } } } },
     { name: 'huge', description: 'x'.repeat(70 * 1024), inputSchema: { type: 'object' } },
@@ -264,6 +264,40 @@ refresh = 1s
     await waitFor('back to the approved definition', async () => (await tool('changing', 'greet'))!.state === 'approved', { everyMs: 300 });
   });
 
+  test('a disabled tool stays disabled when its upstream drops it and offers it again; approval pins only the definition reviewed', async () => {
+    const listedAfter = async (since: string) =>
+      waitFor(
+        'two more listings',
+        async () => {
+          const changing = (JSON.parse((await cli(['upstream', 'list', '--json'])).stdout) as { name: string; checked_at: string }[]).find(
+            (u) => u.name === 'changing',
+          )!;
+          return changing.checked_at > since;
+        },
+        { everyMs: 300 },
+      );
+    const now = () => new Date(Date.now() + 1100).toISOString();
+    assert.equal((await cli(['tool', 'disable', 'changing', 'greet'])).code, 0);
+    const description = readFileSync(descriptionFile(), 'utf8');
+    writeFileSync(descriptionFile(), 'GONE');
+    await listedAfter(now());
+    assert.equal((await tool('changing', 'greet'))!.state, 'disabled', 'away: still disabled');
+    writeFileSync(descriptionFile(), description);
+    await listedAfter(now());
+    assert.equal((await tool('changing', 'greet'))!.state, 'disabled', 'back: still disabled, nobody enabled it');
+
+    const root = await svc.addUser({ uid: 'reviewer', email: 'reviewer@example.com', labels: '', admin: true });
+    const headers = { Authorization: `Bearer ${await svc.tokenFor(root, undefined, 'admin')}`, 'Content-Type': 'application/json' };
+    const patch = (body: unknown) =>
+      fetch(`${svc.url}/admin/api/tools/changing/greet`, { method: 'PATCH', headers, body: JSON.stringify(body) });
+    const stale = await patch({ state: 'approved', fingerprint: '0'.repeat(64) });
+    assert.equal(stale.status, 409, 'a definition other than the one reviewed is not pinned');
+    assert.equal((await tool('changing', 'greet'))!.state, 'disabled');
+    const current = (await tool('changing', 'greet'))!.fingerprint;
+    assert.equal((await patch({ state: 'approved', fingerprint: current })).status, 200);
+    assert.equal((await tool('changing', 'greet'))!.approved_fingerprint, current);
+  });
+
   test('/admin/tools in Chromium: a changed definition side by side with the approved one; approve it, and a pending tool', async () => {
     await svc.addUser({ uid: 'boss', email: 'boss@example.com', password: 'boss password 1', admin: true });
     writeFileSync(descriptionFile(), 'Greets someone, in French now.');
@@ -297,6 +331,14 @@ refresh = 1s
       assert.ok((await tools('alice')).some((t) => t.name === 'get-tiny-image'));
     } finally {
       await browser.close();
+    }
+    // Left out of the upstream's `tools` list, an approved tool is usable by nobody, listed again or not.
+    const config = readFileSync(svc.ws.configPath, 'utf8');
+    writeFileSync(svc.ws.configPath, config.replace('tools = echo get-sum get-tiny-image', 'tools = echo'));
+    try {
+      assert.ok(!(await tools('alice')).some((t) => t.name === 'get-tiny-image'));
+    } finally {
+      writeFileSync(svc.ws.configPath, config);
     }
   });
 });

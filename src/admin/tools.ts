@@ -11,8 +11,14 @@ import type { Tx } from '../db/open.ts';
 const target = (tool: UpstreamTool) => `${tool.upstream}/${tool.name}`;
 
 /** Approves the tool as it is described now: its current definition and fingerprint become what agents see. */
-async function approveIn(tx: Tx, database: Database, actor: Actor, tool: UpstreamTool): Promise<void> {
+async function approveIn(tx: Tx, database: Database, actor: Actor, tool: UpstreamTool, reviewed: string | undefined): Promise<void> {
   if (tool.state === 'gone') throw new AppError('conflict', `the upstream no longer offers "${tool.name}"; nothing to approve`);
+  // What is pinned is what the admin saw: a definition that changed since is reviewed again.
+  if (reviewed !== undefined && reviewed !== tool.fingerprint)
+    throw new AppError(
+      'conflict',
+      `the upstream changed "${tool.name}" since you looked at it; review the new definition and approve again`,
+    );
   await approveTool(tx, tool, database.now());
   await audit(tx, actor, 'tool.approve', target(tool), { from: tool.state, fingerprint: tool.fingerprint });
 }
@@ -32,7 +38,7 @@ export function changeToolAs(database: Database, actor: Actor, upstream: string,
   return database.write(async (tx) => {
     const tool = await getTool(tx, upstream, name);
     if (change.labels !== undefined) await labelIn(tx, database, actor, tool, change.labels);
-    if (change.state === 'approved') await approveIn(tx, database, actor, tool);
+    if (change.state === 'approved') await approveIn(tx, database, actor, tool, change.fingerprint);
     if (change.state === 'disabled') await disableIn(tx, database, actor, tool);
     return getTool(tx, upstream, name);
   });

@@ -13,10 +13,14 @@ import { iso } from '../domain/clock.ts';
 
 const TWO = ['UPSTREAM', 'TOOL'];
 
+/** A name an upstream chose, as a terminal shows it: control characters and tabs escaped, not obeyed. */
+const printable = (text: string) =>
+  text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+
 function line(ctx: CommandContext, tool: UpstreamTool): string {
   const labels = toolLabels(tool, ctx.config().upstreams);
   const shown = labels === null ? '(upstream not configured)' : labels.join(',') || '(unrestricted)';
-  return `${tool.upstream}\t${tool.name}\t${tool.state}\t${shown}${tool.labels === null ? '' : ' (own)'}`;
+  return `${tool.upstream}\t${printable(tool.name)}\t${tool.state}\t${shown}${tool.labels === null ? '' : ' (own)'}`;
 }
 
 /** `svc tool VERB UPSTREAM TOOL`: one admin action on one tool. */

@@ -136,7 +136,8 @@ export async function recordDiscovery(
     if (state !== before.state) changes.push({ name: tool.name, from: before.state, to: state });
   }
   for (const gone of known.values()) {
-    if (gone.state === 'gone') continue;
+    // A disabled tool stays disabled while it is away, so coming back cannot enable it.
+    if (gone.state === 'gone' || gone.state === 'disabled') continue;
     await tx
       .update(upstreamTools)
       .set({ state: 'gone', updatedAt: now })

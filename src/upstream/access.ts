@@ -1,5 +1,5 @@
 // Who may use an upstream tool: the one access rule of svc (domain/visibility.ts), as for items. A tool is usable
-// when it is approved, its upstream is configured, and its labels (its own, or its upstream's) are visible to the
+// when it is approved, its upstream is configured (and its `tools` list, if any, names it), and its labels (its own, or its upstream's) are visible to the
 // caller, narrowed by a token's restriction.
 import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { LabelSet } from '../domain/labels.ts';
@@ -14,7 +14,9 @@ export function toolLabels(tool: UpstreamTool, upstreams: readonly UpstreamConfi
 
 export function usable(tool: UpstreamTool, config: Config, access: Access): boolean {
   if (tool.state !== 'approved' || tool.approvedDefinition === null) return false;
-  if (!config.upstreams.some((u) => u.name === tool.upstream)) return false;
+  const upstream = config.upstreams.find((u) => u.name === tool.upstream);
+  // Not configured any more, or left out of its `tools` list since it was recorded.
+  if (!upstream || (upstream.tools !== null && !upstream.tools.includes(tool.name))) return false;
   const labels = toolLabels(tool, config.upstreams);
   return labels !== null && visible(labels, access.labels, access.restriction);
 }

@@ -14,6 +14,8 @@ import { VERSION } from '../version.ts';
 /** More than this from an upstream is not read: a stdio line (the SDK's own limit) or an HTTP response body. */
 export const ANSWER_MAX = 10 * 1024 * 1024;
 const BACKOFF_FIRST_MS = 1000;
+/** A tool listing reads at most this many pages. */
+const LIST_PAGES = 20;
 
 /** A call whose answer was larger than ANSWER_MAX: it is cut off, and the connection with it. */
 export class AnswerTooLarge extends Error {}
@@ -177,16 +179,23 @@ export class UpstreamConnection {
     }
   }
 
-  /** Every tool the upstream offers (all pages). */
-  async listTools(): Promise<Tool[]> {
+  /**
+   * The tools the upstream offers, page by page, up to `max` (one more, so the caller can tell there were more) and
+   * at most LIST_PAGES pages: a hostile upstream cannot make svc hold more than that.
+   */
+  async listTools(max: number): Promise<Tool[]> {
     const client = await this.connected();
     const tools: Tool[] = [];
     let cursor: string | undefined;
-    do {
-      const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: this.upstream.timeoutMs });
-      tools.push(...page.tools);
-      cursor = page.nextCursor;
-    } while (cursor !== undefined && tools.length <= 10_000);
+    for (let page = 0; page < LIST_PAGES; page++) {
+      const answer = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: this.upstream.timeoutMs });
+      for (const tool of answer.tools) {
+        if (tools.length > max) return tools;
+        tools.push(tool);
+      }
+      cursor = answer.nextCursor;
+      if (cursor === undefined) break;
+    }
     return tools;
   }
 

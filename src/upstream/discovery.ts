@@ -35,7 +35,7 @@ const DEFINITION_MAX = 64 * 1024;
 /** Lists one upstream's tools and records them; the changes of state. */
 export async function discover(database: Database, connection: UpstreamConnection, log: Logger): Promise<DiscoveryChange[]> {
   const upstream = connection.upstream;
-  const offered = await connection.listTools();
+  const offered = await connection.listTools(TOOLS_PER_UPSTREAM);
   const found: FoundTool[] = [];
   let refused = 0;
   for (const t of offered) {
@@ -65,6 +65,7 @@ export async function discover(database: Database, connection: UpstreamConnectio
 }
 
 const RETRY_FIRST_MS = 1000;
+const LIST_CHANGED_MS = 10_000;
 
 /** Why a listing failed, for the log: the error's own words, short (the log may name the upstream and the database). */
 const reason = (e: unknown) => (e instanceof Error ? e.message : String(e)).slice(0, 300);
@@ -107,8 +108,23 @@ export function startUpstreams(config: Config, database: Database, log: Logger, 
     running.set(name, run);
     return run;
   };
+  // list_changed lists again, at most once every LIST_CHANGED_MS per upstream: a flood of notifications is one listing.
+  const lastAsked = new Map<string, number>();
+  const scheduled = new Set<string>();
+  const soon = (name: string) => {
+    if (scheduled.has(name) || stopped) return;
+    scheduled.add(name);
+    const wait = Math.max(0, (lastAsked.get(name) ?? 0) + LIST_CHANGED_MS - Date.now());
+    timers.push(
+      setTimeout(() => {
+        scheduled.delete(name);
+        lastAsked.set(name, Date.now());
+        void rediscover(name);
+      }, wait).unref(),
+    );
+  };
   for (const upstream of config.upstreams) {
-    connections.set(upstream.name, new UpstreamConnection(upstream, log, () => void rediscover(upstream.name)));
+    connections.set(upstream.name, new UpstreamConnection(upstream, log, () => soon(upstream.name)));
     void rediscover(upstream.name);
     const timer = setInterval(() => void rediscover(upstream.name), upstream.refreshMs);
     timer.unref();

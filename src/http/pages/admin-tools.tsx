@@ -43,6 +43,7 @@ function ToolActions(p: { view: ToolView }) {
       {t.state !== 'approved' && t.state !== 'gone' && (
         <form method="post" action={action} class="inline">
           <input type="hidden" name="action" value="approve" />
+          <input type="hidden" name="fingerprint" value={t.fingerprint} />
           <button type="submit">Approve</button>
         </form>
       )}
@@ -57,7 +58,7 @@ function ToolActions(p: { view: ToolView }) {
       <form method="post" action={action} class="inline">
         <input type="hidden" name="action" value="label" />
         <label>
-          Own labels <input name="labels" value={t.labels === null ? '' : t.labels.join(' ')} placeholder="its upstream's" />
+          Own labels <input name="labels" value={t.labels === null ? '' : t.labels.join(' ')} />
         </label>
         <button type="submit" class="secondary">
           Set labels

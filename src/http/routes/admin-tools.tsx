@@ -51,13 +51,18 @@ async function page(services: Services, c: SignedCtx, status: 200 | 400 | 409 = 
 function changeFrom(body: Record<string, unknown>): ToolChange {
   switch (body.action) {
     case 'approve':
-      return { state: 'approved' };
+      // The definition the page showed: a newer one is refused, and shown for review.
+      return typeof body.fingerprint === 'string' ? { state: 'approved', fingerprint: body.fingerprint } : { state: 'approved' };
     case 'disable':
       return { state: 'disabled' };
     case 'inherit':
       return { labels: null };
-    case 'label':
-      return { labels: labelsField(typeof body.labels === 'string' ? body.labels : '') };
+    case 'label': {
+      const labels = labelsField(typeof body.labels === 'string' ? body.labels : '');
+      // An empty field would make the tool open to every user: that takes the API or svc tool label --labels ''.
+      if (labels.length === 0) throw badRequest("labels: give the tool's own labels, or use its upstream's", 'labels');
+      return { labels };
+    }
     default:
       throw badRequest('action: approve, disable, label or inherit', 'action');
   }
