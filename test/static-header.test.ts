@@ -3,15 +3,12 @@
 // switches to a browser sign-in. The MCP Inspector CLI runs against the same configuration in inspector.test.ts.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { throughMcpRemote } from './helpers/mcp-remote.ts';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { bearer } from './helpers/http.ts';
-import { OAUTH_ON, ROOT } from './helpers/workspace.ts';
+import { OAUTH_ON } from './helpers/workspace.ts';
 
 let s: TestServer;
 let token: string;
@@ -45,30 +42,12 @@ test('/mcp serves no protected-resource metadata, at its path or the root, and i
 });
 
 test('mcp-remote with --header bridges stdio to /mcp', async () => {
-  const home = mkdtempSync(join(tmpdir(), 'svc-mcp-remote-'));
-  const client = new Client({ name: 'via-mcp-remote', version: '1' });
+  const { client, close } = await throughMcpRemote(`${s.url}/mcp`, token);
   try {
-    await client.connect(
-      new StdioClientTransport({
-        command: process.execPath,
-        args: [
-          join(ROOT, 'node_modules/mcp-remote/dist/proxy.js'),
-          `${s.url}/mcp`,
-          '--allow-http',
-          '--transport',
-          'http-only',
-          '--header',
-          `Authorization:Bearer ${token}`,
-        ],
-        env: { PATH: process.env.PATH ?? '', HOME: home },
-        stderr: 'ignore',
-      }),
-    );
     assert.equal(await uidOf(client), 'static');
     const tools = await client.listTools();
     assert.deepEqual(tools.tools.map((t) => t.name).sort(), ['fetch', 'search', 'whoami']);
   } finally {
-    await client.close();
-    rmSync(home, { recursive: true, force: true });
+    await close();
   }
 });

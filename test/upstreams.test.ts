@@ -10,7 +10,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { throughMcpRemote } from './helpers/mcp-remote.ts';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { createToken } from '../src/store/tokens.ts';
 import type { User } from '../src/store/users.ts';
@@ -596,32 +596,14 @@ identity = jwt
 
   test('mcp-remote, a real stdio bridge, lists and calls upstream tools through svc', async () => {
     const dave = await svc.addUser({ uid: 'dave', email: 'dave@example.com', labels: 'eng' });
-    const home = mkdtempSync(join(tmpdir(), 'svc-mcp-remote-'));
-    const client = new Client({ name: 'via-mcp-remote', version: '1' });
+    const { client, close } = await throughMcpRemote(`${svc.url}/mcp`, await svc.tokenFor(dave));
     try {
-      await client.connect(
-        new StdioClientTransport({
-          command: process.execPath,
-          args: [
-            join(ROOT, 'node_modules/mcp-remote/dist/proxy.js'),
-            `${svc.url}/mcp`,
-            '--allow-http',
-            '--transport',
-            'http-only',
-            '--header',
-            `Authorization:Bearer ${await svc.tokenFor(dave)}`,
-          ],
-          env: { PATH: process.env.PATH ?? '', HOME: home },
-          stderr: 'ignore',
-        }),
-      );
       const names = (await client.listTools()).tools.map((t) => t.name);
       assert.ok(names.includes('everything__echo') && names.includes('kit__greet'), JSON.stringify(names));
       const greeting = await client.callTool({ name: 'kit__greet', arguments: { who: 'dave' } });
       assert.deepEqual(greeting.structuredContent, { greeting: 'hello dave' });
     } finally {
-      await client.close();
-      rmSync(home, { recursive: true, force: true });
+      await close();
     }
   });
 
