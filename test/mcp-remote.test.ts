@@ -18,6 +18,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { launchChromium } from './helpers/chromium.ts';
 import { allowInChromium, type Person, type Visit } from './helpers/consent.ts';
+import { listening, waitFor } from './helpers/wait.ts';
 import { Browser } from './helpers/http.ts';
 import { DEFAULT_AUTH } from './helpers/workspace.ts';
 import { createLogger } from '../src/log.ts';
@@ -85,6 +86,8 @@ describe('mcp-remote by URL alone: sign-in, stored tokens, refresh, revocation, 
         const visit = (async () => {
           const callback = urlOrNull(url.searchParams.get('redirect_uri') ?? '');
           if (!callback) throw new Error(`mcp-remote opened ${JSON.stringify(body)}, which has no redirect_uri`);
+          // mcp-remote opens the address before its callback listener may be up: the browser must not come back first.
+          await waitFor('mcp-remote listening for its callback', () => listening(Number(callback.port)), { timeoutMs: 20_000 });
           const page = await profile.newPage();
           try {
             return await allowInChromium(page, url.href, PETRA, callback.origin);
