@@ -51,11 +51,17 @@ function toTool(r: Row): UpstreamTool {
   };
 }
 
-export async function listTools(db: Db, upstream?: string): Promise<UpstreamTool[]> {
+/** Tools of one upstream or all, or only those in one state (what /mcp offers reads only the approved). */
+export async function listTools(db: Db, only: { upstream?: string; state?: ToolState } = {}): Promise<UpstreamTool[]> {
   const rows = await db
     .select()
     .from(upstreamTools)
-    .where(upstream === undefined ? undefined : eq(upstreamTools.upstream, upstream))
+    .where(
+      and(
+        only.upstream === undefined ? undefined : eq(upstreamTools.upstream, only.upstream),
+        only.state === undefined ? undefined : eq(upstreamTools.state, only.state),
+      ),
+    )
     .orderBy(asc(upstreamTools.upstream), asc(upstreamTools.name))
     .all();
   return rows.map(toTool);
@@ -101,7 +107,7 @@ export async function recordDiscovery(
   review: 'admin' | 'auto',
   now: number,
 ): Promise<DiscoveryChange[]> {
-  const known = new Map((await listTools(tx, upstream)).map((t) => [t.name, t]));
+  const known = new Map((await listTools(tx, { upstream })).map((t) => [t.name, t]));
   const changes: DiscoveryChange[] = [];
   for (const tool of found) {
     const before = known.get(tool.name);

@@ -75,6 +75,8 @@ export interface Upstreams {
   readonly connections: ReadonlyMap<string, UpstreamConnection>;
   /** lists an upstream's tools again now (what a failure or list_changed asks for) */
   rediscover(name: string): Promise<void>;
+  /** an upstream said its tools changed: listed again, at most once every LIST_CHANGED_MS */
+  listChanged(name: string): void;
   stop(): Promise<void>;
 }
 
@@ -133,6 +135,7 @@ export function startUpstreams(config: Config, database: Database, log: Logger, 
   return {
     connections,
     rediscover,
+    listChanged: soon,
     async stop() {
       stopped = true;
       for (const t of timers) clearTimeout(t);

@@ -86,7 +86,7 @@ export class UpstreamGateway {
 
   /** The tools this caller may use, merged-named, with their approved definitions. */
   async tools(access: Access): Promise<Tool[]> {
-    const rows = await listTools(this.database.db);
+    const rows = await listTools(this.database.db, { state: 'approved' });
     return rows
       .filter((t) => offerable(t) && usable(t, this.config, access))
       .map((t) => ({ ...t.approvedDefinition!, name: mergedName(t) }) as Tool);
@@ -172,7 +172,7 @@ export class UpstreamGateway {
       void people.get(oldest)!.connection.close();
       people.delete(oldest);
     }
-    const connection = new UpstreamConnection(upstream, this.log, () => void this.upstreams.rediscover(upstream.name));
+    const connection = new UpstreamConnection(upstream, this.log, () => this.upstreams.listChanged(upstream.name));
     people.set(userId, { connection, usedAt: now });
     return connection;
   }
