@@ -501,7 +501,7 @@ try {
     writes: benchWrites,
     binary: benchBinary,
     remote: () => benchRemote(say, work, SECONDS, QUICK),
-    upstream: () => benchUpstream({ say, work, seconds: SECONDS, rounds: ROUNDS, userDb: benchUserDb }),
+    upstream: () => benchUpstream({ say, pin, work, seconds: SECONDS, rounds: ROUNDS, userDb: benchUserDb }),
   };
   for (const [name, run] of Object.entries(parts)) {
     if (opts.only !== undefined && opts.only !== name) continue;

@@ -1,8 +1,10 @@
 // 7. An upstream tool call through svc vs. the same call straight to the upstream (CONTRACT §6.1): a bare MCP SDK
 // server (scripts/bench/server.ts bare) as the upstream, and svc serve with it as [upstream bare] (review = auto);
 // `tools/call bare__echo` with a bearer token through svc against `tools/call echo` on the upstream itself, loaded
-// in alternating rounds at 50 connections. Through svc a call costs svc's whole path (auth, the tool row, the call
-// on svc's one connection to the upstream, the audit row) on top of the upstream's.
+// in alternating rounds at 50 connections, then one call at a time. Through svc a call costs svc's whole path
+// (auth, the tool row, the call on svc's one connection to the upstream, the audit row committed) on top of the
+// upstream's. With taskset, svc runs alone on core 0, as a gateway on its own machine would; the upstream shares
+// core 1 with the load generator (this process), so a call straight to it is measured on the very same core.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,6 +12,8 @@ import autocannon from 'autocannon';
 
 interface Bench {
   say: (line?: string) => void;
+  /** true: the load generator runs on core 1, and servers are pinned with taskset */
+  pin: boolean;
   work: string;
   seconds: number;
   rounds: number;
@@ -57,26 +61,27 @@ export async function benchUpstream(b: Bench): Promise<void> {
   );
   const children: ChildProcess[] = [];
   try {
+    const on = (core: string, args: string[]): [string, string[]] =>
+      b.pin ? ['taskset', ['-c', core, ...args]] : [args[0]!, args.slice(1)];
     children.push(
       await started(
-        process.execPath,
-        ['--import', 'tsx', join(ROOT, 'scripts/bench/server.ts'), 'bare', '-', String(upstreamPort)],
+        ...on('1', [process.execPath, '--import', 'tsx', join(ROOT, 'scripts/bench/server.ts'), 'bare', '-', String(upstreamPort)]),
         /ready/,
       ),
     );
     children.push(
-      await started(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts'), 'serve', '--config', config], /listening/),
+      await started(...on('0', [process.execPath, '--import', 'tsx', join(ROOT, 'src/main.ts'), 'serve', '--config', config]), /listening/),
     );
     const direct = `http://127.0.0.1:${upstreamPort}/mcp`;
     const through = `http://127.0.0.1:${svcPort}/mcp`;
     // Discovery approves bare's echo as found (review = auto): wait for it.
     for (let i = 0; i < 200 && !(await answersOk(through, token, 'bare__echo')); i++) await new Promise((r) => setTimeout(r, 100));
     if (!(await answersOk(through, token, 'bare__echo'))) throw new Error('bare__echo does not answer through svc');
-    const load = (url: string, name: string, seconds: number) =>
+    const load = (url: string, name: string, seconds: number, connections = 50) =>
       autocannon({
         url,
         method: 'POST',
-        connections: 50,
+        connections,
         duration: seconds,
         headers: { ...HEADERS, authorization: `Bearer ${token}` },
         body: call(name),
@@ -94,15 +99,23 @@ export async function benchUpstream(b: Bench): Promise<void> {
         p50[which].push(r.latency.p50);
       }
     }
+    // One call at a time: the time a call takes is 1 / the rate, so the difference is what svc adds to each call.
+    const single = { direct: [] as number[], through: [] as number[] };
+    for (let round = 0; round < b.rounds * 2; round++) {
+      single.direct.push((await load(direct, 'echo', b.seconds, 1)).requests.average);
+      single.through.push((await load(through, 'bare__echo', b.seconds, 1)).requests.average);
+    }
     if (!(await answersOk(through, token, 'bare__echo'))) throw new Error('bare__echo stopped answering through svc');
     const [d, t] = [median(rates.direct), median(rates.through)];
-    b.say(
-      `7. upstream tools/call, 50 connections, median of ${b.rounds * 2} alternating rounds of ${b.seconds}s (no CPU pinning: three processes on two cores)`,
-    );
-    b.say(`   straight to the upstream, echo:  ${d.toFixed(0)} req/s, p50 ${median(p50.direct)} ms`);
-    b.say(`   through svc, bare__echo:         ${t.toFixed(0)} req/s, p50 ${median(p50.through)} ms`);
+    const [d1, t1] = [median(single.direct), median(single.through)];
+    const where = b.pin ? 'svc alone on core 0; the upstream and the load generator on core 1' : 'no CPU pinning';
+    b.say(`7. upstream tools/call, median of ${b.rounds * 2} alternating rounds of ${b.seconds}s (${where})`);
+    b.say(`   50 connections, straight to the upstream, echo:  ${d.toFixed(0)} req/s, p50 ${median(p50.direct)} ms`);
+    b.say(`   50 connections, through svc, bare__echo:         ${t.toFixed(0)} req/s, p50 ${median(p50.through)} ms`);
     b.say(`   ratio through svc / straight: ${(t / d).toFixed(2)}   (target >= 0.85)`);
-    b.say(`   svc's added p50: ${median(p50.through) - median(p50.direct)} ms   (target <= 1)`);
+    b.say(`   svc's added p50 at 50 connections: ${median(p50.through) - median(p50.direct)} ms   (target <= 1)`);
+    b.say(`   one call at a time: straight ${(1000 / d1).toFixed(2)} ms, through svc ${(1000 / t1).toFixed(2)} ms a call`);
+    b.say(`   svc's added time per call, one at a time: ${(1000 / t1 - 1000 / d1).toFixed(2)} ms`);
   } finally {
     for (const c of children) c.kill('SIGKILL');
   }

@@ -36,15 +36,23 @@ function detailText(detail: Record<string, unknown> | null | undefined): string 
 }
 
 export async function recordAudit(tx: Tx, event: AuditEvent, now = Date.now()): Promise<void> {
-  await tx.insert(audit).values({
-    at: now,
-    actor: event.actor,
-    via: event.via,
-    action: event.action,
-    target: event.target ?? null,
-    detail: detailText(event.detail),
-    peer: event.peer ?? null,
-  });
+  await recordAudits(tx, [{ event, at: now }]);
+}
+
+/** Several rows in one statement (the upstream calls' group commit): each with the time it happened. */
+export async function recordAudits(tx: Tx, rows: readonly { event: AuditEvent; at: number }[]): Promise<void> {
+  if (rows.length === 0) return;
+  await tx.insert(audit).values(
+    rows.map(({ event, at }) => ({
+      at,
+      actor: event.actor,
+      via: event.via,
+      action: event.action,
+      target: event.target ?? null,
+      detail: detailText(event.detail),
+      peer: event.peer ?? null,
+    })),
+  );
 }
 
 /**

@@ -1,6 +1,6 @@
 // Upstream tools as objects in the database (CONTRACT §6.1): what discovery found, what an admin approved, the
 // tool's own labels and its state. Every instance reads the same rows.
-import { and, asc, eq } from 'drizzle-orm';
+import { and, asc, eq, sql } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { upstreamStatus, upstreamTools } from '../db/schema.ts';
 import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
@@ -67,17 +67,34 @@ export async function listTools(db: Db, only: { upstream?: string; state?: ToolS
   return rows.map(toTool);
 }
 
+function prepareFind(db: Db) {
+  return db
+    .select()
+    .from(upstreamTools)
+    .where(and(eq(upstreamTools.upstream, sql.placeholder('upstream')), eq(upstreamTools.name, sql.placeholder('name'))))
+    .prepare();
+}
+const finds = new WeakMap<Db, ReturnType<typeof prepareFind>>();
+
+/** One tool's row for the call path: the statement is prepared once per database (not for a transaction). */
 export async function findTool(db: Db, upstream: string, name: string): Promise<UpstreamTool | null> {
+  let find = finds.get(db);
+  if (!find) {
+    find = prepareFind(db);
+    finds.set(db, find);
+  }
+  const row = await find.get({ upstream, name });
+  return row ? toTool(row) : null;
+}
+
+/** One tool's row, read inside a transaction or by a page; a missing tool is 404. */
+export async function getTool(db: Db, upstream: string, name: string): Promise<UpstreamTool> {
   const row = await db
     .select()
     .from(upstreamTools)
     .where(and(eq(upstreamTools.upstream, upstream), eq(upstreamTools.name, name)))
     .get();
-  return row ? toTool(row) : null;
-}
-
-export async function getTool(db: Db, upstream: string, name: string): Promise<UpstreamTool> {
-  const tool = await findTool(db, upstream, name);
+  const tool = row ? toTool(row) : null;
   if (!tool) throw notFound(`no tool "${name}" of upstream "${upstream}"`);
   return tool;
 }

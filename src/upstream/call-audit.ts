@@ -2,10 +2,10 @@
 // answered whose row could still be lost), but the rows of calls that end while a commit is under way go together
 // in the next transaction, so a burst of calls costs a few commits, not one each.
 import type { Database } from '../db/open.ts';
-import { recordAudit, type AuditEvent } from '../store/audit.ts';
+import { recordAudits, type AuditEvent } from '../store/audit.ts';
 
 /** At most this many rows in one transaction. */
-const GROUP_MAX = 500;
+const GROUP_MAX = 200;
 
 export class CallAudit {
   private waiting: { event: AuditEvent; at: number; done: (e?: unknown) => void }[] = [];
@@ -28,9 +28,7 @@ export class CallAudit {
     while (this.waiting.length > 0) {
       const group = this.waiting.splice(0, GROUP_MAX);
       try {
-        await this.database.write(async (tx) => {
-          for (const row of group) await recordAudit(tx, row.event, row.at);
-        });
+        await this.database.write((tx) => recordAudits(tx, group));
         for (const row of group) row.done();
       } catch (e) {
         for (const row of group) row.done(e);

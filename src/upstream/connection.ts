@@ -10,15 +10,11 @@ import { ErrorCode, McpError, ToolListChangedNotificationSchema, type Tool } fro
 import type { UpstreamConfig } from '../config/load.ts';
 import type { Logger } from '../log.ts';
 import { VERSION } from '../version.ts';
+import { AnswerTooLarge, upstreamFetch } from './http-fetch.ts';
 
-/** More than this from an upstream is not read: a stdio line (the SDK's own limit) or an HTTP response body. */
-export const ANSWER_MAX = 10 * 1024 * 1024;
 const BACKOFF_FIRST_MS = 1000;
 /** A tool listing reads at most this many pages. */
 const LIST_PAGES = 20;
-
-/** A call whose answer was larger than ANSWER_MAX: it is cut off, and the connection with it. */
-export class AnswerTooLarge extends Error {}
 const BACKOFF_MAX_MS = 60_000;
 
 /** The environment a stdio child gets: its configured env.* plus PATH and HOME, nothing else of svc's. */
@@ -50,62 +46,20 @@ function identityToHeader(init: RequestInit | undefined): RequestInit | undefine
   return { ...init, headers, body: JSON.stringify(message) };
 }
 
-/**
- * fetch for an HTTP upstream: an identity assertion moved to its header, and a response body cut off (and
- * `oversized` told) past ANSWER_MAX bytes.
- */
-function limitedFetch(oversized: () => void): typeof fetch {
-  return async (input, init) => {
-    // The transport passes one long-lived signal to every request, and fetch leaves a listener on it per request:
-    // over a long life they pile up, and every request grows slower. Each request gets a signal of its own, tied to
-    // the transport's by one listener that is removed as soon as the answer has been read.
-    const outer = init?.signal ?? null;
-    const own = new AbortController();
-    const abort = () => own.abort(outer?.reason);
-    if (outer?.aborted) abort();
-    else outer?.addEventListener('abort', abort, { once: true });
-    const release = () => outer?.removeEventListener('abort', abort);
-    let response: Response;
-    try {
-      response = await fetch(input, { ...identityToHeader(init), signal: own.signal });
-    } catch (e) {
-      release();
-      throw e;
-    }
-    if (response.body === null) {
-      release();
-      return response;
-    }
-    let seen = 0;
-    const cut = new TransformStream<Uint8Array, Uint8Array>({
-      transform(chunk, controller) {
-        seen += chunk.byteLength;
-        if (seen > ANSWER_MAX) {
-          oversized();
-          release();
-          controller.error(new AnswerTooLarge('the upstream answered more than 10 MiB'));
-        } else controller.enqueue(chunk);
-      },
-      flush: release,
-    });
-    return new Response(response.body.pipeThrough(cut), {
-      status: response.status,
-      statusText: response.statusText,
-      headers: response.headers,
-    });
-  };
-}
-
-function transportFor(upstream: UpstreamConfig, oversized: () => void): Transport {
+/** The transport to an upstream, and what to release with it (an HTTP upstream's sockets). */
+function transportFor(upstream: UpstreamConfig, oversized: () => void): { transport: Transport; release(): void } {
   const t = upstream.transport;
   if (t.kind === 'http') {
     const headers: Record<string, string> = upstream.token === null ? {} : { Authorization: `Bearer ${upstream.token}` };
-    return new StreamableHTTPClientTransport(new URL(t.url), {
-      requestInit: { headers, redirect: 'error' },
-      fetch: limitedFetch(oversized),
+    const http = upstreamFetch(oversized);
+    const transport = new StreamableHTTPClientTransport(new URL(t.url), {
+      requestInit: { headers },
+      fetch: (input, init) => http.fetch(input, identityToHeader(init)),
     });
+    return { transport, release: () => http.close() };
   }
-  return new StdioClientTransport({ command: t.command, args: [...t.args], env: childEnvironment(t.env), stderr: 'pipe' });
+  const transport = new StdioClientTransport({ command: t.command, args: [...t.args], env: childEnvironment(t.env), stderr: 'pipe' });
+  return { transport, release: () => undefined };
 }
 
 export class UpstreamConnection {
@@ -144,7 +98,7 @@ export class UpstreamConnection {
     this.openedAt = Date.now();
     const client = new Client({ name: 'svc', version: VERSION });
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.onToolsChanged());
-    const transport = transportFor(this.upstream, () => {
+    const { transport, release } = transportFor(this.upstream, () => {
       this.oversizedAt = Date.now();
     });
     // The SDK's stdio reader refuses a line over 10 MiB and ends the connection; it says so here.
@@ -157,9 +111,15 @@ export class UpstreamConnection {
       });
     }
     client.onclose = () => {
+      release();
       if (!this.stopped && generation === this.generation) this.lost();
     };
-    await client.connect(transport, { timeout: this.upstream.timeoutMs });
+    try {
+      await client.connect(transport, { timeout: this.upstream.timeoutMs });
+    } catch (e) {
+      release();
+      throw e;
+    }
     this.failures = 0;
     return client;
   }

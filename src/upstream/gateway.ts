@@ -16,7 +16,8 @@ import { usable } from './access.ts';
 import { CallAudit } from './call-audit.ts';
 import { ensureSigningKey, IdentitySigner, type Subject } from './identity.ts';
 import { startUpstreams, type Upstreams } from './discovery.ts';
-import { ANSWER_MAX, AnswerTooLarge, UpstreamConnection } from './connection.ts';
+import { UpstreamConnection } from './connection.ts';
+import { ANSWER_MAX, AnswerTooLarge } from './http-fetch.ts';
 
 /** A merged tool name: what MCP clients accept, and no longer than 128. */
 const MERGED_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
