@@ -22,8 +22,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startTestServer, type TestServer } from './helpers/server.ts';
-import { DEFAULT_AUTH, freePort, ROOT } from './helpers/workspace.ts';
+import { DEFAULT_AUTH, freePort, OAUTH_ON, ROOT } from './helpers/workspace.ts';
 import { listening, waitFor } from './helpers/wait.ts';
+import { Browser } from './helpers/http.ts';
+import { connect, Provider } from './helpers/oauth-client.ts';
 
 const EVERYTHING = join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 const FILESYSTEM = join(ROOT, 'node_modules/@modelcontextprotocol/server-filesystem/dist/index.js');
@@ -420,7 +422,7 @@ describe('upstream tools through /mcp', () => {
     svc = await startTestServer({
       serverExtra: `metrics_listen = 127.0.0.1:${metricsPort}\n`,
       env: { RECORDER_TOKEN: SERVICE_CREDENTIAL },
-      auth: `${DEFAULT_AUTH}
+      auth: `${OAUTH_ON}
 [upstream everything]
 url = http://127.0.0.1:${everythingPort}/mcp
 labels = eng
@@ -447,7 +449,7 @@ identity = jwt
     });
     alice = await svc.addUser({ uid: 'alice', email: 'alice@example.com', labels: 'eng ops' });
     bob = await svc.addUser({ uid: 'bob', email: 'bob@example.com', labels: '' });
-    carol = await svc.addUser({ uid: 'carol', email: 'carol@example.com', labels: '' });
+    carol = await svc.addUser({ uid: 'carol', email: 'carol@example.com', labels: '', password: 'carol password 1' });
     await waitFor(
       'tools of all three upstreams recorded',
       async () => (await svc.ws.svc(['tool', 'list'])).stdout.includes('recorder\tping'),
@@ -665,6 +667,31 @@ identity = jwt
     const next = recorder.headers.map((h) => h['x-svc-identity']).find((v) => typeof v === 'string') as string;
     const verified = await jwtVerify(next, createRemoteJWKSet(jwksUrl), { issuer, audience: recorder.url });
     assert.notEqual(verified.protectedHeader.kid, before, 'the new key signs');
+  });
+
+  test("an OAuth client's call: the assertion names the client (client_id), and so does the call's audit row", async () => {
+    const browser = new Browser(svc.url);
+    assert.equal((await browser.login('carol', 'carol password 1')).status, 303);
+    const provider = new Provider(browser);
+    const agent = await connect(svc.url, provider);
+    const clientId = provider.info!.client_id;
+    recorder.headers.length = 0;
+    await agent.callTool({ name: 'recorder__ping' });
+    await agent.close();
+    const assertion = recorder.headers.map((h) => h['x-svc-identity']).find((v) => typeof v === 'string') as string;
+    const jwks = createRemoteJWKSet(new URL(`${svc.url}/.well-known/jwks.json`));
+    const { payload } = await jwtVerify(assertion, jwks, { issuer: svc.config.server.baseUrl, audience: recorder.url });
+    assert.equal(payload.sub, 'carol');
+    assert.equal(payload.client_id, clientId);
+    assert.equal(payload.via, 'token');
+    const rows = JSON.parse((await svc.ws.svc(['audit', 'list', '--json', '--user', 'carol'])).stdout) as {
+      action: string;
+      target: string;
+      detail: Record<string, unknown> | null;
+    }[];
+    const call = rows.find((r) => r.action === 'upstream.call' && r.target === 'recorder/ping' && r.detail?.client === clientId);
+    assert.ok(call, JSON.stringify(rows.filter((r) => r.action === 'upstream.call')));
+    assert.equal(typeof call.detail!.grant, 'string');
   });
 
   test('isolation = user: each person calls their own process, and keeps it between calls', async () => {

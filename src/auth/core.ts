@@ -28,6 +28,8 @@ export interface Principal {
   readonly scopes?: ScopeSet;
   /** an OAuth access token's grant */
   readonly grantId?: string | null;
+  /** an OAuth access token's client (the client_id of its grant) */
+  readonly clientId?: string | null;
 }
 
 export interface Rejection {

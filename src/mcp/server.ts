@@ -179,6 +179,7 @@ function mergeUpstreamTools(
         via: principal.via,
         tokenId: principal.tokenId ?? null,
         grantId: principal.grantId ?? null,
+        clientId: principal.clientId ?? null,
         peer,
       };
       return upstreams.call(tool, request.params.arguments, caller);

@@ -207,6 +207,8 @@ export type TokenCheck =
       restriction: LabelSet | null;
       scopes: ScopeSet;
       grantId: string | null;
+      /** the OAuth client of the grant; null for a personal token */
+      clientId: string | null;
       /** whether last_used_at is older than its granularity: the caller stamps it (stampLastUsed), off the request */
       stale: boolean;
     }
@@ -222,13 +224,15 @@ interface LookupRow {
   /** an OAuth access token's grant, and whether that grant still stands (it is the authority behind the token) */
   readonly grantId: string | null;
   readonly grantRevoked: boolean;
+  /** the OAuth client the grant is for; null for a personal token */
+  readonly clientId: string | null;
   readonly user: User;
 }
 type Lookup = (hash: string) => LookupRow | undefined | Promise<LookupRow | undefined>;
 
 const LOOKUP_SQL = `SELECT t.id, t.expires_at, t.revoked_at, t.last_used_at,
   u.id, u.uid, u.email, u.name, u.labels, u.admin, u.password_hash IS NOT NULL, u.created_at, u.updated_at, t.labels,
-  t.scopes, t.grant_id, t.grant_id IS NOT NULL AND (g.id IS NULL OR g.revoked_at IS NOT NULL)
+  t.scopes, t.grant_id, t.grant_id IS NOT NULL AND (g.id IS NULL OR g.revoked_at IS NOT NULL), g.client_id
   FROM tokens t JOIN users u ON u.id = t.user_id LEFT JOIN oauth_grants g ON g.id = t.grant_id WHERE t.hash = ?`;
 
 /** The lookup, prepared once: a raw point query on the embedded driver, drizzle's prepared query on a remote one. */
@@ -247,6 +251,7 @@ function prepareLookup(db: Db): Lookup {
         scopes: storedScopes(r[14] as string),
         grantId: r[15] as string | null,
         grantRevoked: r[16] === 1,
+        clientId: r[17] as string | null,
         user: {
           id: r[4] as number,
           uid: r[5] as string,
@@ -272,7 +277,7 @@ function prepareLookup(db: Db): Lookup {
         scopes: tokens.scopes,
         grantId: tokens.grantId,
       },
-      g: { id: oauthGrants.id, revokedAt: oauthGrants.revokedAt },
+      g: { id: oauthGrants.id, revokedAt: oauthGrants.revokedAt, clientId: oauthGrants.clientId },
       u: users,
     })
     .from(tokens)
@@ -293,6 +298,7 @@ function prepareLookup(db: Db): Lookup {
         scopes: storedScopes(row.t.scopes),
         grantId: row.t.grantId,
         grantRevoked: row.t.grantId !== null && (row.g === null || row.g.revokedAt !== null),
+        clientId: row.g?.clientId ?? null,
       }
     );
   };
@@ -322,6 +328,7 @@ export async function checkToken(database: Database, token: string, now = databa
     restriction: row.restriction,
     scopes: row.scopes,
     grantId: row.grantId,
+    clientId: row.clientId,
     stale: row.lastUsedAt === null || row.lastUsedAt < now - LAST_USED_GRANULARITY_MS,
   };
 }

@@ -226,6 +226,7 @@ export class UpstreamGateway {
       detail: {
         credential,
         ...(caller.grantId === null ? {} : { grant: caller.grantId }),
+        ...(caller.clientId === null ? {} : { client: caller.clientId }),
         outcome,
         duration_ms: durationMs,
         arguments_sha256: argumentsSha256,

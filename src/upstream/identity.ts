@@ -46,6 +46,8 @@ export interface Subject {
   /** a token's scopes; null for a session or the proxy */
   readonly scopes: readonly string[] | null;
   readonly via: string;
+  /** the OAuth client the caller's token was issued to; null for a personal token, a session or the proxy */
+  readonly clientId: string | null;
 }
 
 /** The audience of an upstream's assertions: its URL, or svc:upstream:NAME for a stdio upstream. */
@@ -80,6 +82,7 @@ export class IdentitySigner {
       name: subject.name,
       labels: [...subject.labels],
       ...(subject.scopes === null ? {} : { scope: subject.scopes.join(' ') }),
+      ...(subject.clientId === null ? {} : { client_id: subject.clientId }),
       via: subject.via,
     })
       .setProtectedHeader({ alg: 'ES256', kid, typ: 'JWT' })

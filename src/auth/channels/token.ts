@@ -64,6 +64,7 @@ export function tokenChannel(database: Database, enabled: boolean): Channel {
         restriction: check.restriction,
         scopes: check.scopes,
         grantId: check.grantId,
+        clientId: check.clientId,
       };
     },
   };
