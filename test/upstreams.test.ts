@@ -13,7 +13,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { throughMcpRemote } from './helpers/mcp-remote.ts';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { createToken } from '../src/store/tokens.ts';
-import type { User } from '../src/store/users.ts';
+import { getUser, type User } from '../src/store/users.ts';
 import { tokenRecord } from './helpers/records.ts';
 import { launchChromium } from './helpers/chromium.ts';
 import { scrape } from './helpers/metrics.ts';
@@ -342,6 +342,55 @@ refresh = 1s
     } finally {
       writeFileSync(svc.ws.configPath, config);
     }
+  });
+
+  test('an upstream pointed at another server starts over: the old approvals do not carry over, even for the same definitions', async () => {
+    const approved = await cli(['tool', 'approve', 'changing', 'greet']);
+    assert.equal(approved.code, 0, approved.out);
+    const before = (await tool('changing', 'greet'))!;
+    assert.equal(before.state, 'approved');
+    assert.ok((await tools('bob')).some((t) => t.upstream === 'changing' && t.name === 'greet'));
+    const config = readFileSync(svc.ws.configPath, 'utf8');
+    // First a server that never answers: its tools are not listed, and the rows recorded from the old one serve nobody.
+    writeFileSync(join(dir, 'silent.mjs'), 'process.stdin.resume();\n');
+    writeFileSync(svc.ws.configPath, config.replace(join(dir, 'changing.mjs'), join(dir, 'silent.mjs')));
+    await svc.restart();
+    for (let i = 0; i < 5; i++) {
+      assert.ok(!(await tools('bob')).some((t) => t.upstream === 'changing'), 'rows of the old server serve nobody');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.equal((await tool('changing', 'greet'))!.state, 'approved', 'the row itself is untouched until the new server lists it');
+    // Then another server under the same name, offering exactly the same tools.
+    writeFileSync(join(dir, 'changing-elsewhere.mjs'), CHANGING_SERVER);
+    writeFileSync(svc.ws.configPath, config.replace(join(dir, 'changing.mjs'), join(dir, 'changing-elsewhere.mjs')));
+    await svc.restart();
+    const agent = await mcpClient(svc.url, await svc.tokenFor(await getUser(svc.database.db, 'bob')));
+    try {
+      // Never usable through the switch: before the new server is listed the row is another server's, after it is pending.
+      await waitFor(
+        'the new server listed',
+        async () => {
+          assert.ok(!(await tools('bob')).some((t) => t.upstream === 'changing'), 'no approval carried over');
+          assert.ok(!(await agent.listTools()).tools.some((t) => t.name === 'changing__greet'));
+          return (await tool('changing', 'greet'))!.state === 'pending';
+        },
+        { everyMs: 200 },
+      );
+      const after = (await tool('changing', 'greet'))!;
+      assert.equal(after.fingerprint, before.fingerprint, 'the same definition');
+      assert.equal(after.approved_fingerprint, null);
+      const call = await agent.callTool({ name: 'changing__greet', arguments: { who: 'x' } });
+      assert.equal(call.isError, true);
+      assert.match(text(call), /not found|unknown tool/i);
+    } finally {
+      await agent.close();
+    }
+    const audit = await cli(['audit', 'list', '--json']);
+    const rows = JSON.parse(audit.stdout) as { action: string; target: string; detail: { from?: string } | null }[];
+    assert.ok(
+      rows.some((r) => r.action === 'tool.pending' && r.target === 'changing/greet' && r.detail?.from === 'approved'),
+      audit.stdout.slice(0, 2000),
+    );
   });
 });
 

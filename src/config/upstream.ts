@@ -1,6 +1,7 @@
 // [upstream NAME]: an MCP server svc guards (CONTRACT §6.1). A Streamable HTTP endpoint (`url`) or a stdio server
 // svc starts (`command`), with the labels of its tools, how new tools are reviewed, the one credential svc sends it
 // and how long a call may take. Every problem names its key.
+import { createHash } from 'node:crypto';
 import { readDuration } from './duration.ts';
 import { readIniSection, readEnv, ENV_NAME, type Env, type Lines } from './ini-section.ts';
 import { isLoopbackIssuerHost } from '../domain/addresses.ts';
@@ -22,6 +23,11 @@ export interface UpstreamConfig {
   /** a-z 0-9 '-', 1 to 32 characters, starting with a letter: the prefix of its tools (NAME__TOOL) */
   readonly name: string;
   readonly transport: UpstreamTransport;
+  /**
+   * Which server this is: the SHA-256 of its url, or of its command and arguments. A tool row recorded for another
+   * server of the same name is not usable, and its approval is not carried over.
+   */
+  readonly server: string;
   /** the labels of its tools that have none of their own; empty: unrestricted */
   readonly labels: LabelSet;
   /** admin: a new or changed tool waits for an admin; auto: a new one is approved as found (a changed one still waits) */
@@ -70,6 +76,7 @@ export function readUpstream(name: string, lines: Lines, env: Env, readSecret: b
   const upstream: UpstreamConfig = {
     name,
     transport: transport ?? { kind: 'http', url: '' },
+    server: serverOf(transport),
     labels: readLabels(path, section.str('labels', ''), problems),
     review: oneOf(path, 'review', section.str('review', 'admin'), ['admin', 'auto'], problems),
     tools: readTools(path, section.str('tools', ''), problems),
@@ -83,6 +90,12 @@ export function readUpstream(name: string, lines: Lines, env: Env, readSecret: b
 }
 
 type Section = ReturnType<typeof readIniSection>;
+
+function serverOf(transport: UpstreamTransport | null): string {
+  const what =
+    transport === null ? [] : transport.kind === 'http' ? ['url', transport.url] : ['command', transport.command, ...transport.args];
+  return createHash('sha256').update(JSON.stringify(what)).digest('hex');
+}
 
 function readTransport(path: string, section: Section, env: Record<string, string>, problems: string[]): UpstreamTransport | null {
   const url = section.str('url', '');

@@ -332,6 +332,8 @@ export const upstreamTools = sqliteTable(
     approvedFingerprint: text('approved_fingerprint'),
     labels: text('labels'),
     state: text('state').notNull(),
+    /** which server the row was recorded from (UpstreamConfig.server); null: before svc kept it */
+    server: text('server'),
     firstSeenAt: integer('first_seen_at').notNull(),
     updatedAt: integer('updated_at').notNull(),
   },

@@ -30,6 +30,8 @@ export interface UpstreamTool extends FoundTool {
   /** the tool's own labels; null: its upstream's */
   readonly labels: LabelSet | null;
   readonly state: ToolState;
+  /** which server recorded it (UpstreamConfig.server); null: recorded before svc kept it */
+  readonly server: string | null;
   readonly firstSeenAt: number;
   readonly updatedAt: number;
 }
@@ -46,6 +48,7 @@ function toTool(r: Row): UpstreamTool {
     approvedFingerprint: r.approvedFingerprint,
     labels: r.labels === null ? null : storedLabels(r.labels),
     state: r.state as ToolState,
+    server: r.server,
     firstSeenAt: r.firstSeenAt,
     updatedAt: r.updatedAt,
   };
@@ -99,11 +102,11 @@ export async function getTool(db: Db, upstream: string, name: string): Promise<U
   return tool;
 }
 
-/** A tool's state after discovery found it again with `fingerprint`. */
-function stateFound(tool: UpstreamTool, fingerprint: string, review: 'admin' | 'auto'): ToolState {
+/** A tool's state after discovery found it again with `fingerprint`; `approved` is what was approved of it, if any. */
+function stateFound(tool: UpstreamTool, approved: string | null, fingerprint: string, review: 'admin' | 'auto'): ToolState {
   if (tool.state === 'disabled') return 'disabled';
-  if (tool.approvedFingerprint === null) return review === 'auto' ? 'approved' : 'pending';
-  return fingerprint === tool.approvedFingerprint ? 'approved' : 'changed';
+  if (approved === null) return review === 'auto' ? 'approved' : 'pending';
+  return fingerprint === approved ? 'approved' : 'changed';
 }
 
 export interface DiscoveryChange {
@@ -114,12 +117,14 @@ export interface DiscoveryChange {
 
 /**
  * Records what discovery found on one upstream: new tools pending (or approved, with review = auto), a definition
- * that differs from the approved one `changed` (whatever review says), tools no longer offered `gone`. Returns the
- * changes of state, for the audit trail.
+ * that differs from the approved one `changed` (whatever review says), tools no longer offered `gone`. A tool
+ * recorded from another server of the same name (its url or command changed) is new again: its approval is not
+ * carried over. Returns the changes of state, for the audit trail.
  */
 export async function recordDiscovery(
   tx: Tx,
   upstream: string,
+  server: string,
   found: readonly FoundTool[],
   review: 'admin' | 'auto',
   now: number,
@@ -139,6 +144,7 @@ export async function recordDiscovery(
         definition,
         fingerprint: tool.fingerprint,
         state,
+        server,
         firstSeenAt: now,
         updatedAt: now,
         ...approved,
@@ -146,17 +152,22 @@ export async function recordDiscovery(
       changes.push({ name: tool.name, from: null, to: state });
       continue;
     }
-    const state = stateFound(before, tool.fingerprint, review);
-    if (state === before.state && tool.fingerprint === before.fingerprint) continue;
+    // A row from before svc kept the server is taken as this server's; one from another server starts over.
+    const otherServer = before.server !== null && before.server !== server;
+    const approvedBefore = otherServer ? null : before.approvedFingerprint;
+    const state = stateFound(before, approvedBefore, tool.fingerprint, review);
+    if (state === before.state && tool.fingerprint === before.fingerprint && before.server === server) continue;
     const approve =
-      state === 'approved' && before.approvedFingerprint === null
+      state === 'approved' && approvedBefore === null
         ? { approvedDefinition: definition, approvedFingerprint: tool.fingerprint }
-        : {};
+        : otherServer
+          ? { approvedDefinition: null, approvedFingerprint: null }
+          : {};
     await tx
       .update(upstreamTools)
-      .set({ definition, fingerprint: tool.fingerprint, state, updatedAt: now, ...approve })
+      .set({ definition, fingerprint: tool.fingerprint, state, server, updatedAt: now, ...approve })
       .where(and(eq(upstreamTools.upstream, upstream), eq(upstreamTools.name, tool.name)));
-    if (state !== before.state) changes.push({ name: tool.name, from: before.state, to: state });
+    if (state !== before.state || otherServer) changes.push({ name: tool.name, from: before.state, to: state });
   }
   for (const gone of known.values()) {
     // A disabled tool stays disabled while it is away, so coming back cannot enable it.

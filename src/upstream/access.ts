@@ -1,6 +1,7 @@
 // Who may use an upstream tool: the one access rule of svc (domain/visibility.ts), as for items. A tool is usable
-// when it is approved, its upstream is configured (and its `tools` list, if any, names it), and its labels (its own, or its upstream's) are visible to the
-// caller, narrowed by a token's restriction.
+// when it is approved, its upstream is configured (and its `tools` list, if any, names it), it was recorded from the
+// server configured now, and its labels (its own, or its upstream's) are visible to the caller, narrowed by a token's
+// restriction.
 import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { LabelSet } from '../domain/labels.ts';
 import { visible, type Access } from '../domain/visibility.ts';
@@ -15,8 +16,10 @@ export function toolLabels(tool: UpstreamTool, upstreams: readonly UpstreamConfi
 export function usable(tool: UpstreamTool, config: Config, access: Access): boolean {
   if (tool.state !== 'approved' || tool.approvedDefinition === null) return false;
   const upstream = config.upstreams.find((u) => u.name === tool.upstream);
-  // Not configured any more, or left out of its `tools` list since it was recorded.
+  // Not configured any more, left out of its `tools` list since it was recorded, or recorded from another server
+  // (its url or command changed since) and not listed by this one yet.
   if (!upstream || (upstream.tools !== null && !upstream.tools.includes(tool.name))) return false;
+  if (tool.server !== upstream.server) return false;
   const labels = toolLabels(tool, config.upstreams);
   return labels !== null && visible(labels, access.labels, access.restriction);
 }

@@ -51,7 +51,7 @@ export async function discover(database: Database, connection: UpstreamConnectio
   if (refused > 0) log.warn('upstream_tools_left_out', { upstream: upstream.name, left_out: refused, max_tools: TOOLS_PER_UPSTREAM });
   return database.write(async (tx) => {
     const now = database.now();
-    const changes = await recordDiscovery(tx, upstream.name, found, upstream.review, now);
+    const changes = await recordDiscovery(tx, upstream.name, upstream.server, found, upstream.review, now);
     await recordUpstreamStatus(tx, upstream.name, true, now);
     for (const c of changes) {
       await recordAudit(
