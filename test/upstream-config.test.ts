@@ -1,6 +1,7 @@
 // [upstream NAME] sections (CONTRACT §6.1): what a good section becomes, and a refusal naming the key for every
 // way a section can be wrong, through loadConfig and through `svc check` / `svc serve` as processes.
 import { test, describe, before, after } from 'node:test';
+import { createHash } from 'node:crypto';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { loadConfig, ConfigError, type Config } from '../src/config/load.ts';
@@ -20,6 +21,7 @@ session
 token
     enabled true
 `;
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 const ENV = { S: 'x'.repeat(32), TRACKER_TOKEN: 'tracker-service-credential' };
 
 function load(upstreams: string, env: Record<string, string> = ENV, mode: 'serve' | 'data' = 'serve'): Config {
@@ -69,6 +71,7 @@ isolation = user
     assert.deepEqual(tracker, {
       name: 'tracker',
       transport: { kind: 'http', url: 'https://tracker.internal/mcp' },
+      server: sha256(JSON.stringify(['url', 'https://tracker.internal/mcp'])),
       labels: ['eng', 'ops'],
       review: 'auto',
       tools: ['create_issue', 'search_issues'],
@@ -87,6 +90,7 @@ isolation = user
         env: { ROOT_DIR: '/srv/docs', MODE: 'read-only' },
         isolation: 'user',
       },
+      server: sha256(JSON.stringify(['command', 'npx', '-y', '@modelcontextprotocol/server-filesystem', '/srv/my docs'])),
       labels: [],
       review: 'admin',
       tools: null,
@@ -141,6 +145,27 @@ isolation = user
     assert.deepEqual(splitCommand(`a  "b c" 'd "e"' f''g ""`), ['a', 'b c', 'd "e"', 'fg', '']);
     assert.deepEqual(splitCommand('fs-mcp $HOME `x`'), ['fs-mcp', '$HOME', '`x`']);
     refused('[upstream t]\ncommand = fs-mcp "/srv/docs\n', 'upstream.t.command:');
+  });
+
+  test('command and env.* are read as written: a ; or # inside a word or in quotes is kept, one after a space is a comment', () => {
+    const [t] = load(`[upstream t]
+command = sh -c "echo a; echo b #1" --x=a;b#c   ; the comment
+env.GREETING = "hello; world # all"
+env.PLAIN = a;b # a comment
+env.QUOTED = 'it''s'
+`).upstreams;
+    assert.deepEqual(t!.transport, {
+      kind: 'stdio',
+      command: 'sh',
+      args: ['-c', 'echo a; echo b #1', '--x=a;b#c'],
+      env: { GREETING: 'hello; world # all', PLAIN: 'a;b', QUOTED: "'it''s'" },
+      isolation: 'shared',
+    });
+    assert.notEqual(
+      load('[upstream t]\ncommand = server-a\n').upstreams[0]!.server,
+      load('[upstream t]\ncommand = server-b\n').upstreams[0]!.server,
+      'another command is another server',
+    );
   });
 
   test('env.* and isolation: stdio only, with valid names and values', () => {

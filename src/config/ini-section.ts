@@ -11,6 +11,26 @@ export interface IniSection {
   bool(key: string, fallback: boolean): boolean;
   /** the keys that start with `prefix` (declared in `options.prefixes`), without it, with their values */
   prefixed(prefix: string): [key: string, value: unknown][];
+  /**
+   * The value as written on its line, for values that are command lines or arbitrary text: `ini` cuts a value at
+   * any `;` or `#` and unquotes it its own way. Here a comment starts only at a `;` or `#` after white space and
+   * outside quotes, and quotes are kept. undefined when the key is absent.
+   */
+  verbatim(key: string): string | undefined;
+}
+
+/** A line's value after the first `=`, without a trailing comment (`;` or `#` after white space, outside quotes). */
+export function valueAsWritten(line: string): string {
+  const text = line.slice(line.indexOf('=') + 1);
+  let quote: string | null = null;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text[i]!;
+    if (quote !== null) {
+      if (ch === quote) quote = null;
+    } else if (ch === '"' || ch === "'") quote = ch;
+    else if ((ch === ';' || ch === '#') && (i === 0 || /\s/.test(text[i - 1]!))) return text.slice(0, i).trim();
+  }
+  return text.trim();
 }
 
 export interface SectionOptions {
@@ -30,12 +50,14 @@ export function readIniSection(
   const prefixes = options.prefixes ?? [];
   const raw: Record<string, unknown> = lines ? { ...ini.parse(lines.map((l) => l.text).join('\n')) } : {};
   const seen = new Map<string, number>();
+  const written = new Map<string, string>();
   for (const { text, line } of lines ?? []) {
     const m = /^\s*([^=;#\s[][^=]*?)\s*(=|$)/.exec(text);
     if (!m || text.trim().startsWith(';') || text.trim().startsWith('#')) continue;
     const key = m[1]!;
     if (seen.has(key)) problems.push(`${name}.${key}: given twice (lines ${seen.get(key)} and ${line})`);
     seen.set(key, line);
+    if (m[2] === '=') written.set(key, valueAsWritten(text));
   }
   for (const key of Object.keys(raw)) {
     if (!keys.includes(key) && !prefixes.some((p) => key.startsWith(p))) {
@@ -64,6 +86,9 @@ export function readIniSection(
       return Object.entries(raw)
         .filter(([k]) => k.startsWith(prefix))
         .map(([k, v]) => [k.slice(prefix.length), v]);
+    },
+    verbatim(key) {
+      return raw[key] === undefined ? undefined : written.get(key);
     },
   };
 }

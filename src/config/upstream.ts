@@ -99,7 +99,8 @@ function serverOf(transport: UpstreamTransport | null): string {
 
 function readTransport(path: string, section: Section, env: Record<string, string>, problems: string[]): UpstreamTransport | null {
   const url = section.str('url', '');
-  const command = section.str('command', '');
+  // Read as written: `ini` would cut a command at `;` or `#` and unquote it its own way.
+  const command = section.verbatim('command') ?? '';
   const isolation = section.str('isolation', '');
   const insecure = section.bool('insecure_http', false);
   if ((url === '') === (command === '')) {
@@ -155,9 +156,15 @@ function readChildEnv(path: string, section: Section, problems: string[]): Recor
   for (const [key, value] of section.prefixed('env.')) {
     if (!ENV_NAME.test(key)) problems.push(`${path}.env.${key.slice(0, 40)}: not an environment variable name`);
     else if (typeof value !== 'string') problems.push(`${path}.env.${key}: expected a single value`);
-    else env[key] = value.trim();
+    else env[key] = unquoted(section.verbatim(`env.${key}`) ?? value.trim());
   }
   return env;
+}
+
+/** A value wrapped whole in "…" or '…' without them (to keep a `;` or `#` after a space in it); else as it is. */
+function unquoted(text: string): string {
+  const q = text[0];
+  return text.length >= 2 && (q === '"' || q === "'") && text.endsWith(q) && !text.slice(1, -1).includes(q) ? text.slice(1, -1) : text;
 }
 
 /** Splits a command line into words as a shell would for plain words and '…' or "…" quotes; no expansion. */
