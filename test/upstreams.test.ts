@@ -295,6 +295,12 @@ refresh = 1s
     const stale = await patch({ state: 'approved', fingerprint: '0'.repeat(64) });
     assert.equal(stale.status, 409, 'a definition other than the one reviewed is not pinned');
     assert.equal((await tool('changing', 'greet'))!.state, 'disabled');
+    const staleCli = await cli(['tool', 'approve', 'changing', 'greet', '--fingerprint', '0'.repeat(64)]);
+    assert.equal(staleCli.code, 1, staleCli.out);
+    assert.match(staleCli.out, /changed "greet" since you looked at it/);
+    const shortCli = await cli(['tool', 'approve', 'changing', 'greet', '--fingerprint', '0'.repeat(12)]);
+    assert.notEqual(shortCli.code, 0, 'a prefix is not a fingerprint');
+    assert.equal((await tool('changing', 'greet'))!.state, 'disabled', 'the CLI approved nothing either');
     const current = (await tool('changing', 'greet'))!.fingerprint;
     assert.equal((await patch({ state: 'approved', fingerprint: current })).status, 200);
     assert.equal((await tool('changing', 'greet'))!.approved_fingerprint, current);

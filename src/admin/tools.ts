@@ -44,8 +44,9 @@ export function changeToolAs(database: Database, actor: Actor, upstream: string,
   });
 }
 
-export const approveToolAs = (database: Database, actor: Actor, upstream: string, name: string) =>
-  changeToolAs(database, actor, upstream, name, { state: 'approved' });
+/** Approves the tool; with `fingerprint`, only if its definition is still the one reviewed. */
+export const approveToolAs = (database: Database, actor: Actor, upstream: string, name: string, fingerprint?: string) =>
+  changeToolAs(database, actor, upstream, name, fingerprint === undefined ? { state: 'approved' } : { state: 'approved', fingerprint });
 export const disableToolAs = (database: Database, actor: Actor, upstream: string, name: string) =>
   changeToolAs(database, actor, upstream, name, { state: 'disabled' });
 /** Gives the tool its own labels, or (null) returns it to its upstream's. */

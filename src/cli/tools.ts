@@ -80,13 +80,24 @@ export const toolCommands: Command[] = [
       return 0;
     },
   },
-  stateCommand(
-    'approve',
-    approveToolAs,
-    'approve a tool as it is described now',
-    'Approves the tool: its current definition is what agents are told from now on (pinned by its fingerprint).\nA pending or changed tool becomes usable; a disabled one is enabled again.',
-    (t) => `approved ${t.upstream}/${t.name} (fingerprint ${t.fingerprint.slice(0, 12)}…)`,
-  ),
+  {
+    name: ['tool', 'approve'],
+    usage: 'tool approve UPSTREAM TOOL [--fingerprint F]',
+    summary: 'approve a tool as it is described now',
+    help: 'Approves the tool: its current definition is what agents are told from now on (pinned by its fingerprint).\nA pending or changed tool becomes usable; a disabled one is enabled again. --fingerprint F (the 64 hex\ncharacters `svc tool list --json` shows) approves only the definition you reviewed: if the upstream changed the\ntool since, nothing is approved and the exit status is 1.',
+    positionals: TWO,
+    options: { fingerprint: { type: 'string' } },
+    configMode: 'data',
+    async run(ctx) {
+      const [upstream, name] = ctx.positionals as [string, string];
+      const fingerprint = str(ctx, 'fingerprint');
+      if (fingerprint !== undefined && !/^[0-9a-f]{64}$/.test(fingerprint))
+        throw new UsageError('--fingerprint takes the 64 hex characters of fingerprint in `svc tool list --json`');
+      const t = await withDatabase(ctx.config(), (database) => approveToolAs(database, cliActor(), upstream, name, fingerprint));
+      ctx.io.out(`approved ${t.upstream}/${t.name} (fingerprint ${t.fingerprint.slice(0, 12)}…)`);
+      return 0;
+    },
+  },
   {
     name: ['tool', 'label'],
     usage: 'tool label UPSTREAM TOOL (--labels L | --inherit)',
