@@ -8,6 +8,7 @@ import { openDatabase } from './db/open.ts';
 import { SHUTDOWN_GRACE_MS, StartupError } from './server.ts';
 import type { Logger } from './log.ts';
 import { IN_EXECUTABLE } from './runtime/assets.ts';
+import { countForWorkers } from './upstream/rate.ts';
 
 /** `workers` as configured: 0 means one per core. */
 export function workerCount(configured: number): number {
@@ -50,6 +51,8 @@ export async function servePrimary(config: Config, log: Logger, workers: number)
     if (lived < QUICK_DEATH_MS) setTimeout(fork, 1000);
     else fork();
   });
+  // An upstream's `rate` is counted here for every worker.
+  countForWorkers();
   for (let i = 0; i < workers; i++) fork();
 
   await new Promise<void>((resolve) => {

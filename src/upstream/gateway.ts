@@ -14,6 +14,7 @@ import type { Metrics } from '../metrics/events.ts';
 import { findTool, listTools, type UpstreamTool } from '../store/upstream-tools.ts';
 import { usable } from './access.ts';
 import { CallAudit } from './call-audit.ts';
+import { rateCounter, type RateCounter } from './rate.ts';
 import { ensureSigningKey, IdentitySigner, type Subject } from './identity.ts';
 import { startUpstreams, type Upstreams } from './discovery.ts';
 import { UpstreamConnection } from './connection.ts';
@@ -64,8 +65,8 @@ const CAUSE_TEXT: Record<Exclude<Cause, 'rate_limited'>, string> = {
 };
 
 export class UpstreamGateway {
-  /** per upstream and person: the start of the current rate window and the calls in it */
-  private readonly windows = new Map<string, { start: number; calls: number }>();
+  /** counts calls per upstream and person for `rate` */
+  private readonly rate: RateCounter = rateCounter();
   private readonly callAudit: CallAudit;
   /** upstreams the last call found unreachable */
   private readonly unreachable = new Set<string>();
@@ -115,7 +116,7 @@ export class UpstreamGateway {
 
   private async answer(tool: UpstreamTool, args: Record<string, unknown> | undefined, caller: Caller): Promise<CallToolResult> {
     const upstream = this.config.upstreams.find((u) => u.name === tool.upstream)!;
-    const wait = this.overRate(upstream.name, upstream.rate, caller.userId);
+    const wait = upstream.rate === null ? null : await this.rate.take(`${upstream.name}\n${caller.userId}`, upstream.rate);
     if (wait !== null)
       return { ...refusal(upstream.name, 'rate_limited', `over its rate for you; try again in ${wait} s`), cause: 'rate_limited' };
     const connection = this.connectionFor(upstream, caller.userId);
@@ -194,23 +195,6 @@ export class UpstreamGateway {
     clearInterval(this.sweeper);
     await Promise.allSettled([...this.perPerson.values()].flatMap((people) => [...people.values()].map((p) => p.connection.close())));
     this.perPerson.clear();
-  }
-
-  /** Seconds to wait when this person is over the upstream's rate, else null (and the call counted). */
-  private overRate(upstream: string, rate: Config['upstreams'][number]['rate'], userId: number): number | null {
-    if (rate === null) return null;
-    const now = Date.now();
-    const key = `${upstream}\n${userId}`;
-    const window = this.windows.get(key);
-    if (!window || now - window.start >= rate.perSeconds * 1000) {
-      // Windows of people who stopped calling go once there are many; a window lasts an hour at most.
-      if (this.windows.size >= 10_000) for (const [k, w] of this.windows) if (now - w.start >= 3_600_000) this.windows.delete(k);
-      this.windows.set(key, { start: now, calls: 1 });
-      return null;
-    }
-    if (window.calls >= rate.calls) return Math.max(1, Math.ceil((window.start + rate.perSeconds * 1000 - now) / 1000));
-    window.calls++;
-    return null;
   }
 
   private async audit(tool: UpstreamTool, args: unknown, caller: Caller, outcome: string, durationMs: number): Promise<void> {
