@@ -68,7 +68,12 @@ const RETRY_FIRST_MS = 1000;
 const LIST_CHANGED_MS = 10_000;
 
 /** Why a listing failed, for the log: the error's own words, short (the log may name the upstream and the database). */
-const reason = (e: unknown) => (e instanceof Error ? e.message : String(e)).slice(0, 300);
+/** What failed, for the log: the innermost cause (a database error wrapped by drizzle's "Failed query: …" says why). */
+function reason(e: unknown): string {
+  let inner = e;
+  for (let depth = 0; depth < 5 && inner instanceof Error && inner.cause instanceof Error; depth++) inner = inner.cause;
+  return (inner instanceof Error ? inner.message : String(inner)).slice(0, 300);
+}
 
 /** The upstreams svc keeps: one connection each, discovered at start and every `refresh`. */
 export interface Upstreams {
