@@ -104,9 +104,7 @@ export class UpstreamGateway {
 
   async call(tool: UpstreamTool, args: Record<string, unknown> | undefined, caller: Caller): Promise<CallToolResult> {
     const started = performance.now();
-    const result = await this.answer(tool, args, caller);
-    const outcome = result.isError ? (((result as { cause?: Cause }).cause ?? 'error') as string) : 'ok';
-    const { cause: _cause, ...answer } = result as CallToolResult & { cause?: Cause };
+    const { answer, outcome } = await this.answer(tool, args, caller);
     const seconds = (performance.now() - started) / 1000;
     this.metrics.upstreamCall(tool.upstream, outcome, seconds);
     if (outcome === 'ok' || outcome === 'unavailable') this.reached(tool.upstream, outcome === 'ok');
@@ -114,11 +112,19 @@ export class UpstreamGateway {
     return answer;
   }
 
-  private async answer(tool: UpstreamTool, args: Record<string, unknown> | undefined, caller: Caller): Promise<CallToolResult> {
+  /**
+   * The call's answer, and its outcome for the audit row and the metrics: ok, error (the upstream's own isError) or
+   * a cause. An answer is at most ANSWER_MAX bytes as it arrives: the transports cut off a larger one (too_large).
+   */
+  private async answer(
+    tool: UpstreamTool,
+    args: Record<string, unknown> | undefined,
+    caller: Caller,
+  ): Promise<{ answer: CallToolResult; outcome: 'ok' | 'error' | Cause }> {
     const upstream = this.config.upstreams.find((u) => u.name === tool.upstream)!;
     const wait = upstream.rate === null ? null : await this.rate.take(`${upstream.name}\n${caller.userId}`, upstream.rate);
     if (wait !== null)
-      return { ...refusal(upstream.name, 'rate_limited', `over its rate for you; try again in ${wait} s`), cause: 'rate_limited' };
+      return { answer: refusal(upstream.name, 'rate_limited', `over its rate for you; try again in ${wait} s`), outcome: 'rate_limited' };
     const connection = this.connectionFor(upstream, caller.userId);
     let result: CallToolResult;
     try {
@@ -132,16 +138,14 @@ export class UpstreamGateway {
         cause,
         error: e instanceof Error ? e.message : String(e),
       });
-      return { ...refusal(upstream.name, cause, CAUSE_TEXT[cause]), cause };
+      return { answer: refusal(upstream.name, cause, CAUSE_TEXT[cause]), outcome: cause };
     }
     const answer: CallToolResult = {
       content: result.content,
       ...(result.structuredContent === undefined ? {} : { structuredContent: result.structuredContent }),
       ...(result.isError === undefined ? {} : { isError: result.isError }),
     };
-    if (JSON.stringify(answer).length > ANSWER_MAX)
-      return { ...refusal(upstream.name, 'too_large', CAUSE_TEXT.too_large), cause: 'too_large' };
-    return answer;
+    return { answer, outcome: result.isError ? 'error' : 'ok' };
   }
 
   /**
