@@ -48,7 +48,14 @@ export async function discover(database: Database, connection: UpstreamConnectio
     }
     found.push({ name: t.name, definition, fingerprint: fingerprint(definition) });
   }
-  if (refused > 0) log.warn('upstream_tools_left_out', { upstream: upstream.name, left_out: refused, max_tools: TOOLS_PER_UPSTREAM });
+  // svc stops reading at one tool past the cap, so past it the count is a lower bound: `more_not_read` says so.
+  if (refused > 0)
+    log.warn('upstream_tools_left_out', {
+      upstream: upstream.name,
+      left_out: refused,
+      more_not_read: offered.length > TOOLS_PER_UPSTREAM,
+      max_tools: TOOLS_PER_UPSTREAM,
+    });
   return database.write(async (tx) => {
     const now = database.now();
     const changes = await recordDiscovery(tx, upstream.name, upstream.server, found, upstream.review, now);
