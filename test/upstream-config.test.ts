@@ -80,6 +80,7 @@ isolation = user
       timeoutMs: 10_000,
       refreshMs: 120_000,
       rate: { calls: 120, perSeconds: 60 },
+      oauth: null,
     });
     assert.deepEqual(files, {
       name: 'files',
@@ -99,6 +100,7 @@ isolation = user
       timeoutMs: 30_000,
       refreshMs: 300_000,
       rate: null,
+      oauth: null,
     });
     assert.ok(Object.isFrozen(files!.transport));
     assert.deepEqual(load('').upstreams, [], 'no section: no upstream');
@@ -165,6 +167,48 @@ env.QUOTED = 'it''s'
       load('[upstream t]\ncommand = server-a\n').upstreams[0]!.server,
       load('[upstream t]\ncommand = server-b\n').upstreams[0]!.server,
       'another command is another server',
+    );
+  });
+
+  test('auth = oauth: a url upstream, with its client, secret and scopes; never token_env; needs the session', () => {
+    const [code] = load(
+      '[upstream code]\nurl = https://code.internal/mcp\nauth = oauth\noauth_client_id = svc-prod\noauth_client_secret_env = CODE_SECRET\noauth_scopes = repo  read:org repo\n',
+      { ...ENV, CODE_SECRET: 'the-client-secret' },
+    ).upstreams;
+    assert.deepEqual(code!.oauth, { clientId: 'svc-prod', clientSecret: 'the-client-secret', scopes: ['repo', 'read:org'] });
+    const [bare] = load('[upstream code]\nurl = https://code.internal/mcp\nauth = oauth\n').upstreams;
+    assert.deepEqual(bare!.oauth, { clientId: null, clientSecret: null, scopes: [] }, 'svc registers itself');
+    assert.equal(load('[upstream code]\nurl = https://code.internal/mcp\nauth = none\n').upstreams[0]!.oauth, null);
+    refused('[upstream t]\nurl = https://t.internal/mcp\nauth = basic\n', 'upstream.t.auth:');
+    refused('[upstream t]\ncommand = fs-mcp\nauth = oauth\n', 'upstream.t.auth:');
+    refused('[upstream t]\nurl = https://t.internal/mcp\nauth = oauth\ntoken_env = TRACKER_TOKEN\n', 'upstream.t.token_env:');
+    refused('[upstream t]\nurl = https://t.internal/mcp\noauth_client_id = x\n', 'upstream.t.oauth_client_id:');
+    refused('[upstream t]\nurl = https://t.internal/mcp\noauth_scopes = repo\n', 'upstream.t.oauth_scopes:');
+    refused(
+      '[upstream t]\nurl = https://t.internal/mcp\nauth = oauth\noauth_client_secret_env = S\n',
+      'upstream.t.oauth_client_secret_env:',
+    );
+    refused('[upstream t]\nurl = https://t.internal/mcp\nauth = oauth\noauth_client_id = a b\n', 'upstream.t.oauth_client_id:');
+    refused('[upstream t]\nurl = https://t.internal/mcp\nauth = oauth\noauth_scopes = répo\n', 'upstream.t.oauth_scopes:');
+    refused(
+      '[upstream t]\nurl = https://t.internal/mcp\nauth = oauth\noauth_client_id = x\noauth_client_secret_env = UNSET_SECRET\n',
+      'upstream.t.oauth_client_secret_env: environment variable UNSET_SECRET is not set',
+    );
+    const noSession = (() => {
+      try {
+        loadConfig(
+          '[server]\nlisten = 127.0.0.1:8080\nbase_url = http://127.0.0.1:8080\ndatabase = file:svc.db\n[auth]\ntoken\n    enabled true\n[upstream t]\nurl = https://t.internal/mcp\nauth = oauth\n',
+          ENV,
+          { mode: 'serve' },
+        );
+        return [];
+      } catch (e) {
+        return (e as ConfigError).problems;
+      }
+    })();
+    assert.ok(
+      noSession.some((p) => p.includes('upstream.t.auth is oauth')),
+      noSession.join('\n'),
     );
   });
 

@@ -5,6 +5,7 @@ import type { Database } from '../db/open.ts';
 import { createUser, updateUser, removeUser, getUser, signsInBySso, type User, type UserChange } from '../store/users.ts';
 import type { NewUserRequest, UserChangeRequest } from '../requests/users.ts';
 import { revokeAllTokens } from '../store/tokens.ts';
+import { deleteAccountsOf, type UpstreamAccount } from '../store/upstream-accounts.ts';
 import { endAllSessions } from '../store/sessions.ts';
 import { endUserGrants, revokeGrant } from '../store/oauth.ts';
 import { putItem, putItems, removeItem, type Item, type ItemInput } from '../store/items.ts';
@@ -61,21 +62,43 @@ export async function updateUserAs(
   });
 }
 
-export async function adminRemoveUser(database: Database, actor: Actor, uid: string): Promise<void> {
-  await database.write(async (tx) => {
+/**
+ * Removes the user; returns their accounts at `auth = oauth` upstreams, deleted with them, for the caller to revoke at
+ * the upstreams once this has committed.
+ */
+export async function adminRemoveUser(database: Database, actor: Actor, uid: string): Promise<UpstreamAccount[]> {
+  return database.write(async (tx) => {
+    const accounts = await deleteAccountsOf(tx, (await getUser(tx, uid)).id);
     await removeUser(tx, uid);
-    await audit(tx, actor, 'user.remove', uid);
+    await audit(
+      tx,
+      actor,
+      'user.remove',
+      uid,
+      accounts.length > 0 ? { upstreams_disconnected: accounts.map((a) => a.upstream) } : undefined,
+    );
+    return accounts;
   });
 }
 
-export async function adminRevokeTokens(database: Database, actor: Actor, uid: string): Promise<number> {
+/** Revokes every token of the user, ends their grants and deletes their upstream accounts (returned, to revoke there). */
+export async function adminRevokeTokens(
+  database: Database,
+  actor: Actor,
+  uid: string,
+): Promise<{ revoked: number; upstreamAccounts: UpstreamAccount[] }> {
   return database.write(async (tx) => {
     const user = await getUser(tx, uid);
     const n = await revokeAllTokens(tx, user.id);
     // The grants too: their refresh families would otherwise go on minting access tokens.
     const grants = await endUserGrants(tx, user.id);
-    await audit(tx, actor, 'user.revoke_tokens', uid, { revoked: n, grants_ended: grants });
-    return n;
+    const accounts = await deleteAccountsOf(tx, user.id);
+    await audit(tx, actor, 'user.revoke_tokens', uid, {
+      revoked: n,
+      grants_ended: grants,
+      ...(accounts.length > 0 ? { upstreams_disconnected: accounts.map((a) => a.upstream) } : {}),
+    });
+    return { revoked: n, upstreamAccounts: accounts };
   });
 }
 

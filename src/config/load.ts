@@ -41,15 +41,17 @@ export function loadConfig(text: string, env: Env, options: LoadOptions): Config
     const upstream = readUpstream(name.slice('upstream '.length), lines, env, options.mode === 'serve', problems);
     if (upstream) upstreams.push(upstream);
   }
-  // The session secret seals the key that signs identity assertions.
+  // The session secret seals the key that signs identity assertions, and a person's upstream tokens; a person
+  // connects their account from a signed-in browser.
   const signing = upstreams.find((u) => u.identity === 'jwt');
+  const connecting = upstreams.find((u) => u.oauth !== null);
   const auth = readAuth(
     sections.get('auth') ?? [],
     env,
     options,
     server,
     problems,
-    signing ? `upstream.${signing.name}.identity is jwt` : null,
+    signing ? `upstream.${signing.name}.identity is jwt` : connecting ? `upstream.${connecting.name}.auth is oauth` : null,
   );
   const notify = sections.has('notify') ? readNotify(sections.get('notify'), env, options.mode === 'serve', problems) : null;
   if (problems.length > 0) throw new ConfigError(problems.map((p) => `svc: config: ${p}`));

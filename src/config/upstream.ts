@@ -41,6 +41,18 @@ export interface UpstreamConfig {
   readonly refreshMs: number;
   /** calls per person to this upstream, per `perSeconds`; null: no limit */
   readonly rate: { readonly calls: number; readonly perSeconds: number } | null;
+  /** auth = oauth (§6.2): each person connects their own account, and their calls carry their own token; null: none */
+  readonly oauth: UpstreamOauth | null;
+}
+
+/** How svc is a client of an `auth = oauth` upstream's authorization server. */
+export interface UpstreamOauth {
+  /** a client registered there; null: svc registers itself (client metadata document where offered, else DCR) */
+  readonly clientId: string | null;
+  /** oauth_client_secret_env's value; null: a public client, or not read (the data commands) */
+  readonly clientSecret: string | null;
+  /** scopes to ask for; empty: none named */
+  readonly scopes: readonly string[];
 }
 
 export const UPSTREAM_NAME = /^[a-z][a-z0-9-]{0,31}$/;
@@ -58,6 +70,10 @@ const KEYS = [
   'rate',
   'isolation',
   'insecure_http',
+  'auth',
+  'oauth_client_id',
+  'oauth_client_secret_env',
+  'oauth_scopes',
 ];
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 const RATE_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600 };
@@ -85,6 +101,7 @@ export function readUpstream(name: string, lines: Lines, env: Env, readSecret: b
     timeoutMs: seconds(path, 'timeout', section.str('timeout', '30s'), problems) * 1000,
     refreshMs: seconds(path, 'refresh', section.str('refresh', '5m'), problems) * 1000,
     rate: readRate(path, section.str('rate', ''), problems),
+    oauth: readOauth(path, section, transport, env, readSecret, problems),
   };
   return transport === null || problems.length > before ? null : upstream;
 }
@@ -205,6 +222,52 @@ function readTools(path: string, text: string, problems: string[]): readonly str
   const bad = names.find((n) => !TOOL_NAME.test(n));
   if (bad !== undefined) problems.push(`${path}.tools: "${bad.slice(0, 40)}" is not a tool name (A-Z a-z 0-9 _ - ., at most 128)`);
   return [...new Set(names)];
+}
+
+/** auth and the oauth_* keys: only `auth = oauth` on a url upstream takes them, and then never token_env. */
+function readOauth(
+  path: string,
+  section: Section,
+  transport: UpstreamTransport | null,
+  env: Env,
+  readSecret: boolean,
+  problems: string[],
+): UpstreamOauth | null {
+  const auth = oneOf(path, 'auth', section.str('auth', 'none'), ['none', 'oauth'], problems);
+  const clientId = section.str('oauth_client_id', '');
+  const secretEnv = section.str('oauth_client_secret_env', '');
+  const scopes = section.str('oauth_scopes', '');
+  if (auth !== 'oauth') {
+    for (const [key, value] of [
+      ['oauth_client_id', clientId],
+      ['oauth_client_secret_env', secretEnv],
+      ['oauth_scopes', scopes],
+    ])
+      if (value !== '') problems.push(`${path}.${key}: only with auth = oauth`);
+    return null;
+  }
+  if (transport?.kind === 'stdio')
+    problems.push(`${path}.auth: oauth is for a url upstream; svc cannot connect a person's account to a command`);
+  if (section.str('token_env', '') !== '')
+    problems.push(`${path}.token_env: not with auth = oauth; each person's own token is sent, never a service credential`);
+  if (secretEnv !== '' && clientId === '') problems.push(`${path}.oauth_client_secret_env: give oauth_client_id with it`);
+  if (clientId !== '' && !/^[\x21-\x7e]{1,255}$/.test(clientId))
+    problems.push(`${path}.oauth_client_id: printable characters without spaces, at most 255`);
+  const scopeList = scopes.split(/\s+/).filter((x) => x !== '');
+  const badScope = scopeList.find((x) => !/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(x));
+  if (badScope !== undefined) problems.push(`${path}.oauth_scopes: "${badScope.slice(0, 40)}" is not an OAuth scope`);
+  const clientSecret =
+    secretEnv === ''
+      ? null
+      : readSecret
+        ? readEnv(`${path}.oauth_client_secret_env`, secretEnv, env, problems)
+        : checkEnvName(path, secretEnv, problems);
+  return { clientId: clientId === '' ? null : clientId, clientSecret, scopes: [...new Set(scopeList)] };
+}
+
+function checkEnvName(path: string, name: string, problems: string[]): null {
+  if (!ENV_NAME.test(name)) problems.push(`${path}.oauth_client_secret_env: "${name}" is not an environment variable name`);
+  return null;
 }
 
 function readToken(path: string, name: string, env: Env, readSecret: boolean, problems: string[]): string | null {

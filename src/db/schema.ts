@@ -359,3 +359,67 @@ export const upstreamStatus = sqliteTable('upstream_status', {
   state: text('state').notNull(),
   checkedAt: integer('checked_at').notNull(),
 });
+
+/**
+ * svc's own registration at an `auth = oauth` upstream's authorization server (CONTRACT §6.2), when no client is
+ * configured: made once by client metadata document or DCR, for the server the upstream is now (`server`), and
+ * shared by every instance. A client secret the server issued is sealed with a key derived from the session secret.
+ */
+export const upstreamClients = sqliteTable('upstream_clients', {
+  upstream: text('upstream').primaryKey(),
+  server: text('server').notNull(),
+  issuer: text('issuer').notNull(),
+  clientId: text('client_id').notNull(),
+  clientSecretSealed: text('client_secret_sealed'),
+  /** cimd or dcr */
+  kind: text('kind').notNull(),
+  registeredAt: integer('registered_at').notNull(),
+});
+
+/**
+ * A person's own account at an `auth = oauth` upstream (CONTRACT §6.2): their tokens, sealed with AES-256-GCM under a
+ * key derived from the session secret, only ever sent to that upstream. `reconnect` when a refresh was refused.
+ */
+export const upstreamAccounts = sqliteTable(
+  'upstream_accounts',
+  {
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    upstream: text('upstream').notNull(),
+    /** the server the tokens are for (UpstreamConfig.server): another server's tokens are never sent */
+    server: text('server').notNull(),
+    issuer: text('issuer').notNull(),
+    clientId: text('client_id').notNull(),
+    accessSealed: text('access_sealed').notNull(),
+    refreshSealed: text('refresh_sealed'),
+    expiresAt: integer('expires_at'),
+    scope: text('scope').notNull(),
+    /** connected or reconnect */
+    state: text('state').notNull(),
+    connectedAt: integer('connected_at').notNull(),
+    lastUsedAt: integer('last_used_at'),
+    refreshedAt: integer('refreshed_at'),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.upstream] }), index('upstream_accounts_upstream').on(t.upstream)],
+);
+
+/**
+ * A connection under way: the browser was sent to the upstream's authorization server with `state`, whose SHA-256 is
+ * the id. Single-use, bound to the person and (when they signed in with one) their session, good for 10 minutes.
+ */
+export const upstreamConnects = sqliteTable(
+  'upstream_connects',
+  {
+    id: text('id').primaryKey(),
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    sessionId: text('session_id'),
+    upstream: text('upstream').notNull(),
+    verifierSealed: text('verifier_sealed').notNull(),
+    createdAt: integer('created_at').notNull(),
+    expiresAt: integer('expires_at').notNull(),
+  },
+  (t) => [index('upstream_connects_user').on(t.userId)],
+);

@@ -12,6 +12,7 @@ import { adminPageRoutes } from './routes/admin-pages.tsx';
 import { adminItemRoutes } from './routes/admin-items.tsx';
 import { adminToolApiRoutes } from './routes/admin-tools-api.ts';
 import { adminToolRoutes } from './routes/admin-tools.tsx';
+import { upstreamAccountRoutes } from './routes/upstream-accounts.tsx';
 import { oidcRoutes } from './routes/oidc.tsx';
 import { oauthRoutes } from './routes/oauth.tsx';
 import { oauthClientEndpoints } from './routes/oauth-endpoints.ts';
@@ -60,6 +61,7 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
   app.route('/', adminItemRoutes(services));
   app.route('/', adminToolApiRoutes(services));
   app.route('/', adminToolRoutes(services));
+  if (services.upstreams?.accounts) app.route('/', upstreamAccountRoutes(services, services.upstreams.accounts));
 
   app.notFound((c) => apiError(c, 'not_found', `no such path: ${c.req.method} ${c.req.path}`));
   // The one answer to every refusal thrown below: a page's text or the API's JSON, or the OAuth protocol's JSON.

@@ -160,15 +160,15 @@ function mergeUpstreamTools(
   low.setRequestHandler(
     ListToolsRequestSchema,
     guarded(log, 'tools/list', async (request, extra) => {
-      const [mine, theirs] = await Promise.all([list(request, extra), upstreams.tools(access)]);
+      const [mine, theirs] = await Promise.all([list(request, extra), upstreams.tools(access, principal.user.id)]);
       return { ...mine, tools: [...mine.tools, ...theirs] } as never;
     }),
   );
   low.setRequestHandler(
     CallToolRequestSchema,
     guarded(log, 'tools/call', async (request, extra) => {
-      const tool = await upstreams.resolve(request.params.name, access);
-      if (!tool) return (await call(request, extra)) as never;
+      const resolved = await upstreams.resolve(request.params.name, access);
+      if (!resolved) return (await call(request, extra)) as never;
       const caller = {
         uid: principal.user.uid,
         userId: principal.user.id,
@@ -182,7 +182,8 @@ function mergeUpstreamTools(
         clientId: principal.clientId ?? null,
         peer,
       };
-      return upstreams.call(tool, request.params.arguments, caller);
+      if ('connect' in resolved) return upstreams.callConnect(resolved.connect, caller);
+      return upstreams.call(resolved.tool, request.params.arguments, caller);
     }),
   );
 }

@@ -46,15 +46,28 @@ function identityToHeader(init: RequestInit | undefined): RequestInit | undefine
   return { ...init, headers, body: JSON.stringify(message) };
 }
 
+/** A person's own token for each request to an `auth = oauth` upstream (it may be refreshed between requests). */
+export type BearerSource = () => Promise<string>;
+
 /** The transport to an upstream, and what to release with it (an HTTP upstream's sockets). */
-function transportFor(upstream: UpstreamConfig, oversized: () => void): { transport: Transport; release(): void } {
+function transportFor(
+  upstream: UpstreamConfig,
+  oversized: () => void,
+  bearer: BearerSource | null,
+): { transport: Transport; release(): void } {
   const t = upstream.transport;
   if (t.kind === 'http') {
     const headers: Record<string, string> = upstream.token === null ? {} : { Authorization: `Bearer ${upstream.token}` };
     const http = upstreamFetch(oversized);
     const transport = new StreamableHTTPClientTransport(new URL(t.url), {
       requestInit: { headers },
-      fetch: (input, init) => http.fetch(input, identityToHeader(init)),
+      fetch: async (input, init) => {
+        const sent = identityToHeader(init);
+        if (bearer === null) return http.fetch(input, sent);
+        const withToken = new Headers(sent?.headers);
+        withToken.set('Authorization', `Bearer ${await bearer()}`);
+        return http.fetch(input, { ...sent, headers: withToken });
+      },
     });
     return { transport, release: () => http.close() };
   }
@@ -79,6 +92,8 @@ export class UpstreamConnection {
     private readonly log: Logger,
     /** told when the upstream says its tool list changed */
     private readonly onToolsChanged: () => void,
+    /** auth = oauth: the person's token, asked for each request; null: the upstream's own token_env, if any */
+    private readonly bearer: BearerSource | null = null,
   ) {}
 
   /** The connected client: the open one, or a new connection (refused while a restart's backoff runs). */
@@ -98,9 +113,13 @@ export class UpstreamConnection {
     this.openedAt = Date.now();
     const client = new Client({ name: 'svc', version: VERSION });
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.onToolsChanged());
-    const { transport, release } = transportFor(this.upstream, () => {
-      this.oversizedAt = Date.now();
-    });
+    const { transport, release } = transportFor(
+      this.upstream,
+      () => {
+        this.oversizedAt = Date.now();
+      },
+      this.bearer,
+    );
     // The SDK's stdio reader refuses a line over 10 MiB and ends the connection; it says so here.
     client.onerror = (e) => {
       if (/exceeded maximum size/.test(e.message)) this.oversizedAt = Date.now();

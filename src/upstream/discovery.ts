@@ -1,7 +1,7 @@
 // Discovery: what each upstream offers, recorded as tool rows. At start, when an upstream says its list changed,
 // every `refresh`, and after a failure. A change of state is audited (actor: the upstream).
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { Config } from '../config/load.ts';
+import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { Database } from '../db/open.ts';
 import { fingerprint } from '../domain/canonical-json.ts';
 import type { Logger } from '../log.ts';
@@ -15,6 +15,7 @@ import {
   type ToolDefinition,
 } from '../store/upstream-tools.ts';
 import { UpstreamConnection } from './connection.ts';
+import type { UpstreamAccounts } from './accounts.ts';
 
 /** A tool's definition as svc keeps and fingerprints it: title, description, schemas and annotations. */
 export function definitionOf(tool: Tool): ToolDefinition {
@@ -92,18 +93,48 @@ export interface Upstreams {
   stop(): Promise<void>;
 }
 
-export function startUpstreams(config: Config, database: Database, log: Logger, metrics: Metrics): Upstreams {
+/**
+ * Lists one upstream's tools: on its shared connection, or for an `auth = oauth` upstream with the token of someone
+ * connected to it, on a connection of its own that is closed after the listing (until someone connects, nothing).
+ */
+async function listOnceWith(
+  database: Database,
+  upstream: UpstreamConfig,
+  connections: ReadonlyMap<string, UpstreamConnection>,
+  accounts: UpstreamAccounts | null,
+  log: Logger,
+): Promise<DiscoveryChange[]> {
+  if (upstream.oauth === null) return discover(database, connections.get(upstream.name)!, log);
+  const userId = accounts ? await accounts.anyConnected(upstream) : null;
+  if (userId === null) return [];
+  const connection = new UpstreamConnection(upstream, log, () => undefined, accounts!.source(userId, upstream));
+  try {
+    return await discover(database, connection, log);
+  } finally {
+    await connection.close();
+  }
+}
+
+export function startUpstreams(
+  config: Config,
+  database: Database,
+  log: Logger,
+  metrics: Metrics,
+  /** the people's accounts at `auth = oauth` upstreams; null when there is none */
+  accounts: UpstreamAccounts | null,
+): Upstreams {
   const connections = new Map<string, UpstreamConnection>();
   const timers: NodeJS.Timeout[] = [];
   const running = new Map<string, Promise<void>>();
   const retryMs = new Map<string, number>();
   let stopped = false;
+  const listOnce = (upstream: UpstreamConfig) => listOnceWith(database, upstream, connections, accounts, log);
   const rediscover = (name: string): Promise<void> => {
-    const connection = connections.get(name);
-    if (!connection) return Promise.resolve();
+    const upstream = config.upstreams.find((u) => u.name === name);
+    if (!upstream || stopped) return Promise.resolve();
     const already = running.get(name);
     if (already) return already;
-    const run = discover(database, connection, log)
+    const run = listOnce(upstream)
       .then((changes) => {
         retryMs.delete(name);
         metrics.upstreamUp(name, true);
@@ -113,7 +144,7 @@ export function startUpstreams(config: Config, database: Database, log: Logger, 
         metrics.upstreamUp(name, false);
         await database.write((tx) => recordUpstreamStatus(tx, name, false, database.now())).catch(() => undefined);
         // Listed again soon, then less and less often, up to every `refresh`.
-        const wait = Math.min((retryMs.get(name) ?? RETRY_FIRST_MS / 2) * 2, connection.upstream.refreshMs);
+        const wait = Math.min((retryMs.get(name) ?? RETRY_FIRST_MS / 2) * 2, upstream.refreshMs);
         retryMs.set(name, wait);
         if (!stopped) timers.push(setTimeout(() => void rediscover(name), wait).unref());
         log.warn('upstream_discovery_failed', { upstream: name, error: reason(e), retry_in_ms: wait });
@@ -138,7 +169,7 @@ export function startUpstreams(config: Config, database: Database, log: Logger, 
     );
   };
   for (const upstream of config.upstreams) {
-    connections.set(upstream.name, new UpstreamConnection(upstream, log, () => soon(upstream.name)));
+    if (upstream.oauth === null) connections.set(upstream.name, new UpstreamConnection(upstream, log, () => soon(upstream.name)));
     void rediscover(upstream.name);
     const timer = setInterval(() => void rediscover(upstream.name), upstream.refreshMs);
     timer.unref();

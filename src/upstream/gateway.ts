@@ -12,9 +12,12 @@ import type { Access } from '../domain/visibility.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/events.ts';
 import { findTool, listTools, type UpstreamTool } from '../store/upstream-tools.ts';
+import { listAccounts } from '../store/upstream-accounts.ts';
 import { usable } from './access.ts';
 import { CallAudit } from './call-audit.ts';
 import { rateCounter, type RateCounter } from './rate.ts';
+import { NeedsConnection, UpstreamAccounts } from './accounts.ts';
+import { visible } from '../domain/visibility.ts';
 import { ensureSigningKey, IdentitySigner, type Subject } from './identity.ts';
 import { startUpstreams, type Upstreams } from './discovery.ts';
 import { UpstreamConnection } from './connection.ts';
@@ -26,6 +29,24 @@ const SEPARATOR = '__';
 /** isolation = user: at most this many processes of one upstream; one idle this long is stopped. */
 const PROCESSES_PER_UPSTREAM = 50;
 const IDLE_PROCESS_MS = 10 * 60_000;
+
+/** The tool that stands for an `auth = oauth` upstream a caller has not connected to: NAME__connect. */
+const CONNECT_TOOL = 'connect';
+
+/** Where a person connects their account at an `auth = oauth` upstream: nothing secret in it. */
+export const connectUrl = (config: Config, upstream: UpstreamConfig) => `${config.server.baseUrl}/upstreams/${upstream.name}/connect`;
+
+function connectTool(upstream: UpstreamConfig): Tool {
+  return {
+    name: `${upstream.name}${SEPARATOR}${CONNECT_TOOL}`,
+    title: `Connect your account at ${upstream.name}`,
+    description: `Connect your account at ${upstream.name}: its tools act as you once you have. Calling this tells you where to connect.`,
+    inputSchema: { type: 'object', properties: {} },
+  };
+}
+
+/** What a merged name a caller may use stands for. */
+export type Resolved = { readonly tool: UpstreamTool } | { readonly connect: UpstreamConfig };
 
 export const mergedName = (tool: Pick<UpstreamTool, 'upstream' | 'name'>) => `${tool.upstream}${SEPARATOR}${tool.name}`;
 export const offerable = (tool: Pick<UpstreamTool, 'upstream' | 'name'>) => MERGED_NAME.test(mergedName(tool));
@@ -82,24 +103,76 @@ export class UpstreamGateway {
     private readonly metrics: Metrics,
     /** signs identity assertions for upstreams with identity = jwt; null when none has it */
     private readonly signer: IdentitySigner | null,
+    /** the people's own accounts at auth = oauth upstreams; null when there is none */
+    readonly accounts: UpstreamAccounts | null = null,
   ) {
     this.callAudit = new CallAudit(database);
   }
 
-  /** The tools this caller may use, merged-named, with their approved definitions. */
-  async tools(access: Access): Promise<Tool[]> {
+  /**
+   * The tools this caller may use, merged-named, with their approved definitions. Of an `auth = oauth` upstream, only
+   * once the caller has connected their account there; before, one tool NAME__connect stands in its place.
+   */
+  async tools(access: Access, userId: number): Promise<Tool[]> {
     const rows = await listTools(this.database.db, { state: 'approved' });
-    return rows
+    const connected = await this.connectedUpstreams(userId);
+    const offered = rows
       .filter((t) => offerable(t) && usable(t, this.config, access))
+      .filter((t) => this.oauthOf(t.upstream) === null || connected.has(t.upstream))
       .map((t) => ({ ...t.approvedDefinition!, name: mergedName(t) }) as Tool);
+    const connects = this.config.upstreams
+      .filter((u) => u.oauth !== null && !connected.has(u.name) && this.mayConnect(u, access))
+      .map((u) => connectTool(u));
+    return [...offered, ...connects];
   }
 
-  /** The upstream tool a merged name stands for, when this caller may use it; null for anything else. */
-  async resolve(name: string, access: Access): Promise<UpstreamTool | null> {
+  /**
+   * What a merged name stands for, when this caller may use it: an upstream tool, or NAME__connect of an `auth = oauth`
+   * upstream the caller has not connected to; null for anything else.
+   */
+  async resolve(name: string, access: Access): Promise<Resolved | null> {
     const at = name.indexOf(SEPARATOR);
     if (at <= 0 || !MERGED_NAME.test(name)) return null;
-    const tool = await findTool(this.database.db, name.slice(0, at), name.slice(at + SEPARATOR.length));
-    return tool && usable(tool, this.config, access) ? tool : null;
+    const [upstream, tool] = [name.slice(0, at), name.slice(at + SEPARATOR.length)];
+    const found = await findTool(this.database.db, upstream, tool);
+    if (found && usable(found, this.config, access)) return { tool: found };
+    const oauthUpstream = this.config.upstreams.find((u) => u.name === upstream && u.oauth !== null);
+    if (tool === CONNECT_TOOL && oauthUpstream && this.mayConnect(oauthUpstream, access)) return { connect: oauthUpstream };
+    return null;
+  }
+
+  private oauthOf(upstream: string): UpstreamConfig | null {
+    return this.config.upstreams.find((u) => u.name === upstream && u.oauth !== null) ?? null;
+  }
+
+  /** A person may connect to an upstream whose labels they may see (narrowed by a token's restriction). */
+  private mayConnect(upstream: UpstreamConfig, access: Access): boolean {
+    return visible(upstream.labels, access.labels, access.restriction);
+  }
+
+  private async connectedUpstreams(userId: number): Promise<Set<string>> {
+    if (this.accounts === null) return new Set();
+    const mine = await listAccounts(this.database.db, { userId });
+    return new Set(mine.filter((a) => a.state === 'connected' && a.server === this.oauthOf(a.upstream)?.server).map((a) => a.upstream));
+  }
+
+  /** NAME__connect: says whether the caller is connected, and where to connect when not. */
+  async callConnect(upstream: UpstreamConfig, caller: Caller): Promise<CallToolResult> {
+    const bearer = await this.accounts!.bearer(caller.userId, upstream);
+    if ('token' in bearer) return { content: [{ type: 'text', text: `Your account at ${upstream.name} is connected.` }] };
+    return this.needsConnection(upstream, bearer.connect);
+  }
+
+  /** The answer to a call that needs the caller's account at the upstream connected first. */
+  private needsConnection(upstream: UpstreamConfig, connect: 'none' | 'reconnect'): CallToolResult {
+    const url = connectUrl(this.config, upstream);
+    const what = connect === 'none' ? 'is not connected' : 'must be connected again';
+    return {
+      content: [
+        { type: 'text', text: `upstream "${upstream.name}" not_connected: your account at ${upstream.name} ${what}; connect it at ${url}` },
+      ],
+      isError: true,
+    };
   }
 
   async call(tool: UpstreamTool, args: Record<string, unknown> | undefined, caller: Caller): Promise<CallToolResult> {
@@ -120,17 +193,22 @@ export class UpstreamGateway {
     tool: UpstreamTool,
     args: Record<string, unknown> | undefined,
     caller: Caller,
-  ): Promise<{ answer: CallToolResult; outcome: 'ok' | 'error' | Cause }> {
+  ): Promise<{ answer: CallToolResult; outcome: 'ok' | 'error' | 'not_connected' | Cause }> {
     const upstream = this.config.upstreams.find((u) => u.name === tool.upstream)!;
     const wait = upstream.rate === null ? null : await this.rate.take(`${upstream.name}\n${caller.userId}`, upstream.rate);
     if (wait !== null)
       return { answer: refusal(upstream.name, 'rate_limited', `over its rate for you; try again in ${wait} s`), outcome: 'rate_limited' };
+    if (upstream.oauth !== null) {
+      const bearer = await this.accounts!.bearer(caller.userId, upstream);
+      if ('connect' in bearer) return { answer: this.needsConnection(upstream, bearer.connect), outcome: 'not_connected' };
+    }
     const connection = this.connectionFor(upstream, caller.userId);
     let result: CallToolResult;
     try {
       const identity = upstream.identity === 'jwt' ? await this.signer!.sign(caller, upstream) : null;
       result = (await connection.callTool(tool.name, args, identity)) as CallToolResult;
     } catch (e) {
+      if (e instanceof NeedsConnection) return { answer: this.needsConnection(upstream, e.connect), outcome: 'not_connected' };
       const cause = causeOf(e);
       this.log.warn('upstream_call_failed', {
         upstream: upstream.name,
@@ -145,6 +223,7 @@ export class UpstreamGateway {
       ...(result.structuredContent === undefined ? {} : { structuredContent: result.structuredContent }),
       ...(result.isError === undefined ? {} : { isError: result.isError }),
     };
+    if (upstream.oauth !== null) this.accounts!.used(caller.userId, upstream);
     return { answer, outcome: result.isError ? 'error' : 'ok' };
   }
 
@@ -162,8 +241,8 @@ export class UpstreamGateway {
 
   /** The connection a call goes to: the upstream's one, or with isolation = user this person's own process. */
   private connectionFor(upstream: UpstreamConfig, userId: number): UpstreamConnection {
-    if (upstream.transport.kind !== 'stdio' || upstream.transport.isolation !== 'user')
-      return this.upstreams.connections.get(upstream.name)!;
+    const ownConnection = upstream.oauth !== null || (upstream.transport.kind === 'stdio' && upstream.transport.isolation === 'user');
+    if (!ownConnection) return this.upstreams.connections.get(upstream.name)!;
     const people = this.perPerson.get(upstream.name) ?? new Map<number, { connection: UpstreamConnection; usedAt: number }>();
     this.perPerson.set(upstream.name, people);
     const now = Date.now();
@@ -178,7 +257,8 @@ export class UpstreamGateway {
       void people.get(oldest)!.connection.close();
       people.delete(oldest);
     }
-    const connection = new UpstreamConnection(upstream, this.log, () => this.upstreams.listChanged(upstream.name));
+    const bearer = upstream.oauth === null ? null : this.accounts!.source(userId, upstream);
+    const connection = new UpstreamConnection(upstream, this.log, () => this.upstreams.listChanged(upstream.name), bearer);
     people.set(userId, { connection, usedAt: now });
     return connection;
   }
@@ -238,8 +318,13 @@ export async function startGateway(
     await ensureSigningKey(database, secret);
     signer = new IdentitySigner(config, database, secret);
   }
-  const upstreams = startUpstreams(config, database, log, metrics);
-  const gateway = new UpstreamGateway(config, database, upstreams, log, metrics, signer);
+  // auth = oauth: each person's own account; a new connection lets svc list the upstream's tools with it.
+  let upstreams: Upstreams | null = null;
+  const accounts = config.upstreams.some((u) => u.oauth !== null)
+    ? new UpstreamAccounts(config, database, log, (name) => void upstreams?.rediscover(name))
+    : null;
+  upstreams = startUpstreams(config, database, log, metrics, accounts);
+  const gateway = new UpstreamGateway(config, database, upstreams, log, metrics, signer, accounts);
   return {
     gateway,
     async stop() {

@@ -20,8 +20,20 @@ export interface TokensProps {
   labels: readonly string[];
   /** whether [auth] token accepts tokens; without it no token is made, and the page says so */
   tokensOn: boolean;
+  /** the `auth = oauth` upstreams this person may connect to, and their connection to each; null when there is none */
+  services: ConnectedService[] | null;
   created?: { token: string; name: string; expiresAt: number | null; restriction: readonly string[] | null; scopes: ScopeSet } | undefined;
   error?: string | undefined;
+}
+
+/** A person's connection to one `auth = oauth` upstream, as the page shows it: never a token. */
+export interface ConnectedService {
+  readonly upstream: string;
+  /** none: not connected; reconnect: the upstream refused to renew it */
+  readonly state: 'none' | 'connected' | 'reconnect';
+  readonly connectedAt: number | null;
+  readonly lastUsedAt: number | null;
+  readonly scope: string;
 }
 
 const LIFETIMES = [
@@ -239,6 +251,57 @@ function ConnectedApps(p: { grants: NonNullable<TokensProps['grants']> }) {
   );
 }
 
+function ConnectedServices(p: { services: readonly ConnectedService[] }) {
+  return (
+    <>
+      <h2>Connected services</h2>
+      <p class="muted">Servers that act as you with your own account there. Connect once; your agents' calls then use it.</p>
+      <div class="table-wrap">
+        <table>
+          <thead>
+            <tr>
+              <th>Service</th>
+              <th>Connected</th>
+              <th>Last used</th>
+              <th>Scopes</th>
+              <th>
+                <span class="muted">Action</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {p.services.map((s) => (
+              <tr data-upstream={s.upstream} data-state={s.state}>
+                <td>
+                  {s.upstream}
+                  {s.state === 'reconnect' && <div class="muted">must be connected again</div>}
+                </td>
+                <td>{s.state === 'none' ? 'not connected' : when(s.connectedAt)}</td>
+                <td>{when(s.lastUsedAt, '—')}</td>
+                <td>{s.scope === '' ? '—' : s.scope}</td>
+                <td>
+                  {s.state !== 'connected' && (
+                    <a class="button" href={`/upstreams/${s.upstream}/connect`} aria-label={`Connect ${s.upstream}`}>
+                      Connect
+                    </a>
+                  )}
+                  {s.state !== 'none' && (
+                    <form method="post" action={`/upstreams/${s.upstream}/disconnect`} class="inline">
+                      <button type="submit" class="danger" aria-label={`Disconnect ${s.upstream}`}>
+                        Disconnect
+                      </button>
+                    </form>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </>
+  );
+}
+
 export function TokensPage(p: TokensProps) {
   return (
     <Layout title="Access tokens" nonce={p.nonce} signedIn={{ uid: p.uid, admin: p.admin, canLogout: p.canLogout }}>
@@ -261,6 +324,7 @@ export function TokensPage(p: TokensProps) {
       <h2>Your tokens</h2>
       <TokenTable tokens={p.tokens} />
       {p.grants !== null && <ConnectedApps grants={p.grants} />}
+      {p.services !== null && p.services.length > 0 && <ConnectedServices services={p.services} />}
       <script nonce={p.nonce}>{raw(COPY_SCRIPT)}</script>
     </Layout>
   );

@@ -49,12 +49,15 @@ export function adminApiRoutes(services: Services): Hono<Env> {
     ),
   );
   app.delete('/admin/api/users/:uid', policy(CHANGE), requireAdmin(), async (c) => {
-    await adminRemoveUser(database, c.var.actor, c.req.param('uid'));
+    const disconnected = await adminRemoveUser(database, c.var.actor, c.req.param('uid'));
+    await services.upstreams?.accounts?.revokeAll(disconnected);
     return c.body(null, 204);
   });
-  app.post('/admin/api/users/:uid/tokens/revoke', policy(CHANGE), requireAdmin(), async (c) =>
-    c.json({ revoked: await adminRevokeTokens(database, c.var.actor, c.req.param('uid')) }),
-  );
+  app.post('/admin/api/users/:uid/tokens/revoke', policy(CHANGE), requireAdmin(), async (c) => {
+    const { revoked, upstreamAccounts } = await adminRevokeTokens(database, c.var.actor, c.req.param('uid'));
+    await services.upstreams?.accounts?.revokeAll(upstreamAccounts);
+    return c.json({ revoked });
+  });
   app.post('/admin/api/users/:uid/sessions/end', policy(CHANGE), requireAdmin(), async (c) =>
     c.json({ ended: await adminEndSessions(database, c.var.actor, c.req.param('uid')) }),
   );

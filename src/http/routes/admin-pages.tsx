@@ -172,7 +172,8 @@ function userActionRoutes(app: Hono<Env>, { services, policy, adminPage }: Admin
     const uid = c.req.param('uid');
     return formPost(
       async () => {
-        await adminRemoveUser(database, c.var.actor, uid);
+        const disconnected = await adminRemoveUser(database, c.var.actor, uid);
+        await services.upstreams?.accounts?.revokeAll(disconnected);
         return c.redirect('/admin/users?done=removed', 303);
       },
       async (status, error) => c.html(<RemovePage {...frame(c, { error })} user={await getUser(db, uid)} />, status),
@@ -181,7 +182,8 @@ function userActionRoutes(app: Hono<Env>, { services, policy, adminPage }: Admin
   });
 
   app.post('/admin/users/:uid/revoke-tokens', policy(CHANGE), adminPage(), async (c) => {
-    await adminRevokeTokens(database, c.var.actor, c.req.param('uid'));
+    const { upstreamAccounts } = await adminRevokeTokens(database, c.var.actor, c.req.param('uid'));
+    await services.upstreams?.accounts?.revokeAll(upstreamAccounts);
     return c.redirect(back(c.req.param('uid'), 'tokens'), 303);
   });
 

@@ -8,12 +8,34 @@ import { createdTokenJson, tokenJson } from '../../wire/json.ts';
 import { requireCaller, type SignedCtx } from '../guards.ts';
 import { formPost, readBody, restrictionFromForm, scopesFromForm } from '../forms.ts';
 import { nextPageHeader, pageHref, pageRequest } from '../paging.ts';
-import { TokensPage, type TokensProps } from '../pages/tokens.tsx';
+import { TokensPage, type ConnectedService, type TokensProps } from '../pages/tokens.tsx';
+import { listAccounts } from '../../store/upstream-accounts.ts';
+import { visible } from '../../domain/visibility.ts';
 import { listTokens } from '../../store/tokens.ts';
 import { restrictionRequest, tokenRequest } from '../../requests/tokens.ts';
 import { listGrants } from '../../store/oauth.ts';
 import { badRequest } from '../../domain/errors.ts';
 import { createPersonalToken, restrictOwnToken, revokeOwnToken } from '../../account/actions.ts';
+
+/** The person's connections to the `auth = oauth` upstreams they may connect to; null when there is none. */
+async function connectedServices(services: Services, user: { id: number; labels: readonly string[] }): Promise<ConnectedService[] | null> {
+  const accounts = services.upstreams?.accounts;
+  if (!accounts) return null;
+  const mine = new Map((await listAccounts(services.database.db, { userId: user.id })).map((a) => [a.upstream, a]));
+  return services.config.upstreams
+    .filter((u) => u.oauth !== null && visible(u.labels, user.labels, null))
+    .map((u) => {
+      const a = mine.get(u.name);
+      const live = a !== undefined && a.server === u.server;
+      return {
+        upstream: u.name,
+        state: live ? (a.state === 'connected' ? 'connected' : 'reconnect') : 'none',
+        connectedAt: live ? a.connectedAt : null,
+        lastUsedAt: live ? a.lastUsedAt : null,
+        scope: live ? a.scope : '',
+      };
+    });
+}
 
 export function tokenRoutes(services: Services): Hono<Env> {
   const { database, config } = services;
@@ -50,6 +72,7 @@ export function tokenRoutes(services: Services): Hono<Env> {
         }
         labels={principal.user.labels}
         tokensOn={config.auth.token}
+        services={await connectedServices(services, principal.user)}
         {...extra}
       />,
       status,

@@ -1,0 +1,75 @@
+// A person's own connection to an `auth = oauth` upstream (CONTRACT §6.2): Connect sends their browser to the
+// upstream's authorization server, the callback brings it back, Disconnect ends it; svc's client metadata document
+// for the upstream (CIMD). Only a signed-in browser or the proxy connects, and only its own account.
+import { Hono } from 'hono';
+import type { UpstreamConfig } from '../../config/load.ts';
+import { AppError } from '../../domain/errors.ts';
+import { visible } from '../../domain/visibility.ts';
+import type { Person, UpstreamAccounts } from '../../upstream/accounts.ts';
+import { clientMetadata } from '../../upstream/oauth.ts';
+import type { Env, Services } from '../context.ts';
+import { nonceOf, STATUS } from '../context.ts';
+import { requireCaller, type SignedCtx } from '../guards.ts';
+import { MessagePage } from '../pages/message.tsx';
+import { CHANGE, READ, policyFor } from '../policy.ts';
+
+export function upstreamAccountRoutes(services: Services, accounts: UpstreamAccounts): Hono<Env> {
+  const { config } = services;
+  const app = new Hono<Env>();
+  const policy = policyFor(services);
+  const person = () => requireCaller({ page: true, via: ['session', 'header'] });
+
+  /** The upstream the path names, when this person may connect to it; the same 404 otherwise. */
+  const upstreamFor = (c: SignedCtx): UpstreamConfig => {
+    const upstream = accounts.upstream(c.req.param('name') ?? '');
+    const user = c.var.principal.user;
+    if (!upstream || !visible(upstream.labels, user.labels, null)) throw new AppError('not_found', 'no such upstream to connect to');
+    return upstream;
+  };
+  const personOf = (c: SignedCtx): Person => ({
+    id: c.var.principal.user.id,
+    uid: c.var.principal.user.uid,
+    sessionId: c.var.principal.via === 'session' ? (c.var.principal.sessionId ?? null) : null,
+    actor: c.var.actor,
+  });
+  /** A refusal shown to the person as a page, with the way back to their tokens. */
+  const refused = (c: SignedCtx, e: unknown) => {
+    if (!(e instanceof AppError)) throw e;
+    return c.html(
+      <MessagePage nonce={nonceOf(c)} title="Not connected" message={e.message} link={{ href: '/', text: 'Back to your tokens' }} />,
+      STATUS[e.code],
+    );
+  };
+
+  app.get('/upstreams/:name/connect', policy(READ), person(), async (c) => {
+    try {
+      return c.redirect(await accounts.startConnect(personOf(c), upstreamFor(c)), 302);
+    } catch (e) {
+      return refused(c, e);
+    }
+  });
+
+  app.get('/upstreams/:name/callback', policy(READ), person(), async (c) => {
+    try {
+      const upstream = upstreamFor(c);
+      await accounts.finishConnect(personOf(c), upstream, new URL(c.req.url, config.server.baseUrl));
+      return c.redirect(`/?connected=${encodeURIComponent(upstream.name)}`, 303);
+    } catch (e) {
+      return refused(c, e);
+    }
+  });
+
+  app.post('/upstreams/:name/disconnect', policy(CHANGE), person(), async (c) => {
+    await accounts.disconnect(personOf(c), upstreamFor(c));
+    return c.redirect('/', 303);
+  });
+
+  // svc's client metadata document at this upstream's authorization server: public, as CIMD requires.
+  app.get('/upstreams/:name/client.json', policy(READ), (c) => {
+    const upstream = accounts.upstream(c.req.param('name'));
+    if (!upstream || upstream.oauth?.clientId !== null) throw new AppError('not_found', 'no such client metadata document');
+    return c.json(clientMetadata(config, upstream), 200, { 'Cache-Control': 'max-age=300' });
+  });
+
+  return app;
+}

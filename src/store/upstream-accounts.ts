@@ -1,0 +1,123 @@
+// A person's own accounts at `auth = oauth` upstreams (CONTRACT §6.2), svc's registrations at their authorization
+// servers, and connections under way. Tokens arrive here sealed (upstream/accounts.ts seals and opens them); this
+// layer never sees one in the clear.
+import { and, eq, lt } from 'drizzle-orm';
+import type { Db, Tx } from '../db/open.ts';
+import { upstreamAccounts, upstreamClients, upstreamConnects } from '../db/schema.ts';
+
+export type UpstreamAccount = typeof upstreamAccounts.$inferSelect;
+export type UpstreamClientRow = typeof upstreamClients.$inferSelect;
+export type UpstreamConnect = typeof upstreamConnects.$inferSelect;
+
+/** At most this many connections under way per person: older ones go first. */
+export const CONNECTS_PER_PERSON = 10;
+
+export async function findAccount(db: Db, userId: number, upstream: string): Promise<UpstreamAccount | null> {
+  return (
+    (await db
+      .select()
+      .from(upstreamAccounts)
+      .where(and(eq(upstreamAccounts.userId, userId), eq(upstreamAccounts.upstream, upstream)))
+      .get()) ?? null
+  );
+}
+
+export async function listAccounts(db: Db, only: { userId?: number; upstream?: string } = {}): Promise<UpstreamAccount[]> {
+  return await db
+    .select()
+    .from(upstreamAccounts)
+    .where(
+      and(
+        only.userId === undefined ? undefined : eq(upstreamAccounts.userId, only.userId),
+        only.upstream === undefined ? undefined : eq(upstreamAccounts.upstream, only.upstream),
+      ),
+    )
+    .all();
+}
+
+/** Stores a person's account at an upstream, replacing an earlier one. */
+export async function putAccount(tx: Tx, account: UpstreamAccount): Promise<void> {
+  await tx
+    .insert(upstreamAccounts)
+    .values(account)
+    .onConflictDoUpdate({ target: [upstreamAccounts.userId, upstreamAccounts.upstream], set: { ...account } });
+}
+
+/** New tokens after a refresh; only if the row still holds the tokens it was refreshed from (`from`). */
+export async function refreshedAccount(
+  tx: Tx,
+  key: { userId: number; upstream: string },
+  from: string,
+  change: Pick<UpstreamAccount, 'accessSealed' | 'refreshSealed' | 'expiresAt' | 'scope' | 'refreshedAt'>,
+): Promise<boolean> {
+  const done = await tx
+    .update(upstreamAccounts)
+    .set({ ...change, state: 'connected' })
+    .where(
+      and(eq(upstreamAccounts.userId, key.userId), eq(upstreamAccounts.upstream, key.upstream), eq(upstreamAccounts.accessSealed, from)),
+    )
+    .returning({ userId: upstreamAccounts.userId });
+  return done.length === 1;
+}
+
+export async function markReconnect(tx: Tx, userId: number, upstream: string): Promise<void> {
+  await tx
+    .update(upstreamAccounts)
+    .set({ state: 'reconnect' })
+    .where(and(eq(upstreamAccounts.userId, userId), eq(upstreamAccounts.upstream, upstream)));
+}
+
+export async function touchAccount(tx: Tx, userId: number, upstream: string, now: number): Promise<void> {
+  await tx
+    .update(upstreamAccounts)
+    .set({ lastUsedAt: now })
+    .where(and(eq(upstreamAccounts.userId, userId), eq(upstreamAccounts.upstream, upstream)));
+}
+
+/** Removes a person's account at an upstream; returns what it was, so its tokens can be revoked. */
+export async function deleteAccount(tx: Tx, userId: number, upstream: string): Promise<UpstreamAccount | null> {
+  const [gone] = await tx
+    .delete(upstreamAccounts)
+    .where(and(eq(upstreamAccounts.userId, userId), eq(upstreamAccounts.upstream, upstream)))
+    .returning();
+  return gone ?? null;
+}
+
+/** Removes every account of a person (sign-out everywhere, user removal); returns them for revocation. */
+export async function deleteAccountsOf(tx: Tx, userId: number): Promise<UpstreamAccount[]> {
+  const accounts = await tx.select().from(upstreamAccounts).where(eq(upstreamAccounts.userId, userId)).all();
+  if (accounts.length > 0) await tx.delete(upstreamAccounts).where(eq(upstreamAccounts.userId, userId));
+  return accounts;
+}
+
+export async function findClient(db: Db, upstream: string): Promise<UpstreamClientRow | null> {
+  return (await db.select().from(upstreamClients).where(eq(upstreamClients.upstream, upstream)).get()) ?? null;
+}
+
+/** Keeps svc's registration at an upstream's server (the first instance to register wins; the caller reads back). */
+export async function putClient(tx: Tx, row: UpstreamClientRow): Promise<void> {
+  await tx
+    .insert(upstreamClients)
+    .values(row)
+    .onConflictDoUpdate({ target: upstreamClients.upstream, set: { ...row } });
+}
+
+/** A connection under way, within the per-person bound (the oldest of theirs goes first), expired ones removed. */
+export async function addConnect(tx: Tx, row: UpstreamConnect): Promise<void> {
+  await tx.delete(upstreamConnects).where(lt(upstreamConnects.expiresAt, row.createdAt));
+  const mine = await tx
+    .select({ id: upstreamConnects.id })
+    .from(upstreamConnects)
+    .where(eq(upstreamConnects.userId, row.userId))
+    .orderBy(upstreamConnects.createdAt)
+    .all();
+  for (const old of mine.slice(0, Math.max(0, mine.length - CONNECTS_PER_PERSON + 1)))
+    await tx.delete(upstreamConnects).where(eq(upstreamConnects.id, old.id));
+  await tx.insert(upstreamConnects).values(row);
+}
+
+/** Takes a connection under way by its id: it is gone afterwards whatever the caller finds (single use). */
+export async function takeConnect(tx: Tx, id: string): Promise<UpstreamConnect | null> {
+  const [row] = await tx.delete(upstreamConnects).where(eq(upstreamConnects.id, id)).returning();
+  return row ?? null;
+}

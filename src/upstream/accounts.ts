@@ -1,0 +1,334 @@
+// A person's own accounts at `auth = oauth` upstreams (CONTRACT §6.2): connecting (the browser sent to the upstream's
+// authorization server with a single-use state bound to the person and their session, and back), the tokens sealed
+// per person and upstream, refreshed once when they expire however many calls need them at that moment, marked
+// `reconnect` when the server refuses the refresh, and revoked at the server when the person disconnects or is
+// removed. A token is only ever opened to be sent to its own upstream.
+import { createHash } from 'node:crypto';
+import type { Config, UpstreamConfig } from '../config/load.ts';
+import type { Database } from '../db/open.ts';
+import { AppError } from '../domain/errors.ts';
+import { seal, unseal } from '../domain/sealed.ts';
+import { deriveKey } from '../domain/secrets.ts';
+import type { Logger } from '../log.ts';
+import { recordActorAudit, recordAudit, type Actor } from '../store/audit.ts';
+import {
+  addConnect,
+  deleteAccount,
+  findAccount,
+  listAccounts,
+  markReconnect,
+  putAccount,
+  refreshedAccount,
+  takeConnect,
+  touchAccount,
+  type UpstreamAccount,
+} from '../store/upstream-accounts.ts';
+import { callbackUrl, OauthClients, OauthSetupError, oauth, type OauthParty } from './oauth.ts';
+
+const TOKEN_PURPOSE = 'upstream-account-tokens';
+const VERIFIER_PURPOSE = 'upstream-connect-verifier';
+/** A connection under way is good for this long. */
+const CONNECT_MS = 10 * 60_000;
+/** An access token this close to its expiry is refreshed before it is sent. */
+const REFRESH_EARLY_MS = 60_000;
+
+const stateId = (state: string) => createHash('sha256').update(state).digest('hex');
+const where = (userId: number, upstream: string, what: 'access' | 'refresh') => `${userId}/${upstream}/${what}`;
+
+/** The person a connection is for, and the session they connect from (null through the proxy header). */
+export interface Person {
+  readonly id: number;
+  readonly uid: string;
+  readonly sessionId: string | null;
+  readonly actor: Actor;
+}
+
+/** What a caller's call needs: the person's token for the upstream, or that they connect first. */
+export type Bearer = { readonly token: string } | { readonly connect: 'none' | 'reconnect' };
+
+/** A request to the upstream found the person not connected (or no longer). */
+export class NeedsConnection extends Error {
+  constructor(readonly connect: 'none' | 'reconnect') {
+    super(connect === 'none' ? 'not connected' : 'the connection must be made again');
+  }
+}
+
+export class UpstreamAccounts {
+  readonly clients: OauthClients;
+  private readonly tokenKey: Buffer;
+  private readonly verifierKey: Buffer;
+  /** refreshes under way in this process, per person and upstream: 20 calls at once make one refresh */
+  private readonly refreshing = new Map<string, Promise<Bearer>>();
+  /** when this process last stamped an account's last use: at most once a minute each */
+  private readonly stamped = new Map<string, number>();
+
+  constructor(
+    private readonly config: Config,
+    private readonly database: Database,
+    private readonly log: Logger,
+    /** told when a person connected: the upstream's tools can be listed with their token */
+    private readonly connected: (upstream: string) => void,
+  ) {
+    this.clients = new OauthClients(config, database);
+    const secret = config.auth.session!.secret;
+    this.tokenKey = deriveKey(secret, TOKEN_PURPOSE);
+    this.verifierKey = deriveKey(secret, VERIFIER_PURPOSE);
+  }
+
+  upstream(name: string): UpstreamConfig | null {
+    return this.config.upstreams.find((u) => u.name === name && u.oauth !== null) ?? null;
+  }
+
+  /** Starts a connection: the URL of the upstream's authorization server to send the person's browser to. */
+  async startConnect(person: Person, upstream: UpstreamConfig): Promise<string> {
+    const party = await this.partyOrRefusal(upstream);
+    const state = oauth.generateRandomState();
+    const verifier = oauth.generateRandomCodeVerifier();
+    const now = this.database.now();
+    await this.database.write((tx) =>
+      addConnect(tx, {
+        id: stateId(state),
+        userId: person.id,
+        sessionId: person.sessionId,
+        upstream: upstream.name,
+        verifierSealed: seal(this.verifierKey, verifier, stateId(state)),
+        createdAt: now,
+        expiresAt: now + CONNECT_MS,
+      }),
+    );
+    const url = new URL(party.as.authorization_endpoint!);
+    url.searchParams.set('response_type', 'code');
+    url.searchParams.set('client_id', party.client.client_id);
+    url.searchParams.set('redirect_uri', callbackUrl(this.config, upstream));
+    url.searchParams.set('code_challenge', await oauth.calculatePKCECodeChallenge(verifier));
+    url.searchParams.set('code_challenge_method', 'S256');
+    url.searchParams.set('state', state);
+    url.searchParams.set('resource', resourceOf(upstream));
+    const scopes = upstream.oauth!.scopes;
+    if (scopes.length > 0) url.searchParams.set('scope', scopes.join(' '));
+    return url.href;
+  }
+
+  /**
+   * The browser came back to the callback. The state is used up whatever happens next; it must be this person's, from
+   * this session, for this upstream and not expired, and the server's answer must be a code (not an error) that it
+   * exchanges for tokens.
+   */
+  async finishConnect(person: Person, upstream: UpstreamConfig, callback: URL): Promise<void> {
+    const state = callback.searchParams.get('state') ?? '';
+    const taken = state === '' ? null : await this.database.write((tx) => takeConnect(tx, stateId(state)));
+    const now = this.database.now();
+    if (taken === null || taken.expiresAt < now)
+      throw new AppError('bad_request', 'this connection was not started here, was used already or took too long; start it again');
+    if (taken.userId !== person.id || taken.sessionId !== person.sessionId || taken.upstream !== upstream.name)
+      throw new AppError('forbidden', 'this connection was started by someone else; start your own');
+    const verifier = unseal(this.verifierKey, taken.verifierSealed, taken.id);
+    if (verifier === null) throw new AppError('bad_request', 'this connection cannot be finished; start it again');
+    const party = await this.partyOrRefusal(upstream);
+    let params: URLSearchParams;
+    try {
+      params = oauth.validateAuthResponse(party.as, party.client, callback.searchParams, state);
+    } catch (e) {
+      const said = e instanceof oauth.AuthorizationResponseError ? e.error : 'an answer svc cannot use';
+      throw new AppError('bad_request', `${upstream.name} did not connect your account (${said.slice(0, 80)}); try again`);
+    }
+    const tokens = await this.exchange(party, upstream, params, verifier);
+    await this.database.write(async (tx) => {
+      await putAccount(tx, this.accountRow(person.id, upstream, party, tokens, now));
+      await recordActorAudit(tx, person.actor, 'upstream.connect', upstream.name, { scope: tokens.scope ?? '' });
+    });
+    this.connected(upstream.name);
+  }
+
+  private async exchange(
+    party: OauthParty,
+    upstream: UpstreamConfig,
+    params: URLSearchParams,
+    verifier: string,
+  ): Promise<oauth.TokenEndpointResponse> {
+    try {
+      const response = await oauth.authorizationCodeGrantRequest(
+        party.as,
+        party.client,
+        party.auth,
+        params,
+        callbackUrl(this.config, upstream),
+        verifier,
+        { ...party.options(), additionalParameters: { resource: resourceOf(upstream) } },
+      );
+      return await oauth.processAuthorizationCodeResponse(party.as, party.client, response);
+    } catch (e) {
+      this.log.warn('upstream_connect_failed', { upstream: upstream.name, error: errorText(e) });
+      throw new AppError('bad_request', `${upstream.name} did not give svc a token for your account; try again`);
+    }
+  }
+
+  private accountRow(userId: number, upstream: UpstreamConfig, party: OauthParty, t: oauth.TokenEndpointResponse, now: number) {
+    return {
+      userId,
+      upstream: upstream.name,
+      server: upstream.server,
+      issuer: party.as.issuer,
+      clientId: party.client.client_id,
+      accessSealed: seal(this.tokenKey, t.access_token, where(userId, upstream.name, 'access')),
+      refreshSealed: t.refresh_token === undefined ? null : seal(this.tokenKey, t.refresh_token, where(userId, upstream.name, 'refresh')),
+      expiresAt: typeof t.expires_in === 'number' ? now + t.expires_in * 1000 : null,
+      scope: t.scope ?? upstream.oauth!.scopes.join(' '),
+      state: 'connected',
+      connectedAt: now,
+      lastUsedAt: null,
+      refreshedAt: null,
+    } satisfies UpstreamAccount;
+  }
+
+  private async partyOrRefusal(upstream: UpstreamConfig): Promise<OauthParty> {
+    try {
+      return await this.clients.party(upstream);
+    } catch (e) {
+      this.log.warn('upstream_oauth_unavailable', { upstream: upstream.name, error: errorText(e) });
+      const why = e instanceof OauthSetupError ? e.message : 'its authorization server cannot be reached just now';
+      throw new AppError('unavailable', `cannot connect to ${upstream.name}: ${why}`);
+    }
+  }
+
+  /** The person's token for a call to the upstream, refreshed first when it is about to expire. */
+  async bearer(userId: number, upstream: UpstreamConfig): Promise<Bearer> {
+    const account = await findAccount(this.database.db, userId, upstream.name);
+    if (account === null || account.server !== upstream.server) return { connect: 'none' };
+    if (account.state !== 'connected') return { connect: 'reconnect' };
+    if (account.expiresAt === null || account.expiresAt - REFRESH_EARLY_MS > this.database.now()) {
+      const token = unseal(this.tokenKey, account.accessSealed, where(userId, upstream.name, 'access'));
+      return token === null ? { connect: 'reconnect' } : { token };
+    }
+    const key = `${userId}/${upstream.name}`;
+    let refresh = this.refreshing.get(key);
+    if (!refresh) {
+      refresh = this.refresh(account, upstream).finally(() => this.refreshing.delete(key));
+      this.refreshing.set(key, refresh);
+    }
+    return refresh;
+  }
+
+  private async refresh(account: UpstreamAccount, upstream: UpstreamConfig): Promise<Bearer> {
+    const { userId } = account;
+    const refreshToken =
+      account.refreshSealed === null ? null : unseal(this.tokenKey, account.refreshSealed, where(userId, upstream.name, 'refresh'));
+    if (refreshToken === null) return this.reconnect(account, 'no refresh token');
+    const party = await this.clients.party(upstream);
+    let tokens: oauth.TokenEndpointResponse;
+    try {
+      const response = await oauth.refreshTokenGrantRequest(party.as, party.client, party.auth, refreshToken, {
+        ...party.options(),
+        additionalParameters: { resource: resourceOf(upstream) },
+      });
+      tokens = await oauth.processRefreshTokenResponse(party.as, party.client, response);
+    } catch (e) {
+      // The server said no (invalid_grant and the like): the person connects again. Anything else is a fault of
+      // the moment, and the call fails without changing the account.
+      if (e instanceof oauth.ResponseBodyError) return this.reconnect(account, e.error);
+      throw e;
+    }
+    const now = this.database.now();
+    const row = this.accountRow(userId, upstream, party, tokens, now);
+    const change = {
+      accessSealed: row.accessSealed,
+      // A server that does not rotate refresh tokens keeps the one it gave.
+      refreshSealed: row.refreshSealed ?? account.refreshSealed,
+      expiresAt: row.expiresAt,
+      scope: row.scope,
+      refreshedAt: now,
+    };
+    // Another instance may have refreshed the same tokens at the same moment: then its tokens stand.
+    const mine = await this.database.write((tx) => refreshedAccount(tx, { userId, upstream: upstream.name }, account.accessSealed, change));
+    if (!mine) return this.bearer(userId, upstream);
+    return { token: tokens.access_token };
+  }
+
+  private async reconnect(account: UpstreamAccount, why: string): Promise<Bearer> {
+    await this.database.write(async (tx) => {
+      await markReconnect(tx, account.userId, account.upstream);
+      await recordAudit(tx, {
+        actor: null,
+        via: 'upstream',
+        action: 'upstream.reconnect',
+        target: account.upstream,
+        detail: { user_id: account.userId, reason: why.slice(0, 80) },
+      });
+    });
+    return { connect: 'reconnect' };
+  }
+
+  /** The person disconnects: their tokens are deleted, then revoked at the server where it offers revocation. */
+  async disconnect(person: Person, upstream: UpstreamConfig): Promise<boolean> {
+    const gone = await this.database.write(async (tx) => {
+      const account = await deleteAccount(tx, person.id, upstream.name);
+      if (account) await recordActorAudit(tx, person.actor, 'upstream.disconnect', upstream.name);
+      return account;
+    });
+    if (gone) await this.revoke(gone);
+    return gone !== null;
+  }
+
+  /** Stamps the account's last use after a call, at most once a minute per account and process, best effort. */
+  used(userId: number, upstream: UpstreamConfig): void {
+    const key = `${userId}/${upstream.name}`;
+    const now = this.database.now();
+    if (now - (this.stamped.get(key) ?? 0) < 60_000) return;
+    this.stamped.set(key, now);
+    if (this.stamped.size > 10_000) this.stamped.clear();
+    void this.database.write((tx) => touchAccount(tx, userId, upstream.name, now)).catch(() => undefined);
+  }
+
+  /** The person's token for each request of a connection to the upstream (BearerSource). */
+  source(userId: number, upstream: UpstreamConfig): () => Promise<string> {
+    return async () => {
+      const b = await this.bearer(userId, upstream);
+      if ('token' in b) return b.token;
+      throw new NeedsConnection(b.connect);
+    };
+  }
+
+  /** Revokes accounts deleted by an action (user removal, revoke all) at their servers. */
+  async revokeAll(accounts: readonly UpstreamAccount[]): Promise<void> {
+    await Promise.all(accounts.map((a) => this.revoke(a)));
+  }
+
+  /** Revokes an account's tokens at its server (RFC 7009), the refresh token first; failures are logged. */
+  async revoke(account: UpstreamAccount): Promise<void> {
+    const upstream = this.upstream(account.upstream);
+    if (!upstream) return;
+    try {
+      const party = await this.clients.party(upstream);
+      if (party.as.revocation_endpoint === undefined) return;
+      for (const [sealed, what] of [
+        [account.refreshSealed, 'refresh'],
+        [account.accessSealed, 'access'],
+      ] as const) {
+        const token = sealed === null ? null : unseal(this.tokenKey, sealed, where(account.userId, account.upstream, what));
+        if (token === null) continue;
+        const response = await oauth.revocationRequest(party.as, party.client, party.auth, token, party.options());
+        await oauth.processRevocationResponse(response);
+      }
+    } catch (e) {
+      this.log.warn('upstream_revoke_failed', { upstream: account.upstream, error: errorText(e) });
+    }
+  }
+
+  /** Someone connected to the upstream, for listing its tools: the most recently used live account's person. */
+  async anyConnected(upstream: UpstreamConfig): Promise<number | null> {
+    const live = (await listAccounts(this.database.db, { upstream: upstream.name })).filter(
+      (a) => a.state === 'connected' && a.server === upstream.server,
+    );
+    live.sort((a, b) => (b.lastUsedAt ?? b.connectedAt) - (a.lastUsedAt ?? a.connectedAt));
+    return live[0]?.userId ?? null;
+  }
+}
+
+const resourceOf = (upstream: UpstreamConfig) => (upstream.transport.kind === 'http' ? upstream.transport.url : '');
+/** An error for the log: its message, never a token (oauth4webapi's messages name fields, not values). */
+const errorText = (e: unknown) =>
+  e instanceof oauth.ResponseBodyError
+    ? `${e.error}: ${e.error_description ?? ''}`.slice(0, 200)
+    : e instanceof Error
+      ? e.message.slice(0, 200)
+      : 'failed';

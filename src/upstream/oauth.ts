@@ -1,0 +1,164 @@
+// svc as an OAuth 2.1 client of an `auth = oauth` upstream's authorization server (CONTRACT §6.2), all through
+// oauth4webapi: the server found as an MCP client finds it (RFC 9728 protected-resource metadata, then RFC 8414 or
+// OpenID discovery), the configured client or svc's own registration (its client metadata document where the server
+// takes one, else dynamic registration, kept in the database), authorization code with PKCE S256 and `resource`,
+// refresh and revocation (RFC 7009).
+import * as oauth from 'oauth4webapi';
+import type { Config, UpstreamConfig } from '../config/load.ts';
+import type { Database } from '../db/open.ts';
+import { isLoopbackIssuerHost } from '../domain/addresses.ts';
+import { seal, unseal } from '../domain/sealed.ts';
+import { deriveKey } from '../domain/secrets.ts';
+import { findClient, putClient } from '../store/upstream-accounts.ts';
+import { VERSION } from '../version.ts';
+
+/** How long the server's metadata is kept before it is read again. */
+const METADATA_MS = 60 * 60_000;
+const CLIENT_PURPOSE = 'upstream-oauth-client-secret';
+
+/** The upstream's authorization server and svc's client there, ready for requests. */
+export interface OauthParty {
+  readonly as: oauth.AuthorizationServer;
+  readonly client: oauth.Client;
+  readonly auth: oauth.ClientAuth;
+  /** options for a request to the server (each with its own deadline): plain http only to a loopback server or an http upstream */
+  options(): RequestOptions;
+}
+
+/** Something about the upstream's authorization server that stops svc from connecting anyone; said to the person. */
+export class OauthSetupError extends Error {}
+
+export const callbackUrl = (config: Config, upstream: UpstreamConfig) => `${config.server.baseUrl}/upstreams/${upstream.name}/callback`;
+export const clientMetadataUrl = (config: Config, upstream: UpstreamConfig) =>
+  `${config.server.baseUrl}/upstreams/${upstream.name}/client.json`;
+const resourceOf = (upstream: UpstreamConfig) => (upstream.transport.kind === 'http' ? upstream.transport.url : '');
+
+/** svc's client metadata document for one upstream (published at clientMetadataUrl). */
+export function clientMetadata(config: Config, upstream: UpstreamConfig): Record<string, unknown> {
+  return {
+    client_id: clientMetadataUrl(config, upstream),
+    client_name: `svc at ${new URL(config.server.baseUrl).host}`,
+    client_uri: config.server.baseUrl,
+    redirect_uris: [callbackUrl(config, upstream)],
+    grant_types: ['authorization_code', 'refresh_token'],
+    response_types: ['code'],
+    token_endpoint_auth_method: 'none',
+    software_id: 'svc',
+    software_version: VERSION,
+  };
+}
+
+type RequestOptions = { [oauth.allowInsecureRequests]?: boolean; signal?: AbortSignal };
+
+function requestOptions(upstream: UpstreamConfig, url: string): RequestOptions {
+  const insecure = resourceOf(upstream).startsWith('http:') || isLoopbackIssuerHost(new URL(url).hostname);
+  return { [oauth.allowInsecureRequests]: insecure, signal: AbortSignal.timeout(upstream.timeoutMs) };
+}
+
+async function protectedResource(upstream: UpstreamConfig): Promise<oauth.ResourceServer> {
+  const resource = new URL(resourceOf(upstream));
+  const response = await oauth.resourceDiscoveryRequest(resource, requestOptions(upstream, resource.href));
+  return oauth.processResourceDiscoveryResponse(resource, response);
+}
+
+async function authorizationServer(upstream: UpstreamConfig): Promise<oauth.AuthorizationServer> {
+  let metadata: oauth.ResourceServer;
+  try {
+    metadata = await protectedResource(upstream);
+  } catch (e) {
+    throw new OauthSetupError(`the upstream does not describe its authorization server (RFC 9728): ${message(e)}`);
+  }
+  const issuer = metadata.authorization_servers?.[0];
+  if (typeof issuer !== 'string') throw new OauthSetupError('the upstream names no authorization server');
+  const url = new URL(issuer);
+  for (const algorithm of ['oauth2', 'oidc'] as const) {
+    try {
+      const response = await oauth.discoveryRequest(url, { algorithm, ...requestOptions(upstream, issuer) });
+      return await oauth.processDiscoveryResponse(url, response);
+    } catch {
+      // the other discovery next
+    }
+  }
+  throw new OauthSetupError(`the authorization server ${url.origin} publishes no metadata (RFC 8414 or OpenID discovery)`);
+}
+
+const message = (e: unknown) => (e instanceof Error ? e.message : String(e)).slice(0, 200);
+
+/** The authorization servers and clients of this process's `auth = oauth` upstreams. */
+export class OauthClients {
+  private readonly parties = new Map<string, { party: Promise<OauthParty>; at: number }>();
+
+  constructor(
+    private readonly config: Config,
+    private readonly database: Database,
+  ) {}
+
+  /** The upstream's server and svc's client there: discovered, and registered if need be, once an hour at most. */
+  party(upstream: UpstreamConfig): Promise<OauthParty> {
+    const kept = this.parties.get(upstream.name);
+    if (kept && Date.now() - kept.at < METADATA_MS) return kept.party;
+    const party = this.discover(upstream);
+    this.parties.set(upstream.name, { party, at: Date.now() });
+    // A failure is not kept: the next person tries again.
+    party.catch(() => this.parties.delete(upstream.name));
+    return party;
+  }
+
+  private async discover(upstream: UpstreamConfig): Promise<OauthParty> {
+    const as = await authorizationServer(upstream);
+    const options = () => requestOptions(upstream, as.issuer);
+    const configured = upstream.oauth!;
+    if (configured.clientId !== null) {
+      const client: oauth.Client = { client_id: configured.clientId };
+      const auth =
+        configured.clientSecret === null
+          ? oauth.None()
+          : as.token_endpoint_auth_methods_supported?.includes('client_secret_basic') === false &&
+              as.token_endpoint_auth_methods_supported.includes('client_secret_post')
+            ? oauth.ClientSecretPost(configured.clientSecret)
+            : oauth.ClientSecretBasic(configured.clientSecret);
+      return { as, client, auth, options };
+    }
+    return { as, ...(await this.registration(upstream, as, options)), options };
+  }
+
+  /** svc's own client at the server: the one kept in the database for this server, or a new registration. */
+  private async registration(
+    upstream: UpstreamConfig,
+    as: oauth.AuthorizationServer,
+    options: () => RequestOptions,
+  ): Promise<{ client: oauth.Client; auth: oauth.ClientAuth }> {
+    const key = deriveKey(this.config.auth.session!.secret, CLIENT_PURPOSE);
+    const kept = await findClient(this.database.db, upstream.name);
+    if (kept && kept.server === upstream.server && kept.issuer === as.issuer) {
+      const secret = kept.clientSecretSealed === null ? null : unseal(key, kept.clientSecretSealed, upstream.name);
+      return { client: { client_id: kept.clientId }, auth: secret === null ? oauth.None() : oauth.ClientSecretPost(secret) };
+    }
+    const now = this.database.now();
+    const row = { upstream: upstream.name, server: upstream.server, issuer: as.issuer, registeredAt: now };
+    if ((as as { client_id_metadata_document_supported?: boolean }).client_id_metadata_document_supported === true) {
+      const clientId = clientMetadataUrl(this.config, upstream);
+      await this.database.write((tx) => putClient(tx, { ...row, clientId, clientSecretSealed: null, kind: 'cimd' }));
+      return { client: { client_id: clientId }, auth: oauth.None() };
+    }
+    if (as.registration_endpoint === undefined)
+      throw new OauthSetupError(
+        `the authorization server ${new URL(as.issuer).origin} takes neither client metadata documents nor registration; set oauth_client_id`,
+      );
+    const { client_id: _id, ...metadata } = clientMetadata(this.config, upstream);
+    const response = await oauth.dynamicClientRegistrationRequest(as, metadata as Partial<oauth.Client>, options());
+    const registered = await oauth.processDynamicClientRegistrationResponse(response);
+    const secret = typeof registered.client_secret === 'string' ? registered.client_secret : null;
+    await this.database.write((tx) =>
+      putClient(tx, {
+        ...row,
+        clientId: registered.client_id,
+        clientSecretSealed: secret === null ? null : seal(key, secret, upstream.name),
+        kind: 'dcr',
+      }),
+    );
+    return { client: { client_id: registered.client_id }, auth: secret === null ? oauth.None() : oauth.ClientSecretPost(secret) };
+  }
+}
+
+export { oauth };

@@ -1,0 +1,364 @@
+// Upstreams that act for each person (CONTRACT §6.2), with real peers on loopback: oidc-provider as the upstream's
+// authorization server (dynamic registration, resource indicators issuing JWT access tokens for the upstream's URL,
+// refresh tokens, revocation), and an SDK MCP server as the upstream that accepts only those tokens, verified with
+// jose against the provider's JWKS. svc registers itself by DCR (no client configured), each person connects their
+// own account through the token page's Connect, and their calls carry their token and nobody else's.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { createServer, type Server as HttpServer } from 'node:http';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose';
+import Provider from 'oidc-provider';
+import { startTestServer, type TestServer } from './helpers/server.ts';
+import { Browser } from './helpers/http.ts';
+import { Agent } from './helpers/oidc-provider.ts';
+import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
+import { waitFor } from './helpers/wait.ts';
+import { movableClock } from './helpers/clock.ts';
+import type { User } from '../src/store/users.ts';
+import { findClient, listAccounts } from '../src/store/upstream-accounts.ts';
+
+interface Peers {
+  issuer: string;
+  upstreamUrl: string;
+  /** every Authorization header the upstream received, in order */
+  seen: string[];
+  /** token requests by grant type, and revocations */
+  counts: Map<string, number>;
+  /** while true, the token endpoint refuses every request with invalid_grant */
+  refuseTokens: boolean;
+  stop(): Promise<void>;
+}
+
+/** oidc-provider as the upstream's authorization server, and the upstream MCP server that trusts only it. */
+async function startPeers(): Promise<Peers> {
+  const [asPort, upPort] = [await freePort(), await freePort()];
+  const issuer = `http://127.0.0.1:${asPort}`;
+  const upstreamUrl = `http://127.0.0.1:${upPort}/mcp`;
+  const provider = new Provider(issuer, {
+    findAccount: async (_ctx: unknown, id: string) => ({ accountId: id, claims: async () => ({ sub: id }) }),
+    pkce: { required: () => true },
+    cookies: { keys: ['upstream-provider-test-key'] },
+    scopes: ['openid', 'offline_access', 'tools'],
+    issueRefreshToken: async () => true,
+    features: {
+      devInteractions: { enabled: true },
+      registration: { enabled: true },
+      revocation: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: () => upstreamUrl,
+        useGrantedResource: () => true,
+        getResourceServerInfo: (_ctx: unknown, resource: string) => {
+          if (resource !== upstreamUrl) throw new Error('unknown resource');
+          return { scope: 'tools', audience: upstreamUrl, accessTokenTTL: 3600, accessTokenFormat: 'jwt' };
+        },
+      },
+    },
+  } as ConstructorParameters<typeof Provider>[1]);
+  const counts = new Map<string, number>();
+  const peers = { refuseTokens: false } as Peers;
+  const count = (k: string) => counts.set(k, (counts.get(k) ?? 0) + 1);
+  provider.on('grant.success', (ctx: { oidc: { params?: { grant_type?: string } } }) => count(ctx.oidc.params?.grant_type ?? 'grant'));
+  provider.on('grant.revoked', () => count('revoked'));
+  // Token requests take a moment, as over a network: calls that need a refresh at the same time overlap it.
+  const handle = provider.callback();
+  const as: HttpServer = createServer((req, res) => {
+    if (req.method === 'POST' && req.url === '/token' && peers.refuseTokens) {
+      res
+        .writeHead(400, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ error: 'invalid_grant', error_description: 'refused' }));
+      return;
+    }
+    if (req.method === 'POST' && req.url === '/token') setTimeout(() => handle(req, res), 300);
+    else handle(req, res);
+  });
+  await new Promise<void>((r) => as.listen(asPort, '127.0.0.1', r));
+
+  const jwks = createRemoteJWKSet(new URL(`${issuer}/jwks`));
+  const seen: string[] = [];
+  const up: HttpServer = createServer(async (req, res) => {
+    if (req.url === '/.well-known/oauth-protected-resource/mcp') {
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ resource: upstreamUrl, authorization_servers: [issuer] }));
+      return;
+    }
+    const authorization = req.headers.authorization ?? '';
+    seen.push(authorization);
+    let sub: string;
+    try {
+      const { payload } = await jwtVerify(authorization.replace(/^Bearer /, ''), jwks, { issuer, audience: upstreamUrl });
+      sub = String(payload.sub);
+    } catch {
+      res
+        .writeHead(401, {
+          'www-authenticate': `Bearer resource_metadata="http://127.0.0.1:${upPort}/.well-known/oauth-protected-resource/mcp"`,
+        })
+        .end();
+      return;
+    }
+    const server = new McpServer({ name: 'code', version: '1' });
+    server.registerTool('whoami', { description: 'Who the token is for.' }, async () => ({ content: [{ type: 'text', text: sub }] }));
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    await server.connect(transport);
+    await transport.handleRequest(req, res);
+  });
+  await new Promise<void>((r) => up.listen(upPort, '127.0.0.1', r));
+  const close = (s: HttpServer) =>
+    new Promise<void>((r) => {
+      s.closeAllConnections();
+      s.close(() => r());
+    });
+  Object.assign(peers, { issuer, upstreamUrl, seen, counts, stop: async () => Promise.all([close(as), close(up)]).then(() => undefined) });
+  return peers;
+}
+
+/** Walks the provider's login and consent pages as `login`, from the authorization URL to svc's callback. */
+async function atProvider(authorizationUrl: string, login: string, svcUrl: string): Promise<URL> {
+  const agent = new Agent();
+  const isCallback = (u: URL) => u.href.startsWith(`${svcUrl}/upstreams/`);
+  let at = await agent.follow(authorizationUrl, isCallback);
+  for (let step = 0; step < 6 && !isCallback(new URL(at.url)); step++) {
+    const html = await at.res.text();
+    at = await agent.follow(
+      html.includes('name="login"') ? await agent.submit(at.url, html, { login, password: 'any' }) : await agent.submit(at.url, html),
+      isCallback,
+    );
+  }
+  assert.ok(isCallback(new URL(at.url)), `the provider sent the browser back to svc: ${at.url}`);
+  return new URL(at.url);
+}
+
+const text = (r: unknown) => ((r as CallToolResult).content[0] as { text: string }).text;
+
+describe('upstreams that act for each person (auth = oauth)', () => {
+  let peers: Peers;
+  let svc: TestServer;
+  let alice: User;
+  let bob: User;
+  const clock = movableClock();
+
+  const mcp = async (user: User) => {
+    const client = new Client({ name: 'agent', version: '1' });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${svc.url}/mcp`), {
+        requestInit: { headers: { Authorization: `Bearer ${await svc.tokenFor(user)}` } },
+      }),
+    );
+    return client;
+  };
+  const browserOf = async (uid: string) => {
+    const b = new Browser(svc.url);
+    assert.equal((await b.login(uid, `${uid} password 1`)).status, 303);
+    return b;
+  };
+  /** Connect as far as the provider's answer: the callback URL it sends the browser to. */
+  const startConnect = async (b: Browser, login: string) => {
+    const start = await b.request('/upstreams/code/connect', { headers: { accept: 'text/html' } });
+    assert.equal(start.status, 302, await start.text());
+    const authorization = new URL(start.headers.get('location')!);
+    assert.equal(authorization.searchParams.get('resource'), peers.upstreamUrl);
+    assert.equal(authorization.searchParams.get('code_challenge_method'), 'S256');
+    return atProvider(authorization.href, login, svc.url);
+  };
+  const callback = (b: Browser, url: URL) => b.request(url.pathname + url.search, { headers: { accept: 'text/html' } });
+
+  before(async () => {
+    peers = await startPeers();
+    svc = await startTestServer({
+      clock: clock.now,
+      auth: `${DEFAULT_AUTH}
+[upstream code]
+url = ${peers.upstreamUrl}
+auth = oauth
+oauth_scopes = tools
+review = auto
+`,
+    });
+    alice = await svc.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1', labels: '' });
+    bob = await svc.addUser({ uid: 'bob', email: 'bob@example.com', password: 'bob password 1', labels: '' });
+  });
+  after(async () => {
+    await svc?.stop();
+    await peers?.stop();
+  });
+
+  test('before connecting: the caller sees code__connect, a call says where to connect, and no request reaches the upstream', async () => {
+    const agent = await mcp(alice);
+    try {
+      const names = (await agent.listTools()).tools.map((t) => t.name);
+      assert.ok(names.includes('code__connect'), JSON.stringify(names));
+      const answer = (await agent.callTool({ name: 'code__connect' })) as CallToolResult;
+      assert.equal(answer.isError, true);
+      assert.match(text(answer), new RegExp(`connect it at ${svc.url}/upstreams/code/connect$`));
+    } finally {
+      await agent.close();
+    }
+    assert.deepEqual(peers.seen, [], 'nothing reached the upstream');
+    const page = await (await browserOf('alice')).request('/', { headers: { accept: 'text/html' } });
+    const html = await page.text();
+    assert.match(html, /data-upstream="code" data-state="none"/);
+    assert.match(html, /href="\/upstreams\/code\/connect"/);
+  });
+
+  test("after connecting (svc registered itself by DCR), alice's calls carry her token, the upstream sees her, and bob rides on nothing", async () => {
+    const browser = await browserOf('alice');
+    const back = await startConnect(browser, 'alice-at-code');
+    const done = await callback(browser, back);
+    assert.equal(done.status, 303, await done.text());
+    assert.equal(done.headers.get('location'), '/?connected=code');
+    assert.ok((peers.counts.get('authorization_code') ?? 0) >= 1);
+    const registration = await findClient(svc.database.db, 'code');
+    assert.equal(registration?.kind, 'dcr', 'no client configured and no CIMD at this server: svc registered by DCR');
+    assert.equal((await listAccounts(svc.database.db, { userId: alice.id }))[0]!.clientId, registration.clientId);
+    await waitFor('the upstream listed with her token', async () => (await svc.ws.svc(['tool', 'list'])).stdout.includes('code\twhoami'), {
+      everyMs: 200,
+    });
+    const agent = await mcp(alice);
+    try {
+      const names = (await agent.listTools()).tools.map((t) => t.name);
+      assert.ok(names.includes('code__whoami') && !names.includes('code__connect'), JSON.stringify(names));
+      assert.equal(text(await agent.callTool({ name: 'code__whoami' })), 'alice-at-code');
+    } finally {
+      await agent.close();
+    }
+    const token = peers.seen.at(-1)!.replace(/^Bearer /, '');
+    assert.equal(decodeJwt(token).aud, peers.upstreamUrl);
+    assert.ok(!peers.seen.some((h) => h.includes('svc_')), "svc's own tokens never reach the upstream");
+
+    const before = peers.seen.length;
+    const bobs = await mcp(bob);
+    try {
+      const names = (await bobs.listTools()).tools.map((t) => t.name);
+      assert.ok(names.includes('code__connect') && !names.includes('code__whoami'), JSON.stringify(names));
+      const answer = (await bobs.callTool({ name: 'code__whoami' })) as CallToolResult;
+      assert.equal(answer.isError, true);
+      assert.match(text(answer), /not_connected/);
+    } finally {
+      await bobs.close();
+    }
+    assert.equal(peers.seen.length, before, "bob's call reached no upstream");
+
+    // The stored row holds no token: the database file does not contain it.
+    const db = join(svc.ws.dir, 'svc.db');
+    const files = [db, `${db}-wal`].filter((f) => existsSync(f));
+    for (const f of files) assert.ok(!readFileSync(f).includes(token), `${f} does not contain the access token`);
+    await waitFor('the last use stamped', async () => (await listAccounts(svc.database.db, { userId: alice.id }))[0]!.lastUsedAt !== null, {
+      everyMs: 100,
+    });
+    const [row] = await listAccounts(svc.database.db, { userId: alice.id });
+    assert.equal(row!.state, 'connected');
+    assert.equal(row!.scope, 'tools');
+    assert.ok(!JSON.stringify(row).includes(token));
+  });
+
+  test("a callback in another person's session, replayed, with a bad state or with the provider's error connects no one", async () => {
+    const aliceBrowser = await browserOf('alice');
+    const bobBrowser = await browserOf('bob');
+    const accountsOf = async (u: User) => (await listAccounts(svc.database.db, { userId: u.id })).length;
+
+    const aliceBack = await startConnect(aliceBrowser, 'alice-at-code');
+    const stolen = await callback(bobBrowser, aliceBack);
+    assert.equal(stolen.status, 403, 'bob presents the callback of a connection alice started');
+    assert.equal(await accountsOf(bob), 0);
+    const replay = await callback(aliceBrowser, aliceBack);
+    assert.equal(replay.status, 400, 'the state was used up by the refused attempt');
+
+    const bad = await callback(aliceBrowser, new URL(`${svc.url}/upstreams/code/callback?code=x&state=not-a-state`));
+    assert.equal(bad.status, 400);
+
+    const refusedAtProvider = await bobBrowser.request('/upstreams/code/connect');
+    const state = new URL(refusedAtProvider.headers.get('location')!).searchParams.get('state')!;
+    const denied = await callback(
+      bobBrowser,
+      new URL(`${svc.url}/upstreams/code/callback?error=access_denied&state=${state}&iss=${encodeURIComponent(peers.issuer)}`),
+    );
+    assert.equal(denied.status, 400);
+    assert.match(await denied.text(), /did not connect your account \(access_denied\)/);
+    assert.equal(await accountsOf(bob), 0);
+
+    const twice = await startConnect(aliceBrowser, 'alice-at-code');
+    assert.equal((await callback(aliceBrowser, twice)).status, 303);
+    assert.equal((await callback(aliceBrowser, twice)).status, 400, 'a callback is good once');
+  });
+
+  test('an expired access token is refreshed once under 20 concurrent calls', async () => {
+    const refreshesBefore = peers.counts.get('refresh_token') ?? 0;
+    clock.advance(2 * 3600_000);
+    const agents = await Promise.all(Array.from({ length: 4 }, () => mcp(alice)));
+    try {
+      const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => agents[i % 4]!.callTool({ name: 'code__whoami' })));
+      for (const a of answers) assert.equal(text(a), 'alice-at-code');
+    } finally {
+      await Promise.all(agents.map((a) => a.close()));
+    }
+    assert.equal((peers.counts.get('refresh_token') ?? 0) - refreshesBefore, 1, 'one refresh request reached the provider');
+  });
+
+  test('Disconnect deletes the tokens and revokes them at the provider', async () => {
+    const browser = await browserOf('alice');
+    const revokedBefore = peers.counts.get('revoked') ?? 0;
+    const r = await browser.request('/upstreams/code/disconnect', { method: 'POST', form: {} });
+    assert.equal(r.status, 303);
+    assert.equal((await listAccounts(svc.database.db, { userId: alice.id })).length, 0);
+    assert.ok((peers.counts.get('revoked') ?? 0) > revokedBefore, 'the grant was revoked at the provider');
+    const agent = await mcp(alice);
+    try {
+      const answer = (await agent.callTool({ name: 'code__whoami' })) as CallToolResult;
+      assert.equal(answer.isError, true);
+      assert.match(text(answer), /not_connected/);
+    } finally {
+      await agent.close();
+    }
+  });
+
+  test('a refused refresh marks the connection reconnect: the call says to connect again, and so does the page', async () => {
+    const browser = await browserOf('alice');
+    assert.equal((await callback(browser, await startConnect(browser, 'alice-at-code'))).status, 303);
+    peers.refuseTokens = true;
+    try {
+      clock.advance(2 * 3600_000);
+      const agent = await mcp(alice);
+      try {
+        const answer = (await agent.callTool({ name: 'code__whoami' })) as CallToolResult;
+        assert.equal(answer.isError, true);
+        assert.match(text(answer), /must be connected again/);
+      } finally {
+        await agent.close();
+      }
+    } finally {
+      peers.refuseTokens = false;
+    }
+    assert.equal((await listAccounts(svc.database.db, { userId: alice.id }))[0]!.state, 'reconnect');
+    assert.match(
+      await (await browser.request('/', { headers: { accept: 'text/html' } })).text(),
+      /data-upstream="code" data-state="reconnect"/,
+    );
+    const audit = JSON.parse((await svc.ws.svc(['audit', 'list', '--json'])).stdout) as { action: string; target: string }[];
+    assert.ok(audit.some((r) => r.action === 'upstream.reconnect' && r.target === 'code'));
+  });
+
+  test("removing a user deletes their connections and revokes them at the provider; another person's stay", async () => {
+    const carol = await svc.addUser({ uid: 'carol', email: 'carol@example.com', password: 'carol password 1', labels: '' });
+    const browser = await browserOf('carol');
+    assert.equal((await callback(browser, await startConnect(browser, 'carol-at-code'))).status, 303);
+    const root = await svc.addUser({ uid: 'root', email: 'root@example.com', labels: '', admin: true });
+    const revokedBefore = peers.counts.get('revoked') ?? 0;
+    const aliceBefore = await listAccounts(svc.database.db, { userId: alice.id });
+    const removed = await fetch(`${svc.url}/admin/api/users/carol`, {
+      method: 'DELETE',
+      headers: { Authorization: `Bearer ${await svc.tokenFor(root, undefined, 'admin')}` },
+    });
+    assert.equal(removed.status, 204);
+    assert.equal((await listAccounts(svc.database.db, { userId: carol.id })).length, 0);
+    assert.ok((peers.counts.get('revoked') ?? 0) > revokedBefore, "carol's grant was revoked at the provider");
+    assert.deepEqual(await listAccounts(svc.database.db, { userId: alice.id }), aliceBefore);
+  });
+});
