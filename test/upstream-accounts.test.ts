@@ -12,7 +12,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose';
 import Provider from 'oidc-provider';
 import { startTestServer, type TestServer } from './helpers/server.ts';
@@ -257,6 +257,56 @@ review = auto
     assert.equal(row!.state, 'connected');
     assert.equal(row!.scope, 'tools');
     assert.ok(!JSON.stringify(row).includes(token));
+  });
+
+  test('a client that declared URL elicitation gets -32042 with the Connect URL; a session id cannot claim it afterwards', async () => {
+    const token = await svc.tokenFor(bob);
+    const transport = new StreamableHTTPClientTransport(new URL(`${svc.url}/mcp`), {
+      requestInit: { headers: { Authorization: `Bearer ${token}` } },
+    });
+    const client = new Client({ name: 'eliciting-agent', version: '1' }, { capabilities: { elicitation: { url: {} } } });
+    await client.connect(transport);
+    try {
+      const before = peers.seen.length;
+      await assert.rejects(client.callTool({ name: 'code__whoami' }), (e: unknown) => {
+        assert.ok(e instanceof McpError, String(e));
+        assert.equal(e.code, -32042);
+        const [elicitation] = (e.data as { elicitations: { mode: string; url: string; elicitationId: string }[] }).elicitations;
+        assert.equal(elicitation!.mode, 'url');
+        assert.equal(elicitation!.url, `${svc.url}/upstreams/code/connect`);
+        assert.ok(elicitation!.elicitationId.length > 0);
+        return true;
+      });
+      await assert.rejects(client.callTool({ name: 'code__connect' }), (e: unknown) => e instanceof McpError && e.code === -32042);
+      assert.equal(peers.seen.length, before, 'nothing reached the upstream');
+    } finally {
+      await client.close();
+    }
+    // A session opened without URL elicitation: its id with the mark added is another session's, refused.
+    const plain = await fetch(`${svc.url}/mcp`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } },
+      }),
+    });
+    const id = plain.headers.get('mcp-session-id')!;
+    assert.match(id, /^[a-z2-7]{24}\.[a-z2-7]{24}$/);
+    const forged = await fetch(`${svc.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        Authorization: `Bearer ${token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-session-id': `${id}.u`,
+        'mcp-protocol-version': '2025-06-18',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'code__whoami', arguments: {} } }),
+    });
+    assert.equal(forged.status, 403);
   });
 
   test("a callback in another person's session, replayed, with a bad state or with the provider's error connects no one", async () => {

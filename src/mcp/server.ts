@@ -94,6 +94,8 @@ export interface McpOptions {
   readonly log: Logger;
   /** the upstreams' tools, merged after svc's own; null without [upstream] sections */
   readonly upstreams?: UpstreamGateway | null;
+  /** the client declared URL elicitation when it opened its session: a needed connection is asked for that way */
+  readonly urlElicitation?: boolean;
   /** the caller's client address, for the audit rows of upstream calls */
   readonly peer?: string;
 }
@@ -115,7 +117,11 @@ export function buildMcpServer(db: Db, principal: Principal, options: McpOptions
   registerSearch(server, context);
   registerFetch(server, context);
   registerResources(server, context);
-  if (own && options.upstreams) mergeUpstreamTools(server, context, own, options.upstreams, options.peer ?? '');
+  if (own && options.upstreams)
+    mergeUpstreamTools(server, context, own, options.upstreams, {
+      peer: options.peer ?? '',
+      urlElicitation: options.urlElicitation ?? false,
+    });
   // The stateless endpoint can never send a notification, so none is announced (McpServer announces tools'
   // listChanged as soon as a tool is registered).
   server.server.registerCapabilities({ tools: { listChanged: false }, resources: { listChanged: false } });
@@ -151,7 +157,7 @@ function mergeUpstreamTools(
   { principal, access, log }: Context,
   own: { list?: Handler; call?: Handler },
   upstreams: UpstreamGateway,
-  peer: string,
+  { peer, urlElicitation }: { peer: string; urlElicitation: boolean },
 ): void {
   const low = server.server;
   delete (low as { setRequestHandler?: unknown }).setRequestHandler;
@@ -182,8 +188,8 @@ function mergeUpstreamTools(
         clientId: principal.clientId ?? null,
         peer,
       };
-      if ('connect' in resolved) return upstreams.callConnect(resolved.connect, caller);
-      return upstreams.call(resolved.tool, request.params.arguments, caller);
+      if ('connect' in resolved) return upstreams.callConnect(resolved.connect, caller, urlElicitation);
+      return upstreams.call(resolved.tool, request.params.arguments, caller, urlElicitation);
     }),
   );
 }

@@ -21,20 +21,39 @@ export async function sessionIdKey(config: Config, db: Db): Promise<Buffer> {
   return Buffer.from(key, 'hex');
 }
 
-function tag(key: Buffer, nonce: string, userId: number): string {
-  return encodeBase32LowerCaseNoPadding(createHmac('sha256', key).update(`${nonce}:${userId}`).digest().subarray(0, 15));
+/** What the client declared at initialize that later requests of the session need to know: URL elicitation. */
+export interface SessionTraits {
+  readonly urlElicitation: boolean;
 }
 
-export function newSessionId(key: Buffer, userId: number): string {
+function tag(key: Buffer, nonce: string, userId: number, traits: string): string {
+  const what = traits === '' ? `${nonce}:${userId}` : `${nonce}:${userId}:${traits}`;
+  return encodeBase32LowerCaseNoPadding(createHmac('sha256', key).update(what).digest().subarray(0, 15));
+}
+
+/** A new session id for the user; the traits are in it, under the HMAC, so a client cannot claim others later. */
+export function newSessionId(key: Buffer, userId: number, traits: SessionTraits = { urlElicitation: false }): string {
   const nonce = randomId(15);
-  return `${nonce}.${tag(key, nonce, userId)}`;
+  const marks = traits.urlElicitation ? 'u' : '';
+  return marks === '' ? `${nonce}.${tag(key, nonce, userId, '')}` : `${nonce}.${tag(key, nonce, userId, marks)}.${marks}`;
 }
 
-export type SessionIdCheck = 'ok' | 'malformed' | 'other_user';
+export type SessionIdCheck = { readonly check: 'ok'; readonly traits: SessionTraits } | { readonly check: 'malformed' | 'other_user' };
 
 export function checkSessionId(key: Buffer, id: string, userId: number): SessionIdCheck {
-  const m = /^([a-z2-7]{24})\.([a-z2-7]{24})$/.exec(id);
-  if (!m) return 'malformed';
+  const m = /^([a-z2-7]{24})\.([a-z2-7]{24})(?:\.(u))?$/.exec(id);
+  if (!m) return { check: 'malformed' };
+  const marks = m[3] ?? '';
   // The tag is public once sent, so comparing it in plain time gives nothing away.
-  return tag(key, m[1]!, userId) === m[2] ? 'ok' : 'other_user';
+  if (tag(key, m[1]!, userId, marks) !== m[2]) return { check: 'other_user' };
+  return { check: 'ok', traits: { urlElicitation: marks.includes('u') } };
+}
+
+/** Whether an initialize request's client declares URL elicitation (capabilities.elicitation.url). */
+export function declaresUrlElicitation(body: unknown): boolean {
+  const messages = Array.isArray(body) ? body : [body];
+  return messages.some((m) => {
+    const params = (m as { method?: unknown; params?: { capabilities?: { elicitation?: { url?: unknown } } } } | null)?.params;
+    return (m as { method?: unknown } | null)?.method === 'initialize' && typeof params?.capabilities?.elicitation?.url === 'object';
+  });
 }

@@ -3,8 +3,8 @@
 // upstream that is down, too slow, breaks the protocol, answers too much or is over the caller's rate gives that call
 // an `isError` result naming the upstream and the cause, never the upstream's own detail. Every call is audited with
 // the SHA-256 of its arguments, never the arguments.
-import { createHash } from 'node:crypto';
-import { ErrorCode, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { createHash, randomUUID } from 'node:crypto';
+import { ErrorCode, McpError, UrlElicitationRequiredError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { Database } from '../db/open.ts';
 import { canonicalJson } from '../domain/canonical-json.ts';
@@ -157,9 +157,10 @@ export class UpstreamGateway {
   }
 
   /** NAME__connect: says whether the caller is connected, and where to connect when not. */
-  async callConnect(upstream: UpstreamConfig, caller: Caller): Promise<CallToolResult> {
+  async callConnect(upstream: UpstreamConfig, caller: Caller, urlElicitation = false): Promise<CallToolResult> {
     const bearer = await this.accounts!.bearer(caller.userId, upstream);
     if ('token' in bearer) return { content: [{ type: 'text', text: `Your account at ${upstream.name} is connected.` }] };
+    if (urlElicitation) throw this.elicitation(upstream);
     return this.needsConnection(upstream, bearer.connect);
   }
 
@@ -175,14 +176,33 @@ export class UpstreamGateway {
     };
   }
 
-  async call(tool: UpstreamTool, args: Record<string, unknown> | undefined, caller: Caller): Promise<CallToolResult> {
+  /**
+   * Calls the tool for the caller. A call that needs the caller's account connected first is answered with the URL
+   * elicitation error (-32042) when the client declared URL elicitation, else with an isError result naming the URL.
+   */
+  async call(
+    tool: UpstreamTool,
+    args: Record<string, unknown> | undefined,
+    caller: Caller,
+    urlElicitation = false,
+  ): Promise<CallToolResult> {
     const started = performance.now();
     const { answer, outcome } = await this.answer(tool, args, caller);
     const seconds = (performance.now() - started) / 1000;
     this.metrics.upstreamCall(tool.upstream, outcome, seconds);
     if (outcome === 'ok' || outcome === 'unavailable') this.reached(tool.upstream, outcome === 'ok');
     await this.audit(tool, args, caller, outcome, Math.round(seconds * 1000));
+    if (outcome === 'not_connected' && urlElicitation) throw this.elicitation(this.oauthOf(tool.upstream)!);
     return answer;
+  }
+
+  /** The URL elicitation error that sends the person to connect their account at the upstream. */
+  private elicitation(upstream: UpstreamConfig): UrlElicitationRequiredError {
+    const message = `Connect your account at ${upstream.name} to use its tools.`;
+    return new UrlElicitationRequiredError(
+      [{ mode: 'url', message, elicitationId: randomUUID(), url: connectUrl(this.config, upstream) }],
+      `${upstream.name} needs your account connected first`,
+    );
   }
 
   /**

@@ -4,7 +4,7 @@ import type { Env, Services } from '../context.ts';
 import { oauthChallenge, resourceMetadataUrl } from '../../oauth/rules.ts';
 import { requireCaller, type GuardOptions, type SignedCtx } from '../guards.ts';
 import { MCP, policyFor } from '../policy.ts';
-import { newSessionId, checkSessionId, sessionIdKey } from '../../mcp/session-id.ts';
+import { newSessionId, checkSessionId, declaresUrlElicitation, sessionIdKey } from '../../mcp/session-id.ts';
 import { cursorKey } from '../../mcp/cursor.ts';
 import { batchRefusal } from '../../mcp/batch.ts';
 
@@ -72,10 +72,14 @@ export function mcpRoutes(services: Services): Hono<Env> {
     const sessionId = c.req.header('mcp-session-id');
     keys ??= sessionIdKey(services.config, services.database.db).then((session) => ({ session, cursor: cursorKey(session) }));
     const { session: key, cursor } = await keys;
+    let urlElicitation = false;
     if (sessionId !== undefined) {
-      const check = checkSessionId(key, sessionId, principal.user.id);
-      if (check === 'malformed') return rpcError(404, -32001, 'Session not found');
-      if (check === 'other_user') return rpcError(403, -32000, 'this MCP session belongs to another user');
+      const session = checkSessionId(key, sessionId, principal.user.id);
+      if (session.check !== 'ok')
+        return session.check === 'malformed'
+          ? rpcError(404, -32001, 'Session not found')
+          : rpcError(403, -32000, 'this MCP session belongs to another user');
+      urlElicitation = session.traits.urlElicitation;
     }
     if (c.req.method === 'DELETE') return c.body(null, 200);
 
@@ -97,6 +101,7 @@ export function mcpRoutes(services: Services): Hono<Env> {
       log: services.log,
       upstreams: services.upstreams ?? null,
       peer: c.get('client'),
+      urlElicitation,
     });
     const transport = new Transport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
@@ -105,7 +110,8 @@ export function mcpRoutes(services: Services): Hono<Env> {
     const started = performance.now();
     const response = await transport.handleRequest(c.req.raw, { parsedBody });
     countMessages(services, parsedBody, (performance.now() - started) / 1000);
-    if (response.ok && isInitialize(parsedBody)) response.headers.set('mcp-session-id', newSessionId(key, principal.user.id));
+    if (response.ok && isInitialize(parsedBody))
+      response.headers.set('mcp-session-id', newSessionId(key, principal.user.id, { urlElicitation: declaresUrlElicitation(parsedBody) }));
     return response;
   }
   return app;
