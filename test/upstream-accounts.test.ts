@@ -256,6 +256,15 @@ review = auto
     const [row] = await listAccounts(svc.database.db, { userId: alice.id });
     assert.equal(row!.state, 'connected');
     assert.equal(row!.scope, 'tools');
+
+    // Admins see who is connected to the upstream, never a token.
+    await svc.addUser({ uid: 'boss', email: 'boss@example.com', password: 'boss password 1', labels: '', admin: true });
+    const admin = await (await browserOf('boss')).request('/admin/tools', { headers: { accept: 'text/html' } });
+    const adminHtml = await admin.text();
+    assert.equal(admin.status, 200);
+    assert.match(adminHtml, /<span data-connected="alice">alice \(since /);
+    assert.ok(!adminHtml.includes('data-connected="bob"'));
+    assert.ok(!adminHtml.includes(token));
     assert.ok(!JSON.stringify(row).includes(token));
   });
 

@@ -1,7 +1,7 @@
 // /admin/tools: the upstreams' tools by upstream, with their state, the labels that decide who may use them (their
 // own or their upstream's), who may, what changed in a definition (the approved one beside the new one), and the
 // approve, label and disable buttons (CONTRACT §6.1).
-import { Layout } from './layout.tsx';
+import { Layout, formatTime } from './layout.tsx';
 import { Notices, type Frame } from './admin-frame.tsx';
 import type { UpstreamTool } from '../../store/upstream-tools.ts';
 
@@ -14,6 +14,32 @@ export interface ToolView {
   /** uids of users who may use it now (at most a page), and how many in all */
   readonly users: readonly string[];
   readonly userCount: number;
+}
+
+/** Per `auth = oauth` upstream, who is connected to it: uid, state and when, never a token. */
+export type ConnectedPeople = ReadonlyMap<
+  string,
+  readonly { uid: string; state: string; connectedAt: number; lastUsedAt: number | null }[]
+>;
+
+function Connected(p: { people: NonNullable<ReturnType<ConnectedPeople['get']>> }) {
+  return (
+    <p class="connected-people">
+      Connected accounts:{' '}
+      {p.people.length === 0 ? (
+        <span class="muted">nobody yet; its tools are listed once someone connects</span>
+      ) : (
+        p.people.map((a, i) => (
+          <>
+            {i > 0 && ', '}
+            <span data-connected={a.uid}>
+              {a.uid} ({a.state === 'connected' ? `since ${formatTime(a.connectedAt)}` : 'must connect again'})
+            </span>
+          </>
+        ))
+      )}
+    </p>
+  );
 }
 
 const pretty = (value: unknown) => JSON.stringify(value, null, 2);
@@ -111,8 +137,8 @@ function ToolCard(p: { view: ToolView }) {
   );
 }
 
-export function ToolsPage(p: Frame & { tools: readonly ToolView[] }) {
-  const upstreams = [...new Set(p.tools.map((v) => v.tool.upstream))];
+export function ToolsPage(p: Frame & { tools: readonly ToolView[]; connected: ConnectedPeople }) {
+  const upstreams = [...new Set([...p.tools.map((v) => v.tool.upstream), ...p.connected.keys()])];
   return (
     <Layout title="Tools" nonce={p.nonce} signedIn={{ uid: p.me.uid, admin: true, canLogout: p.me.canLogout }}>
       <h1>Upstream tools</h1>
@@ -121,6 +147,7 @@ export function ToolsPage(p: Frame & { tools: readonly ToolView[] }) {
       {upstreams.map((u) => (
         <>
           <h2>{u}</h2>
+          {p.connected.has(u) && <Connected people={p.connected.get(u)!} />}
           {p.tools
             .filter((v) => v.tool.upstream === u)
             .map((v) => (

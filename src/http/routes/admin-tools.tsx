@@ -7,7 +7,8 @@ import { CHANGE, READ } from '../policy.ts';
 import type { SignedCtx } from '../guards.ts';
 import { adminKit } from './admin-kit.ts';
 import { formPost, readBody } from '../forms.ts';
-import { ToolsPage, type ToolView } from '../pages/admin-tools.tsx';
+import { ToolsPage, type ConnectedPeople, type ToolView } from '../pages/admin-tools.tsx';
+import { listAccounts } from '../../store/upstream-accounts.ts';
 import { changeToolAs } from '../../admin/tools.ts';
 import { labelsField } from '../../requests/fields.ts';
 import type { ToolChange } from '../../requests/tools.ts';
@@ -37,6 +38,22 @@ async function toolViews({ database, config }: Services): Promise<ToolView[]> {
   });
 }
 
+/** Per `auth = oauth` upstream, the people connected to it and how: never a token. */
+async function connectedPeople({ database, config }: Services): Promise<ConnectedPeople> {
+  const oauth = config.upstreams.filter((u) => u.oauth !== null);
+  if (oauth.length === 0) return new Map();
+  const [accounts, users] = await Promise.all([listAccounts(database.db), listUsers(database.db)]);
+  const uid = new Map(users.map((u) => [u.id, u.uid]));
+  return new Map(
+    oauth.map((u) => [
+      u.name,
+      accounts
+        .filter((a) => a.upstream === u.name && a.server === u.server)
+        .map((a) => ({ uid: uid.get(a.userId) ?? '?', state: a.state, connectedAt: a.connectedAt, lastUsedAt: a.lastUsedAt })),
+    ]),
+  );
+}
+
 async function page(services: Services, c: SignedCtx, status: 200 | 400 | 409 = 200, error?: string) {
   const principal = c.var.principal;
   const frame = {
@@ -45,7 +62,7 @@ async function page(services: Services, c: SignedCtx, status: 200 | 400 | 409 = 
     notice: DONE[c.req.query('done') ?? ''],
     ...(error ? { error } : {}),
   };
-  return c.html(<ToolsPage {...frame} tools={await toolViews(services)} />, status);
+  return c.html(<ToolsPage {...frame} tools={await toolViews(services)} connected={await connectedPeople(services)} />, status);
 }
 
 function changeFrom(body: Record<string, unknown>): ToolChange {
