@@ -206,6 +206,14 @@ review = auto
     const html = await page.text();
     assert.match(html, /data-upstream="code" data-state="none"/);
     assert.match(html, /href="\/upstreams\/code\/connect"/);
+    // svc's client metadata document for servers that take one (CIMD): public, naming itself and its callback.
+    const doc = await fetch(`${svc.url}/upstreams/code/client.json`);
+    assert.equal(doc.status, 200);
+    const metadata = (await doc.json()) as Record<string, unknown>;
+    assert.equal(metadata.client_id, `${svc.url}/upstreams/code/client.json`);
+    assert.deepEqual(metadata.redirect_uris, [`${svc.url}/upstreams/code/callback`]);
+    assert.equal(metadata.token_endpoint_auth_method, 'none');
+    assert.equal((await fetch(`${svc.url}/upstreams/nope/client.json`)).status, 404);
   });
 
   test("after connecting (svc registered itself by DCR), alice's calls carry her token, the upstream sees her, and bob rides on nothing", async () => {
