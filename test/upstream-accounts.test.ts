@@ -37,12 +37,23 @@ interface Peers {
 }
 
 /** oidc-provider as the upstream's authorization server, and the upstream MCP server that trusts only it. */
-async function startPeers(): Promise<Peers> {
-  const [asPort, upPort] = [await freePort(), await freePort()];
+/** A client registered at the provider by hand, as an operator would for oauth_client_id. */
+const CONFIGURED = { id: 'svc-configured', secret: 'svc-configured-secret-0123456789' };
+
+async function startPeers(asPort: number, upPort: number, svcUrl: string): Promise<Peers> {
   const issuer = `http://127.0.0.1:${asPort}`;
   const upstreamUrl = `http://127.0.0.1:${upPort}/mcp`;
   const provider = new Provider(issuer, {
     findAccount: async (_ctx: unknown, id: string) => ({ accountId: id, claims: async () => ({ sub: id }) }),
+    clients: [
+      {
+        client_id: CONFIGURED.id,
+        client_secret: CONFIGURED.secret,
+        redirect_uris: [`${svcUrl}/upstreams/code2/callback`],
+        grant_types: ['authorization_code', 'refresh_token'],
+        response_types: ['code'],
+      },
+    ],
     pkce: { required: () => true },
     cookies: { keys: ['upstream-provider-test-key'] },
     scopes: ['openid', 'offline_access', 'tools'],
@@ -65,7 +76,10 @@ async function startPeers(): Promise<Peers> {
   const counts = new Map<string, number>();
   const peers = { refuseTokens: false } as Peers;
   const count = (k: string) => counts.set(k, (counts.get(k) ?? 0) + 1);
-  provider.on('grant.success', (ctx: { oidc: { params?: { grant_type?: string } } }) => count(ctx.oidc.params?.grant_type ?? 'grant'));
+  provider.on('grant.success', (ctx: { oidc: { params?: { grant_type?: string }; client?: { clientId: string } } }) => {
+    count(ctx.oidc.params?.grant_type ?? 'grant');
+    count(`client:${ctx.oidc.client?.clientId}`);
+  });
   provider.on('grant.revoked', () => count('revoked'));
   // Token requests take a moment, as over a network: calls that need a refresh at the same time overlap it.
   const handle = provider.callback();
@@ -171,17 +185,29 @@ describe('upstreams that act for each person (auth = oauth)', () => {
   const callback = (b: Browser, url: URL) => b.request(url.pathname + url.search, { headers: { accept: 'text/html' } });
 
   before(async () => {
-    peers = await startPeers();
+    // svc first, on the ports the peers will take: the provider's hand-registered client names svc's callback.
+    const [asPort, upPort] = [await freePort(), await freePort()];
+    const upstreamUrl = `http://127.0.0.1:${upPort}/mcp`;
     svc = await startTestServer({
       clock: clock.now,
+      env: { CODE2_SECRET: CONFIGURED.secret },
       auth: `${DEFAULT_AUTH}
 [upstream code]
-url = ${peers.upstreamUrl}
+url = ${upstreamUrl}
 auth = oauth
+oauth_scopes = tools
+review = auto
+
+[upstream code2]
+url = ${upstreamUrl}
+auth = oauth
+oauth_client_id = ${CONFIGURED.id}
+oauth_client_secret_env = CODE2_SECRET
 oauth_scopes = tools
 review = auto
 `,
     });
+    peers = await startPeers(asPort, upPort, svc.url);
     alice = await svc.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1', labels: '' });
     bob = await svc.addUser({ uid: 'bob', email: 'bob@example.com', password: 'bob password 1', labels: '' });
   });
@@ -384,6 +410,22 @@ review = auto
     } finally {
       await agent.close();
     }
+  });
+
+  test('with oauth_client_id, svc connects as that client (its secret at the token endpoint) and registers nothing', async () => {
+    const browser = await browserOf('alice');
+    const start = await browser.request('/upstreams/code2/connect', { headers: { accept: 'text/html' } });
+    assert.equal(start.status, 302);
+    const authorization = new URL(start.headers.get('location')!);
+    assert.equal(authorization.searchParams.get('client_id'), CONFIGURED.id);
+    const before = peers.counts.get(`client:${CONFIGURED.id}`) ?? 0;
+    const back = await atProvider(authorization.href, 'alice-at-code', svc.url);
+    assert.equal((await callback(browser, back)).status, 303);
+    assert.equal((peers.counts.get(`client:${CONFIGURED.id}`) ?? 0) - before, 1, 'the code was exchanged by the configured client');
+    assert.equal(await findClient(svc.database.db, 'code2'), null, 'no registration kept for a configured client');
+    assert.equal((await fetch(`${svc.url}/upstreams/code2/client.json`)).status, 404, 'no metadata document either');
+    const account = (await listAccounts(svc.database.db, { userId: alice.id })).find((a) => a.upstream === 'code2');
+    assert.equal(account?.clientId, CONFIGURED.id);
   });
 
   test('a refused refresh marks the connection reconnect: the call says to connect again, and so does the page', async () => {
