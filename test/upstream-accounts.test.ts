@@ -23,6 +23,7 @@ import { waitFor } from './helpers/wait.ts';
 import { movableClock } from './helpers/clock.ts';
 import type { User } from '../src/store/users.ts';
 import { findClient, listAccounts } from '../src/store/upstream-accounts.ts';
+import { upstreamFetch } from '../src/upstream/http-fetch.ts';
 
 interface Peers {
   issuer: string;
@@ -33,6 +34,10 @@ interface Peers {
   counts: Map<string, number>;
   /** while true, the token endpoint refuses every request with invalid_grant */
   refuseTokens: boolean;
+  /** access tokens (by jti) the upstream refuses with 401 before their time, as after a revocation there */
+  refusedJti: Set<string>;
+  /** when set, the upstream's metadata names this authorization server instead of the real one */
+  namedIssuer: string | null;
   stop(): Promise<void>;
 }
 
@@ -74,7 +79,7 @@ async function startPeers(asPort: number, upPort: number, svcUrl: string): Promi
     },
   } as ConstructorParameters<typeof Provider>[1]);
   const counts = new Map<string, number>();
-  const peers = { refuseTokens: false } as Peers;
+  const peers = { refuseTokens: false, refusedJti: new Set<string>(), namedIssuer: null } as Peers;
   const count = (k: string) => counts.set(k, (counts.get(k) ?? 0) + 1);
   provider.on('grant.success', (ctx: { oidc: { params?: { grant_type?: string }; client?: { clientId: string } } }) => {
     count(ctx.oidc.params?.grant_type ?? 'grant');
@@ -101,7 +106,7 @@ async function startPeers(asPort: number, upPort: number, svcUrl: string): Promi
     if (req.url === '/.well-known/oauth-protected-resource/mcp') {
       res
         .writeHead(200, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ resource: upstreamUrl, authorization_servers: [issuer] }));
+        .end(JSON.stringify({ resource: upstreamUrl, authorization_servers: [peers.namedIssuer ?? issuer] }));
       return;
     }
     const authorization = req.headers.authorization ?? '';
@@ -109,6 +114,7 @@ async function startPeers(asPort: number, upPort: number, svcUrl: string): Promi
     let sub: string;
     try {
       const { payload } = await jwtVerify(authorization.replace(/^Bearer /, ''), jwks, { issuer, audience: upstreamUrl });
+      if (peers.refusedJti.has(String(payload.jti))) throw new Error('refused');
       sub = String(payload.sub);
     } catch {
       res
@@ -164,6 +170,8 @@ describe('upstreams that act for each person (auth = oauth)', () => {
     await client.connect(
       new StreamableHTTPClientTransport(new URL(`${svc.url}/mcp`), {
         requestInit: { headers: { Authorization: `Bearer ${await svc.tokenFor(user)}` } },
+        // Connections of its own: none left over from before a restart of svc.
+        fetch: upstreamFetch(() => undefined).fetch,
       }),
     );
     return client;
@@ -395,6 +403,73 @@ review = auto
     assert.equal((peers.counts.get('refresh_token') ?? 0) - refreshesBefore, 1, 'one refresh request reached the provider');
   });
 
+  test('a token the upstream refuses before its time (401) is refreshed once and the call sent again', async () => {
+    const last = peers.seen.at(-1)!.replace(/^Bearer /, '');
+    peers.refusedJti.add(String(decodeJwt(last).jti));
+    const refreshesBefore = peers.counts.get('refresh_token') ?? 0;
+    const agent = await mcp(alice);
+    try {
+      assert.equal(text(await agent.callTool({ name: 'code__whoami' })), 'alice-at-code');
+    } finally {
+      await agent.close();
+    }
+    assert.equal((peers.counts.get('refresh_token') ?? 0) - refreshesBefore, 1);
+    assert.notEqual(peers.seen.at(-1), `Bearer ${last}`, 'the call went again with the new token');
+  });
+
+  test('an upstream that names another authorization server later gets nothing: no token, no secret, no revocation', async () => {
+    const heard: string[] = [];
+    const rogue = createServer((req, res) => {
+      heard.push(`${req.method} ${req.url}`);
+      const base = `http://127.0.0.1:${(rogue.address() as { port: number }).port}`;
+      if (req.url === '/.well-known/oauth-authorization-server')
+        res.writeHead(200, { 'content-type': 'application/json' }).end(
+          JSON.stringify({
+            issuer: base,
+            authorization_endpoint: `${base}/auth`,
+            token_endpoint: `${base}/token`,
+            revocation_endpoint: `${base}/revoke`,
+            registration_endpoint: `${base}/reg`,
+            response_types_supported: ['code'],
+            code_challenge_methods_supported: ['S256'],
+          }),
+        );
+      else res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":"invalid_request"}');
+    });
+    await new Promise<void>((r) => rogue.listen(0, '127.0.0.1', r));
+    peers.namedIssuer = `http://127.0.0.1:${(rogue.address() as { port: number }).port}`;
+    try {
+      await svc.restart(); // the server's metadata is read again
+      clock.advance(2 * 3600_000); // every token due for a refresh
+      const agent = await mcp(alice);
+      try {
+        const answer = (await agent.callTool({ name: 'code__whoami' })) as CallToolResult;
+        assert.equal(answer.isError, true);
+        assert.match(text(answer), /upstream "code" unavailable/);
+        const connect = await (await browserOf('alice')).request('/upstreams/code/connect', { headers: { accept: 'text/html' } });
+        assert.equal(connect.status, 503);
+        assert.match(await connect.text(), /names the authorization server .* svc sends nothing there/);
+      } finally {
+        await agent.close();
+      }
+      assert.deepEqual(
+        heard.filter((h) => !h.startsWith('GET /.well-known/')),
+        [],
+        'nothing but its metadata was asked of the other server',
+      );
+    } finally {
+      peers.namedIssuer = null;
+      await new Promise<void>((r) => rogue.close(() => r()));
+      await svc.restart();
+    }
+    const agent = await mcp(alice);
+    try {
+      assert.equal(text(await agent.callTool({ name: 'code__whoami' })), 'alice-at-code', 'back to the pinned server, refreshed there');
+    } finally {
+      await agent.close();
+    }
+  });
+
   test('Disconnect deletes the tokens and revokes them at the provider', async () => {
     const browser = await browserOf('alice');
     const revokedBefore = peers.counts.get('revoked') ?? 0;
@@ -422,7 +497,10 @@ review = auto
     const back = await atProvider(authorization.href, 'alice-at-code', svc.url);
     assert.equal((await callback(browser, back)).status, 303);
     assert.equal((peers.counts.get(`client:${CONFIGURED.id}`) ?? 0) - before, 1, 'the code was exchanged by the configured client');
-    assert.equal(await findClient(svc.database.db, 'code2'), null, 'no registration kept for a configured client');
+    const pinned = await findClient(svc.database.db, 'code2');
+    assert.equal(pinned?.kind, 'configured', 'nothing registered: the configured client, pinned to its server');
+    assert.equal(pinned.clientSecretSealed, null);
+    assert.equal(pinned.issuer, peers.issuer);
     assert.equal((await fetch(`${svc.url}/upstreams/code2/client.json`)).status, 404, 'no metadata document either');
     const account = (await listAccounts(svc.database.db, { userId: alice.id })).find((a) => a.upstream === 'code2');
     assert.equal(account?.clientId, CONFIGURED.id);

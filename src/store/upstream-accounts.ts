@@ -12,7 +12,7 @@ export type UpstreamConnect = typeof upstreamConnects.$inferSelect;
 /** At most this many connections under way per person: older ones go first. */
 export const CONNECTS_PER_PERSON = 10;
 
-export async function findAccount(db: Db, userId: number, upstream: string): Promise<UpstreamAccount | null> {
+export async function findAccount(db: Db | Tx, userId: number, upstream: string): Promise<UpstreamAccount | null> {
   return (
     (await db
       .select()
@@ -60,11 +60,12 @@ export async function refreshedAccount(
   return done.length === 1;
 }
 
-export async function markReconnect(tx: Tx, userId: number, upstream: string): Promise<void> {
+/** Marks the account `reconnect`, only if it still holds the tokens that were refused (`from`). */
+export async function markReconnect(tx: Tx, userId: number, upstream: string, from: string): Promise<void> {
   await tx
     .update(upstreamAccounts)
     .set({ state: 'reconnect' })
-    .where(and(eq(upstreamAccounts.userId, userId), eq(upstreamAccounts.upstream, upstream)));
+    .where(and(eq(upstreamAccounts.userId, userId), eq(upstreamAccounts.upstream, upstream), eq(upstreamAccounts.accessSealed, from)));
 }
 
 export async function touchAccount(tx: Tx, userId: number, upstream: string, now: number): Promise<void> {
@@ -94,12 +95,20 @@ export async function findClient(db: Db, upstream: string): Promise<UpstreamClie
   return (await db.select().from(upstreamClients).where(eq(upstreamClients.upstream, upstream)).get()) ?? null;
 }
 
-/** Keeps svc's registration at an upstream's server (the first instance to register wins; the caller reads back). */
-export async function putClient(tx: Tx, row: UpstreamClientRow): Promise<void> {
-  await tx
-    .insert(upstreamClients)
-    .values(row)
-    .onConflictDoUpdate({ target: upstreamClients.upstream, set: { ...row } });
+/**
+ * Keeps svc's registration at an upstream's server, and returns the one kept: the first instance to register for
+ * this server wins, and every instance uses its client. A row for another server (the upstream's url changed) or
+ * another kind of client (svc.ini changed) is replaced.
+ */
+export async function putClient(tx: Tx, row: UpstreamClientRow): Promise<UpstreamClientRow> {
+  const kept = await tx.select().from(upstreamClients).where(eq(upstreamClients.upstream, row.upstream)).get();
+  // The same server, and the same way of being its client (not a configured client changed in svc.ini since).
+  const same =
+    kept && kept.server === row.server && kept.kind === row.kind && (row.kind !== 'configured' || kept.clientId === row.clientId);
+  if (kept && same) return kept;
+  if (kept) await tx.delete(upstreamClients).where(eq(upstreamClients.upstream, row.upstream));
+  await tx.insert(upstreamClients).values(row);
+  return row;
 }
 
 /** A connection under way, within the per-person bound (the oldest of theirs goes first), expired ones removed. */

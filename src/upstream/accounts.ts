@@ -8,8 +8,10 @@ import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { Database } from '../db/open.ts';
 import { AppError } from '../domain/errors.ts';
 import { seal, unseal } from '../domain/sealed.ts';
-import { deriveKey } from '../domain/secrets.ts';
+import { deriveKey, storedHash } from '../domain/secrets.ts';
 import type { Logger } from '../log.ts';
+import { visible } from '../domain/visibility.ts';
+import { listUsers } from '../store/users.ts';
 import { recordActorAudit, recordAudit, type Actor } from '../store/audit.ts';
 import {
   addConnect,
@@ -89,7 +91,7 @@ export class UpstreamAccounts {
       addConnect(tx, {
         id: stateId(state),
         userId: person.id,
-        sessionId: person.sessionId,
+        sessionId: person.sessionId === null ? null : storedHash(person.sessionId),
         upstream: upstream.name,
         verifierSealed: seal(this.verifierKey, verifier, stateId(state)),
         createdAt: now,
@@ -120,7 +122,8 @@ export class UpstreamAccounts {
     const now = this.database.now();
     if (taken === null || taken.expiresAt < now)
       throw new AppError('bad_request', 'this connection was not started here, was used already or took too long; start it again');
-    if (taken.userId !== person.id || taken.sessionId !== person.sessionId || taken.upstream !== upstream.name)
+    const session = person.sessionId === null ? null : storedHash(person.sessionId);
+    if (taken.userId !== person.id || taken.sessionId !== session || taken.upstream !== upstream.name)
       throw new AppError('forbidden', 'this connection was started by someone else; start your own');
     const verifier = unseal(this.verifierKey, taken.verifierSealed, taken.id);
     if (verifier === null) throw new AppError('bad_request', 'this connection cannot be finished; start it again');
@@ -133,10 +136,14 @@ export class UpstreamAccounts {
       throw new AppError('bad_request', `${upstream.name} did not connect your account (${said.slice(0, 80)}); try again`);
     }
     const tokens = await this.exchange(party, upstream, params, verifier);
-    await this.database.write(async (tx) => {
+    const replaced = await this.database.write(async (tx) => {
+      const before = await findAccount(tx, person.id, upstream.name);
       await putAccount(tx, this.accountRow(person.id, upstream, party, tokens, now));
       await recordActorAudit(tx, person.actor, 'upstream.connect', upstream.name, { scope: tokens.scope ?? '' });
+      return before;
     });
+    // Connected again: the tokens of the earlier connection are revoked, not left live at the server.
+    if (replaced) await this.revoke(replaced);
     this.connected(upstream.name);
   }
 
@@ -191,15 +198,18 @@ export class UpstreamAccounts {
     }
   }
 
-  /** The person's token for a call to the upstream, refreshed first when it is about to expire. */
-  async bearer(userId: number, upstream: UpstreamConfig): Promise<Bearer> {
+  /**
+   * The person's token for a call to the upstream, refreshed first when it is about to expire, or when it is the
+   * token the upstream just `refused`.
+   */
+  async bearer(userId: number, upstream: UpstreamConfig, refused?: string): Promise<Bearer> {
     const account = await findAccount(this.database.db, userId, upstream.name);
     if (account === null || account.server !== upstream.server) return { connect: 'none' };
     if (account.state !== 'connected') return { connect: 'reconnect' };
-    if (account.expiresAt === null || account.expiresAt - REFRESH_EARLY_MS > this.database.now()) {
-      const token = unseal(this.tokenKey, account.accessSealed, where(userId, upstream.name, 'access'));
-      return token === null ? { connect: 'reconnect' } : { token };
-    }
+    const token = unseal(this.tokenKey, account.accessSealed, where(userId, upstream.name, 'access'));
+    if (token === null) return { connect: 'reconnect' };
+    const fresh = account.expiresAt === null || account.expiresAt - REFRESH_EARLY_MS > this.database.now();
+    if (fresh && token !== refused) return { token };
     const key = `${userId}/${upstream.name}`;
     let refresh = this.refreshing.get(key);
     if (!refresh) {
@@ -215,6 +225,9 @@ export class UpstreamAccounts {
       account.refreshSealed === null ? null : unseal(this.tokenKey, account.refreshSealed, where(userId, upstream.name, 'refresh'));
     if (refreshToken === null) return this.reconnect(account, 'no refresh token');
     const party = await this.clients.party(upstream);
+    // Tokens go only to the server and client that issued them.
+    if (account.issuer !== party.as.issuer || account.clientId !== party.client.client_id)
+      return this.reconnect(account, 'issued by another authorization server or client');
     let tokens: oauth.TokenEndpointResponse;
     try {
       const response = await oauth.refreshTokenGrantRequest(party.as, party.client, party.auth, refreshToken, {
@@ -223,9 +236,9 @@ export class UpstreamAccounts {
       });
       tokens = await oauth.processRefreshTokenResponse(party.as, party.client, response);
     } catch (e) {
-      // The server said no (invalid_grant and the like): the person connects again. Anything else is a fault of
-      // the moment, and the call fails without changing the account.
-      if (e instanceof oauth.ResponseBodyError) return this.reconnect(account, e.error);
+      // The server refused the refresh token itself (invalid_grant): the person connects again. Anything else (a
+      // rate limit, a fault of the moment, svc's client refused) fails the call without changing the account.
+      if (e instanceof oauth.ResponseBodyError && e.error === 'invalid_grant') return this.reconnect(account, e.error);
       throw e;
     }
     const now = this.database.now();
@@ -240,13 +253,20 @@ export class UpstreamAccounts {
     };
     // Another instance may have refreshed the same tokens at the same moment: then its tokens stand.
     const mine = await this.database.write((tx) => refreshedAccount(tx, { userId, upstream: upstream.name }, account.accessSealed, change));
-    if (!mine) return this.bearer(userId, upstream);
-    return { token: tokens.access_token };
+    if (mine) return { token: tokens.access_token };
+    // Another instance refreshed first, or the person connected again: their tokens stand, read once more (not
+    // through bearer(), which would wait on this very refresh).
+    const now2 = await findAccount(this.database.db, userId, upstream.name);
+    const token =
+      now2 && now2.state === 'connected' && now2.server === upstream.server
+        ? unseal(this.tokenKey, now2.accessSealed, where(userId, upstream.name, 'access'))
+        : null;
+    return token === null ? { connect: now2 ? 'reconnect' : 'none' } : { token };
   }
 
   private async reconnect(account: UpstreamAccount, why: string): Promise<Bearer> {
     await this.database.write(async (tx) => {
-      await markReconnect(tx, account.userId, account.upstream);
+      await markReconnect(tx, account.userId, account.upstream, account.accessSealed);
       await recordAudit(tx, {
         actor: null,
         via: 'upstream',
@@ -280,9 +300,9 @@ export class UpstreamAccounts {
   }
 
   /** The person's token for each request of a connection to the upstream (BearerSource). */
-  source(userId: number, upstream: UpstreamConfig): () => Promise<string> {
-    return async () => {
-      const b = await this.bearer(userId, upstream);
+  source(userId: number, upstream: UpstreamConfig): (refused?: string) => Promise<string> {
+    return async (refused) => {
+      const b = await this.bearer(userId, upstream, refused);
       if ('token' in b) return b.token;
       throw new NeedsConnection(b.connect);
     };
@@ -296,9 +316,11 @@ export class UpstreamAccounts {
   /** Revokes an account's tokens at its server (RFC 7009), the refresh token first; failures are logged. */
   async revoke(account: UpstreamAccount): Promise<void> {
     const upstream = this.upstream(account.upstream);
-    if (!upstream) return;
+    // Tokens of another server (the upstream's url changed since) are not sent to this one.
+    if (!upstream || upstream.server !== account.server) return;
     try {
       const party = await this.clients.party(upstream);
+      if (account.issuer !== party.as.issuer || account.clientId !== party.client.client_id) return;
       if (party.as.revocation_endpoint === undefined) return;
       for (const [sealed, what] of [
         [account.refreshSealed, 'refresh'],
@@ -316,9 +338,12 @@ export class UpstreamAccounts {
 
   /** Someone connected to the upstream, for listing its tools: the most recently used live account's person. */
   async anyConnected(upstream: UpstreamConfig): Promise<number | null> {
-    const live = (await listAccounts(this.database.db, { upstream: upstream.name })).filter(
-      (a) => a.state === 'connected' && a.server === upstream.server,
-    );
+    const users = new Map((await listUsers(this.database.db)).map((u) => [u.id, u]));
+    const live = (await listAccounts(this.database.db, { upstream: upstream.name })).filter((a) => {
+      const user = users.get(a.userId);
+      // Only someone who may still use the upstream: svc does not act with the account of someone who lost access.
+      return a.state === 'connected' && a.server === upstream.server && user !== undefined && visible(upstream.labels, user.labels, null);
+    });
     live.sort((a, b) => (b.lastUsedAt ?? b.connectedAt) - (a.lastUsedAt ?? a.connectedAt));
     return live[0]?.userId ?? null;
   }

@@ -46,8 +46,11 @@ function identityToHeader(init: RequestInit | undefined): RequestInit | undefine
   return { ...init, headers, body: JSON.stringify(message) };
 }
 
-/** A person's own token for each request to an `auth = oauth` upstream (it may be refreshed between requests). */
-export type BearerSource = () => Promise<string>;
+/**
+ * A person's own token for each request to an `auth = oauth` upstream (it may be refreshed between requests); given
+ * the token the upstream just refused, a newer one (refreshed now) or the same when there is none.
+ */
+export type BearerSource = (refused?: string) => Promise<string>;
 
 /** The transport to an upstream, and what to release with it (an HTTP upstream's sockets). */
 function transportFor(
@@ -64,9 +67,20 @@ function transportFor(
       fetch: async (input, init) => {
         const sent = identityToHeader(init);
         if (bearer === null) return http.fetch(input, sent);
-        const withToken = new Headers(sent?.headers);
-        withToken.set('Authorization', `Bearer ${await bearer()}`);
-        return http.fetch(input, { ...sent, headers: withToken });
+        const send = (token: string) => {
+          const withToken = new Headers(sent?.headers);
+          withToken.set('Authorization', `Bearer ${token}`);
+          return http.fetch(input, { ...sent, headers: withToken });
+        };
+        // A token the upstream refuses before its time (revoked there, or its key rotated) is refreshed once, and
+        // the request sent again: refused with 401, it was not acted on.
+        const token = await bearer();
+        const answer = await send(token);
+        if (answer.status !== 401) return answer;
+        const fresh = await bearer(token);
+        if (fresh === token) return answer;
+        await answer.body?.cancel();
+        return send(fresh);
       },
     });
     return { transport, release: () => http.close() };

@@ -16,7 +16,7 @@ import { listAccounts } from '../store/upstream-accounts.ts';
 import { usable } from './access.ts';
 import { CallAudit } from './call-audit.ts';
 import { rateCounter, type RateCounter } from './rate.ts';
-import { NeedsConnection, UpstreamAccounts } from './accounts.ts';
+import { NeedsConnection, UpstreamAccounts, type Bearer } from './accounts.ts';
 import { visible } from '../domain/visibility.ts';
 import { ensureSigningKey, IdentitySigner, type Subject } from './identity.ts';
 import { startUpstreams, type Upstreams } from './discovery.ts';
@@ -157,8 +157,22 @@ export class UpstreamGateway {
   }
 
   /** NAME__connect: says whether the caller is connected, and where to connect when not. */
+  /** The caller's token for the upstream, or that they must connect; null when its server cannot be reached. */
+  private async bearerFor(upstream: UpstreamConfig, caller: Caller): Promise<Bearer | null> {
+    try {
+      return await this.accounts!.bearer(caller.userId, upstream);
+    } catch (e) {
+      this.log.warn('upstream_token_unavailable', {
+        upstream: upstream.name,
+        error: e instanceof Error ? e.message.slice(0, 200) : 'failed',
+      });
+      return null;
+    }
+  }
+
   async callConnect(upstream: UpstreamConfig, caller: Caller, urlElicitation = false): Promise<CallToolResult> {
-    const bearer = await this.accounts!.bearer(caller.userId, upstream);
+    const bearer = await this.bearerFor(upstream, caller);
+    if (bearer === null) return refusal(upstream.name, 'unavailable', CAUSE_TEXT.unavailable);
     if ('token' in bearer) return { content: [{ type: 'text', text: `Your account at ${upstream.name} is connected.` }] };
     if (urlElicitation) throw this.elicitation(upstream);
     return this.needsConnection(upstream, bearer.connect);
@@ -219,7 +233,8 @@ export class UpstreamGateway {
     if (wait !== null)
       return { answer: refusal(upstream.name, 'rate_limited', `over its rate for you; try again in ${wait} s`), outcome: 'rate_limited' };
     if (upstream.oauth !== null) {
-      const bearer = await this.accounts!.bearer(caller.userId, upstream);
+      const bearer = await this.bearerFor(upstream, caller);
+      if (bearer === null) return { answer: refusal(upstream.name, 'unavailable', CAUSE_TEXT.unavailable), outcome: 'unavailable' };
       if ('connect' in bearer) return { answer: this.needsConnection(upstream, bearer.connect), outcome: 'not_connected' };
     }
     const connection = this.connectionFor(upstream, caller.userId);
@@ -271,7 +286,9 @@ export class UpstreamGateway {
       mine.usedAt = now;
       return mine.connection;
     }
-    if (people.size >= PROCESSES_PER_UPSTREAM) {
+    // A stdio process per person is bounded; an auth = oauth connection is only a client object (stopped when idle),
+    // and closing one could cut its owner's call in flight.
+    if (upstream.oauth === null && people.size >= PROCESSES_PER_UPSTREAM) {
       // The one used longest ago makes room.
       const [oldest] = [...people].sort(([, a], [, b]) => a.usedAt - b.usedAt)[0]!;
       void people.get(oldest)!.connection.close();

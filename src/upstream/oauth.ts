@@ -9,7 +9,7 @@ import type { Database } from '../db/open.ts';
 import { isLoopbackIssuerHost } from '../domain/addresses.ts';
 import { seal, unseal } from '../domain/sealed.ts';
 import { deriveKey } from '../domain/secrets.ts';
-import { findClient, putClient } from '../store/upstream-accounts.ts';
+import { findClient, putClient, type UpstreamClientRow } from '../store/upstream-accounts.ts';
 import { VERSION } from '../version.ts';
 
 /** How long the server's metadata is kept before it is read again. */
@@ -50,9 +50,20 @@ export function clientMetadata(config: Config, upstream: UpstreamConfig): Record
 
 type RequestOptions = { [oauth.allowInsecureRequests]?: boolean; signal?: AbortSignal };
 
+/** Plain http only to a server on this machine: a person's tokens and svc's client secret never cross a network in clear. */
 function requestOptions(upstream: UpstreamConfig, url: string): RequestOptions {
-  const insecure = resourceOf(upstream).startsWith('http:') || isLoopbackIssuerHost(new URL(url).hostname);
-  return { [oauth.allowInsecureRequests]: insecure, signal: AbortSignal.timeout(upstream.timeoutMs) };
+  return { [oauth.allowInsecureRequests]: isLoopbackIssuerHost(new URL(url).hostname), signal: AbortSignal.timeout(upstream.timeoutMs) };
+}
+
+/** Every endpoint svc will send something to is https, or http on this machine when the issuer is. */
+function checkEndpoints(as: oauth.AuthorizationServer): void {
+  const loopback = isLoopbackIssuerHost(new URL(as.issuer).hostname);
+  for (const endpoint of [as.authorization_endpoint, as.token_endpoint, as.revocation_endpoint, as.registration_endpoint]) {
+    if (endpoint === undefined) continue;
+    const u = new URL(endpoint);
+    if (u.protocol === 'https:' || (loopback && u.protocol === 'http:' && isLoopbackIssuerHost(u.hostname))) continue;
+    throw new OauthSetupError(`the authorization server's endpoint ${u.origin} is not https`);
+  }
 }
 
 async function protectedResource(upstream: UpstreamConfig): Promise<oauth.ResourceServer> {
@@ -106,6 +117,8 @@ export class OauthClients {
 
   private async discover(upstream: UpstreamConfig): Promise<OauthParty> {
     const as = await authorizationServer(upstream);
+    checkEndpoints(as);
+    await this.pin(upstream, as);
     const options = () => requestOptions(upstream, as.issuer);
     const configured = upstream.oauth!;
     if (configured.clientId !== null) {
@@ -122,6 +135,36 @@ export class OauthClients {
     return { as, ...(await this.registration(upstream, as, options)), options };
   }
 
+  /**
+   * The first authorization server svc used for this upstream's server is the one it keeps using: an upstream that
+   * names another one later is refused, so no person's token and no client secret is ever sent there. (A new `url`
+   * is another server, and starts over.)
+   */
+  private async pin(upstream: UpstreamConfig, as: oauth.AuthorizationServer): Promise<void> {
+    const kept = await findClient(this.database.db, upstream.name);
+    if (kept && kept.server === upstream.server) {
+      if (kept.issuer === as.issuer) return;
+      throw new OauthSetupError(
+        `the upstream now names the authorization server ${new URL(as.issuer).origin}, not ${new URL(kept.issuer).origin} that svc has used for it; svc sends nothing there`,
+      );
+    }
+    const configured = upstream.oauth!.clientId;
+    if (configured === null) return; // registration() pins it with the registration
+    const pinned = await this.database.write((tx) =>
+      putClient(tx, {
+        upstream: upstream.name,
+        server: upstream.server,
+        issuer: as.issuer,
+        clientId: configured,
+        clientSecretSealed: null,
+        kind: 'configured',
+        registeredAt: this.database.now(),
+      }),
+    );
+    // Another instance pinned another server at the same moment: the first stands.
+    if (pinned.issuer !== as.issuer) throw new OauthSetupError('another instance uses another authorization server for this upstream');
+  }
+
   /** svc's own client at the server: the one kept in the database for this server, or a new registration. */
   private async registration(
     upstream: UpstreamConfig,
@@ -130,16 +173,14 @@ export class OauthClients {
   ): Promise<{ client: oauth.Client; auth: oauth.ClientAuth }> {
     const key = deriveKey(this.config.auth.session!.secret, CLIENT_PURPOSE);
     const kept = await findClient(this.database.db, upstream.name);
-    if (kept && kept.server === upstream.server && kept.issuer === as.issuer) {
-      const secret = kept.clientSecretSealed === null ? null : unseal(key, kept.clientSecretSealed, upstream.name);
-      return { client: { client_id: kept.clientId }, auth: secret === null ? oauth.None() : oauth.ClientSecretPost(secret) };
-    }
+    if (kept && kept.server === upstream.server && kept.issuer === as.issuer && kept.kind !== 'configured')
+      return this.keptClient(upstream, as, kept);
     const now = this.database.now();
     const row = { upstream: upstream.name, server: upstream.server, issuer: as.issuer, registeredAt: now };
     if ((as as { client_id_metadata_document_supported?: boolean }).client_id_metadata_document_supported === true) {
       const clientId = clientMetadataUrl(this.config, upstream);
-      await this.database.write((tx) => putClient(tx, { ...row, clientId, clientSecretSealed: null, kind: 'cimd' }));
-      return { client: { client_id: clientId }, auth: oauth.None() };
+      const stored = await this.database.write((tx) => putClient(tx, { ...row, clientId, clientSecretSealed: null, kind: 'cimd' }));
+      return this.keptClient(upstream, as, stored);
     }
     if (as.registration_endpoint === undefined)
       throw new OauthSetupError(
@@ -149,7 +190,7 @@ export class OauthClients {
     const response = await oauth.dynamicClientRegistrationRequest(as, metadata as Partial<oauth.Client>, options());
     const registered = await oauth.processDynamicClientRegistrationResponse(response);
     const secret = typeof registered.client_secret === 'string' ? registered.client_secret : null;
-    await this.database.write((tx) =>
+    const stored = await this.database.write((tx) =>
       putClient(tx, {
         ...row,
         clientId: registered.client_id,
@@ -157,7 +198,21 @@ export class OauthClients {
         kind: 'dcr',
       }),
     );
-    return { client: { client_id: registered.client_id }, auth: secret === null ? oauth.None() : oauth.ClientSecretPost(secret) };
+    // Another instance registered at the same moment and was first: its client is everyone's.
+    return this.keptClient(upstream, as, stored);
+  }
+
+  /** The client a kept row names, for use with `as`; refused when the row is for another authorization server. */
+  private keptClient(
+    upstream: UpstreamConfig,
+    as: oauth.AuthorizationServer,
+    kept: UpstreamClientRow,
+  ): { client: oauth.Client; auth: oauth.ClientAuth } {
+    if (kept.issuer !== as.issuer || kept.kind === 'configured')
+      throw new OauthSetupError('another instance uses another authorization server or client for this upstream');
+    const key = deriveKey(this.config.auth.session!.secret, CLIENT_PURPOSE);
+    const secret = kept.clientSecretSealed === null ? null : unseal(key, kept.clientSecretSealed, upstream.name);
+    return { client: { client_id: kept.clientId }, auth: secret === null ? oauth.None() : oauth.ClientSecretPost(secret) };
   }
 }
 

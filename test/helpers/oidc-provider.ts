@@ -213,11 +213,11 @@ export class Agent {
     return res;
   }
 
-  /** Follows redirects from `url` until a response is not a redirect or lands on `stopAt`'s origin+path. */
+  /** Follows redirects from `url` until a response is not a redirect or lands on `stopAt` (then an empty 204 stands for it). */
   async follow(url: string, stopAt?: (u: URL) => boolean): Promise<{ res: Response; url: string }> {
     let current = url;
     for (let i = 0; i < 20; i++) {
-      if (stopAt?.(new URL(current))) return { res: new Response(null, { status: 0 }), url: current };
+      if (stopAt?.(new URL(current))) return { res: new Response(null, { status: 204 }), url: current };
       const res = await this.get(current);
       const location = res.headers.get('location');
       if (res.status < 300 || res.status >= 400 || !location) return { res, url: current };

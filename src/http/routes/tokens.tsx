@@ -23,7 +23,7 @@ async function connectedServices(services: Services, user: { id: number; labels:
   if (!accounts) return null;
   const mine = new Map((await listAccounts(services.database.db, { userId: user.id })).map((a) => [a.upstream, a]));
   return services.config.upstreams
-    .filter((u) => u.oauth !== null && visible(u.labels, user.labels, null))
+    .filter((u) => u.oauth !== null && (visible(u.labels, user.labels, null) || mine.has(u.name)))
     .map((u) => {
       const a = mine.get(u.name);
       const live = a !== undefined && a.server === u.server;

@@ -59,8 +59,11 @@ export function upstreamAccountRoutes(services: Services, accounts: UpstreamAcco
     }
   });
 
+  // Disconnect stays open to someone who lost access to the upstream since: their own account is theirs to end.
   app.post('/upstreams/:name/disconnect', policy(CHANGE), person(), async (c) => {
-    await accounts.disconnect(personOf(c), upstreamFor(c));
+    const upstream = accounts.upstream(c.req.param('name'));
+    if (!upstream) throw new AppError('not_found', 'no such upstream to disconnect from');
+    await accounts.disconnect(personOf(c), upstream);
     return c.redirect('/', 303);
   });
 

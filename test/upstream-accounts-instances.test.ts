@@ -1,0 +1,511 @@
+// Upstreams that act for each person (CONTRACT §6.2) on several instances (§5 Durability): two `svc serve`
+// processes on one real sqld, started from one configuration file with the same `[upstream code] auth = oauth`
+// section and one environment (the same session secret), in front of oidc-provider (the upstream's authorization
+// server: dynamic registration, resource indicators issuing JWT access tokens for the upstream's URL, refresh tokens,
+// revocation) and an SDK MCP server that accepts only those tokens, verified with jose against the provider's JWKS.
+// Both instances share one base_url, as behind a load balancer; the test addresses each directly. A person connects
+// through one instance and is themselves at the upstream through the other; svc registers itself at the provider
+// once for both; a Disconnect through one holds on the other's very next call. A second pair of instances connects
+// its first two people at the same moment, one through each, and must still end with one client at the provider.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { createServer, type Server as HttpServer } from 'node:http';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose';
+import Provider from 'oidc-provider';
+import { install, listenedPort, sourceRunner, type Installation } from './helpers/installation.ts';
+import { startSqld, type Sqld } from './helpers/sqld.ts';
+import { Browser, bearer } from './helpers/http.ts';
+import { Agent } from './helpers/oidc-provider.ts';
+import { tokenRecord, userRecord } from './helpers/records.ts';
+import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
+import { waitFor } from './helpers/wait.ts';
+import { hashPassword } from '../src/auth/passwords.ts';
+import { openDatabase, type Database } from '../src/db/open.ts';
+import { createToken } from '../src/store/tokens.ts';
+import { findClient, listAccounts } from '../src/store/upstream-accounts.ts';
+import { createUser, getUser } from '../src/store/users.ts';
+
+type Instance = 'a' | 'b';
+const PEOPLE = ['alice', 'bob', 'carol'] as const;
+type Uid = (typeof PEOPLE)[number];
+
+interface Peers {
+  issuer: string;
+  upstreamUrl: string;
+  /** every Authorization header the upstream received, in order */
+  seen: string[];
+  /** token requests by grant type, revocations, and client registrations, as the provider reports them */
+  counts: Map<string, number>;
+  /** POST /reg requests that reached the provider */
+  registrationRequests: number;
+  stop(): Promise<void>;
+}
+
+interface PeerOptions {
+  /** the access tokens' lifetime in seconds (default 3600); svc refreshes a token a minute before it expires */
+  accessTokenTtl?: number;
+  /**
+   * Hold each registration request until a second one has arrived (or 5 s have passed), then answer both: two
+   * instances that both register do so at the same moment, whatever the order of their other steps.
+   */
+  registrationsTogether?: boolean;
+}
+
+/** oidc-provider as the upstream's authorization server, and the upstream MCP server that trusts only it. */
+async function startPeers(options: PeerOptions = {}): Promise<Peers> {
+  const [asPort, upPort] = [await freePort(), await freePort()];
+  const issuer = `http://127.0.0.1:${asPort}`;
+  const upstreamUrl = `http://127.0.0.1:${upPort}/mcp`;
+  const accessTokenTTL = options.accessTokenTtl ?? 3600;
+  const provider = new Provider(issuer, {
+    findAccount: async (_ctx: unknown, id: string) => ({ accountId: id, claims: async () => ({ sub: id }) }),
+    pkce: { required: () => true },
+    cookies: { keys: ['upstream-provider-test-key'] },
+    scopes: ['openid', 'offline_access', 'tools'],
+    issueRefreshToken: async () => true,
+    features: {
+      devInteractions: { enabled: true },
+      registration: { enabled: true },
+      revocation: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: () => upstreamUrl,
+        useGrantedResource: () => true,
+        getResourceServerInfo: (_ctx: unknown, resource: string) => {
+          if (resource !== upstreamUrl) throw new Error('unknown resource');
+          return { scope: 'tools', audience: upstreamUrl, accessTokenTTL, accessTokenFormat: 'jwt' };
+        },
+      },
+    },
+  } as ConstructorParameters<typeof Provider>[1]);
+  const counts = new Map<string, number>();
+  const peers = { registrationRequests: 0 } as Peers;
+  const count = (k: string) => counts.set(k, (counts.get(k) ?? 0) + 1);
+  provider.on('grant.success', (ctx: { oidc: { params?: { grant_type?: string } } }) => count(ctx.oidc.params?.grant_type ?? 'grant'));
+  provider.on('grant.revoked', () => count('revoked'));
+  provider.on('registration_create.success', () => count('registration'));
+  const handle = provider.callback();
+  const held: (() => void)[] = [];
+  const as: HttpServer = createServer((req, res) => {
+    if (req.method !== 'POST' || req.url !== '/reg') return handle(req, res);
+    peers.registrationRequests++;
+    if (!options.registrationsTogether) return handle(req, res);
+    held.push(() => handle(req, res));
+    const release = () => {
+      clearTimeout(timer);
+      for (const go of held.splice(0)) go();
+    };
+    const timer = setTimeout(release, 5000);
+    if (held.length >= 2) release();
+  });
+  await new Promise<void>((r) => as.listen(asPort, '127.0.0.1', r));
+
+  const jwks = createRemoteJWKSet(new URL(`${issuer}/jwks`));
+  const seen: string[] = [];
+  const up: HttpServer = createServer(async (req, res) => {
+    if (req.url === '/.well-known/oauth-protected-resource/mcp') {
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ resource: upstreamUrl, authorization_servers: [issuer] }));
+      return;
+    }
+    const authorization = req.headers.authorization ?? '';
+    seen.push(authorization);
+    let sub: string;
+    try {
+      const { payload } = await jwtVerify(authorization.replace(/^Bearer /, ''), jwks, { issuer, audience: upstreamUrl });
+      sub = String(payload.sub);
+    } catch {
+      res
+        .writeHead(401, {
+          'www-authenticate': `Bearer resource_metadata="http://127.0.0.1:${upPort}/.well-known/oauth-protected-resource/mcp"`,
+        })
+        .end();
+      return;
+    }
+    const server = new McpServer({ name: 'code', version: '1' });
+    server.registerTool('whoami', { description: 'Who the token is for.' }, async () => ({ content: [{ type: 'text', text: sub }] }));
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    await server.connect(transport);
+    await transport.handleRequest(req, res);
+  });
+  await new Promise<void>((r) => up.listen(upPort, '127.0.0.1', r));
+  const close = (s: HttpServer) =>
+    new Promise<void>((r) => {
+      s.closeAllConnections();
+      s.close(() => r());
+    });
+  Object.assign(peers, { issuer, upstreamUrl, seen, counts, stop: async () => Promise.all([close(as), close(up)]).then(() => undefined) });
+  return peers;
+}
+
+/**
+ * Walks the provider's login and consent pages as `login`, from the authorization URL to svc's callback (not
+ * requested). Agent.follow is not used: its stand-in answer for the stop (status 0) is refused by Node's own
+ * Response, and only @hono/node-server's replacement of the global (svc in the test's process) accepts it.
+ */
+async function atProvider(authorizationUrl: string, login: string, svcUrl: string): Promise<URL> {
+  const agent = new Agent();
+  let url = authorizationUrl;
+  for (let step = 0; step < 20; step++) {
+    if (url.startsWith(`${svcUrl}/upstreams/`)) return new URL(url);
+    const res = await agent.get(url);
+    const location = res.headers.get('location');
+    if (res.status >= 300 && res.status < 400 && location) {
+      url = new URL(location, url).href;
+      continue;
+    }
+    const html = await res.text();
+    assert.equal(res.status, 200, `the provider's page at ${url}: ${html.slice(0, 300)}`);
+    url = html.includes('name="login"') ? await agent.submit(url, html, { login, password: 'any' }) : await agent.submit(url, html);
+  }
+  assert.fail(`the provider did not send the browser back to svc: ${url}`);
+}
+
+/** A person at a browser: one cookie jar, whichever instance a request goes to. */
+class Person {
+  readonly cookies = new Map<string, string>();
+  constructor(
+    private readonly cluster: Cluster,
+    readonly uid: Uid,
+  ) {}
+
+  /** A request to one instance; state-changing ones come from base_url's origin, as a browser's would. */
+  async on(at: Instance, path: string, init: Parameters<Browser['request']>[1] = {}): Promise<Response> {
+    const b = new Browser(this.cluster.servers[at].url);
+    for (const [k, v] of this.cookies) b.cookies.set(k, v);
+    const r = await b.request(path, { origin: this.cluster.baseUrl, headers: { accept: 'text/html' }, ...init });
+    this.cookies.clear();
+    for (const [k, v] of b.cookies) this.cookies.set(k, v);
+    return r;
+  }
+
+  async login(at: Instance): Promise<this> {
+    const r = await this.on(at, '/login', { form: { username: this.uid, password: `${this.uid} password 1` } });
+    assert.equal(r.status, 303, `${this.uid} signs in through ${at}`);
+    return this;
+  }
+
+  /** Connect through `at`: the authorization URL svc sends the browser to. */
+  async startConnect(at: Instance): Promise<URL> {
+    const r = await this.on(at, '/upstreams/code/connect');
+    assert.equal(r.status, 302, await r.text());
+    const authorization = new URL(r.headers.get('location')!);
+    assert.equal(authorization.origin, this.cluster.peers.issuer);
+    assert.equal(authorization.searchParams.get('redirect_uri'), `${this.cluster.baseUrl}/upstreams/code/callback`, 'the shared base_url');
+    assert.equal(authorization.searchParams.get('resource'), this.cluster.peers.upstreamUrl);
+    return authorization;
+  }
+
+  /** The provider's pages walked as `login`, and the callback brought back to `at`. */
+  async finishConnect(authorization: URL, login: string, at: Instance): Promise<Response> {
+    const callback = await atProvider(authorization.href, login, this.cluster.baseUrl);
+    return this.on(at, callback.pathname + callback.search);
+  }
+
+  /** Connect started through `start` and finished through `back`; the authorization URL svc sent the browser to. */
+  async connect(login: string, start: Instance, back: Instance): Promise<URL> {
+    const authorization = await this.startConnect(start);
+    const done = await this.finishConnect(authorization, login, back);
+    assert.equal(done.status, 303, await done.text());
+    assert.equal(done.headers.get('location'), '/?connected=code');
+    return authorization;
+  }
+}
+
+interface Cluster {
+  readonly sqld: Sqld;
+  readonly peers: Peers;
+  readonly inst: Installation;
+  /** the base_url both instances are configured with (nothing listens there: requests go to each instance) */
+  readonly baseUrl: string;
+  /** this test's own connection to the database, for what svc stored */
+  readonly database: Database;
+  readonly servers: Record<Instance, { child: ChildProcess; url: string; log: () => string }>;
+  /** a personal token (scope mcp) of each person */
+  readonly tokens: Record<Uid, string>;
+  person(uid: Uid): Person;
+  /** An MCP client of `uid`'s agent on instance `at`, closed at stop(). */
+  mcp(uid: Uid, at: Instance): Promise<Client>;
+  /** The person's account at the upstream as stored, or null. */
+  accountOf(uid: Uid): Promise<{ clientId: string; state: string } | null>;
+  stop(): Promise<void>;
+}
+
+/** sqld, the peers, and two `svc serve` processes on it from one configuration file and one environment. */
+async function startCluster(options: PeerOptions = {}): Promise<Cluster> {
+  const sqld = await startSqld({ auth: true });
+  const peers = await startPeers(options);
+  const section = `
+[upstream code]
+url = ${peers.upstreamUrl}
+auth = oauth
+oauth_scopes = tools
+review = auto
+`;
+  const inst = await install(sourceRunner, { auth: `${DEFAULT_AUTH}${section}`, remote: { url: sqld.url, token: sqld.token } });
+  const migrated = await inst.cli(['migrate']);
+  assert.equal(migrated.code, 0, migrated.stderr);
+  const database = await openDatabase(sqld.url, sqld.token);
+  const tokens = {} as Record<Uid, string>;
+  for (const uid of PEOPLE) {
+    const passwordHash = await hashPassword(`${uid} password 1`);
+    const user = await database.write((tx) => createUser(tx, userRecord({ uid, email: `${uid}@example.com`, passwordHash })));
+    tokens[uid] = (await database.write(async (tx) => createToken(tx, user.id, tokenRecord('agent'), await database.tokenEpoch(tx)))).token;
+  }
+
+  // One configuration file for both, byte for byte, listening on port 0; one environment (inst.env: the same
+  // SVC_SESSION_SECRET, so each instance opens the tokens and the sessions the other sealed, and the database token).
+  const config = join(inst.dir, 'serve.ini');
+  writeFileSync(
+    config,
+    `[server]\nlisten = 127.0.0.1:0\nbase_url = ${inst.url}\ndatabase = ${inst.database}\ndatabase_token_env = SVC_DATABASE_TOKEN\n[auth]\n${DEFAULT_AUTH}${section}`,
+  );
+  const servers = {} as Cluster['servers'];
+  const started = (['a', 'b'] as const).map((name) => {
+    const { file, args } = sourceRunner.command(['serve', '--config', config]);
+    const child = spawn(file, args, { env: inst.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    child.stdout.on('data', (d) => (log += d));
+    child.stderr.on('data', (d) => (log += d));
+    return { name, child, log: () => log };
+  });
+  for (const { name, child, log } of started) {
+    await waitFor(`svc ${name} to report its port`, () => listenedPort(log()) !== null || child.exitCode !== null);
+    const port = listenedPort(log()) ?? assert.fail(`svc ${name} did not start:\n${log()}`);
+    servers[name] = { child, url: `http://127.0.0.1:${port}`, log };
+  }
+
+  const clients: Client[] = [];
+  const cluster: Cluster = {
+    sqld,
+    peers,
+    inst,
+    baseUrl: inst.url,
+    database,
+    servers,
+    tokens,
+    person: (uid) => new Person(cluster, uid),
+    async mcp(uid, at) {
+      const client = new Client({ name: `agent of ${uid} at ${at}`, version: '1' });
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(`${servers[at].url}/mcp`), { requestInit: { headers: bearer(tokens[uid]) } }),
+      );
+      clients.push(client);
+      return client;
+    },
+    async accountOf(uid) {
+      return (await listAccounts(database.db, { userId: (await getUser(database.db, uid)).id, upstream: 'code' }))[0] ?? null;
+    },
+    async stop() {
+      await Promise.allSettled(clients.map((c) => c.close()));
+      for (const s of Object.values(servers)) s.child.kill('SIGTERM');
+      await Promise.all(
+        Object.values(servers).map(
+          (s) =>
+            new Promise<void>((ok) => (s.child.exitCode !== null || s.child.signalCode !== null ? ok() : s.child.once('exit', () => ok()))),
+        ),
+      );
+      database.close();
+      await peers.stop();
+      inst.remove();
+      await sqld.remove();
+    },
+  };
+  return cluster;
+}
+
+const text = (r: unknown) => ((r as CallToolResult).content[0] as { text: string }).text;
+const subOf = (authorization: string) => String(decodeJwt(authorization.replace(/^Bearer /, '')).sub);
+const names = async (client: Client) => (await client.listTools()).tools.map((t) => t.name).filter((n) => n.startsWith('code__'));
+
+describe('people connected to an auth = oauth upstream through either of two instances on one sqld', () => {
+  let c: Cluster;
+
+  before(async () => {
+    c = await startCluster();
+  });
+  after(async () => {
+    await c?.stop();
+  });
+
+  test('alice connects through A (svc registers itself by DCR) and, through B, is herself at the upstream with the token A sealed', async () => {
+    const alice = await c.person('alice').login('a');
+    const page = await alice.on('b', '/');
+    assert.match(await page.text(), /data-upstream="code" data-state="none"/, "B's token page, with the session made on A: not connected");
+    assert.deepEqual(await names(await c.mcp('alice', 'b')), ['code__connect'], 'before connecting, B offers only code__connect');
+
+    const authorization = await alice.connect('alice-at-code', 'a', 'a');
+    assert.equal(c.peers.counts.get('registration'), 1, 'svc registered itself at the provider');
+    assert.equal(c.peers.registrationRequests, 1);
+    const registration = await findClient(c.database.db, 'code');
+    assert.equal(registration?.kind, 'dcr');
+    assert.equal(registration.clientId, authorization.searchParams.get('client_id'));
+    assert.equal((await c.accountOf('alice'))?.clientId, registration.clientId);
+
+    // A lists the upstream's tools with her token once she has connected (review = auto approves them); the tool
+    // rows are in the database, so B offers them to her as soon as they are there.
+    const agent = await c.mcp('alice', 'b');
+    await waitFor('B to offer code__whoami to alice', async () => (await names(agent)).includes('code__whoami'), { everyMs: 100 });
+    assert.deepEqual(await names(agent), ['code__whoami']);
+    const before = c.peers.seen.length;
+    const answer = await agent.callTool({ name: 'code__whoami' });
+    assert.equal(answer.isError, undefined, text(answer));
+    assert.equal(text(answer), 'alice-at-code');
+    const sent = c.peers.seen.slice(before);
+    assert.ok(sent.length > 0 && sent.every((h) => subOf(h) === 'alice-at-code'), 'B sent her token, and only hers');
+    // B opened the token A sealed in the database: the one the provider issued at the exchange, not a new one.
+    assert.equal(c.peers.counts.get('authorization_code'), 1);
+    assert.equal(c.peers.counts.get('refresh_token') ?? 0, 0, 'no refresh was needed');
+    const usedByA = new Set(c.peers.seen.slice(0, before).filter((h) => h !== ''));
+    assert.ok(
+      sent.every((h) => usedByA.has(h)),
+      'the token B sent is the one A listed the tools with',
+    );
+    assert.ok(!c.peers.seen.some((h) => h.includes('svc_')), "svc's own tokens never reach the upstream");
+  });
+
+  test('bob connects through B with the registration A made: through A he is himself, and each person is themselves on both', async () => {
+    const bob = await c.person('bob').login('b');
+    const authorization = await bob.connect('bob-at-code', 'b', 'b');
+    const registration = await findClient(c.database.db, 'code');
+    assert.equal(
+      authorization.searchParams.get('client_id'),
+      registration?.clientId,
+      'B sent bob to the provider as the client A registered',
+    );
+    assert.equal((await c.accountOf('bob'))?.clientId, registration?.clientId);
+    assert.equal(c.peers.counts.get('registration'), 1, 'still one registration at the provider, shared by both instances');
+    assert.equal(c.peers.registrationRequests, 1);
+
+    const bobOnA = await c.mcp('bob', 'a');
+    assert.deepEqual(await names(bobOnA), ['code__whoami']);
+    assert.equal(text(await bobOnA.callTool({ name: 'code__whoami' })), 'bob-at-code');
+
+    // Both people, through both instances, at the same moment: each gets their own account.
+    const calls = [
+      ['alice', 'a'],
+      ['alice', 'b'],
+      ['bob', 'a'],
+      ['bob', 'b'],
+    ] as const;
+    const agents = await Promise.all(calls.map(([uid, at]) => c.mcp(uid, at)));
+    const answers = await Promise.all(agents.map((agent) => agent.callTool({ name: 'code__whoami' })));
+    assert.deepEqual(
+      answers.map(text),
+      calls.map(([uid]) => `${uid}-at-code`),
+    );
+  });
+
+  test('a connection started through A finishes through B (no sticky sessions needed), and only once', async () => {
+    const carol = await c.person('carol').login('b');
+    const authorization = await carol.startConnect('a');
+    const callback = await atProvider(authorization.href, 'carol-at-code', c.baseUrl);
+    const done = await carol.on('b', callback.pathname + callback.search);
+    assert.equal(done.status, 303, await done.text());
+    const replay = await carol.on('a', callback.pathname + callback.search);
+    assert.equal(replay.status, 400, 'the state was used up through B');
+    assert.equal(text(await (await c.mcp('carol', 'a')).callTool({ name: 'code__whoami' })), 'carol-at-code');
+    assert.equal(c.peers.counts.get('registration'), 1);
+  });
+
+  test("a Disconnect through B: alice's next call through A is not_connected and reaches nothing; bob's still works", async () => {
+    const aliceOnA = await c.mcp('alice', 'a');
+    assert.equal(text(await aliceOnA.callTool({ name: 'code__whoami' })), 'alice-at-code', 'A serves her just before');
+    const revokedBefore = c.peers.counts.get('revoked') ?? 0;
+
+    const alice = await c.person('alice').login('a');
+    const r = await alice.on('b', '/upstreams/code/disconnect', { method: 'POST', form: {} });
+    assert.equal(r.status, 303);
+    assert.equal(await c.accountOf('alice'), null, 'her tokens are deleted');
+    assert.ok((c.peers.counts.get('revoked') ?? 0) > revokedBefore, 'and revoked at the provider');
+
+    // The MCP session on A was opened before the Disconnect, and A was not told: its very next call is refused.
+    const before = c.peers.seen.length;
+    const answer = (await aliceOnA.callTool({ name: 'code__whoami' })) as CallToolResult;
+    assert.equal(answer.isError, true);
+    assert.match(text(answer), /not_connected/);
+    assert.match(text(answer), new RegExp(`connect it at ${c.baseUrl}/upstreams/code/connect$`));
+    assert.equal(c.peers.seen.length, before, "alice's call reached no upstream");
+    assert.deepEqual(await names(aliceOnA), ['code__connect']);
+    assert.match(await (await alice.on('a', '/')).text(), /data-upstream="code" data-state="none"/);
+
+    const bobOnA = await c.mcp('bob', 'a');
+    assert.equal(text(await bobOnA.callTool({ name: 'code__whoami' })), 'bob-at-code', "bob's connection stays");
+
+    for (const on of ['a', 'b'] as const) assert.doesNotMatch(c.servers[on].log(), /"level":"error"/, `svc ${on}'s log`);
+  });
+});
+
+// Two instances with no registration yet whose first people connect at the same moment both register at the
+// provider (it holds each /reg until the other arrives); svc keeps the first registration stored and both instances
+// use that one client, so a refresh or a revocation through either presents the client the tokens were issued to.
+
+describe('the first two people connect at the same moment, one through each instance: one client at the provider', () => {
+  let c: Cluster;
+  const clientIdSent = {} as Record<Instance, string>;
+
+  // Access tokens live 30 s: svc refreshes a token a minute before it expires, so every call refreshes first, with
+  // the client of the instance the call is made through.
+  before(async () => {
+    c = await startCluster({ accessTokenTtl: 30, registrationsTogether: true });
+  });
+  after(async () => {
+    await c?.stop();
+  });
+
+  test('alice connects through A and bob through B, both at once', async () => {
+    const [alice, bob] = await Promise.all([c.person('alice').login('a'), c.person('bob').login('b')]);
+    const [viaA, viaB] = await Promise.all([alice.startConnect('a'), bob.startConnect('b')]);
+    clientIdSent.a = viaA.searchParams.get('client_id')!;
+    clientIdSent.b = viaB.searchParams.get('client_id')!;
+    for (const [who, authorization, login, at] of [
+      [alice, viaA, 'alice-at-code', 'a'],
+      [bob, viaB, 'bob-at-code', 'b'],
+    ] as const) {
+      const done = await who.finishConnect(authorization, login, at);
+      assert.equal(done.status, 303, await done.text());
+    }
+  });
+
+  test('both instances send people to the provider as the one client svc stored', async () => {
+    const stored = await findClient(c.database.db, 'code');
+    const registrations = `${c.peers.registrationRequests} registration request(s) reached the provider`;
+    assert.equal(clientIdSent.a, stored?.clientId, `A's client is the stored one; ${registrations}`);
+    assert.equal(clientIdSent.b, stored?.clientId, `B's client is the stored one; ${registrations}`);
+    assert.equal((await c.accountOf('alice'))?.clientId, stored?.clientId);
+    assert.equal((await c.accountOf('bob'))?.clientId, stored?.clientId);
+  });
+
+  test('each person is themselves through both instances, each call refreshing their token first', async () => {
+    const agent = await c.mcp('alice', 'a');
+    await waitFor('the upstream listed with a connected token', async () => (await names(agent)).includes('code__whoami'), {
+      everyMs: 100,
+      timeoutMs: 15_000,
+    });
+    for (const uid of ['alice', 'bob'] as const)
+      for (const at of ['a', 'b'] as const) {
+        const answer = await (await c.mcp(uid, at)).callTool({ name: 'code__whoami' });
+        const account = await c.accountOf(uid);
+        const stored = await findClient(c.database.db, 'code');
+        const why = `${uid} through ${at}: connected as client ${account?.clientId} (${account?.state}); stored client ${stored?.clientId}`;
+        assert.equal(text(answer), `${uid}-at-code`, why);
+      }
+  });
+
+  test('a Disconnect through the instance bob did not connect through revokes his grant at the provider', async () => {
+    const bob = await c.person('bob').login('a');
+    const revokedBefore = c.peers.counts.get('revoked') ?? 0;
+    assert.equal((await bob.on('a', '/upstreams/code/disconnect', { method: 'POST', form: {} })).status, 303);
+    assert.equal(await c.accountOf('bob'), null);
+    assert.ok((c.peers.counts.get('revoked') ?? 0) > revokedBefore, "bob's grant was revoked at the provider");
+  });
+});
