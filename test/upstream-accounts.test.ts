@@ -23,6 +23,7 @@ import { waitFor } from './helpers/wait.ts';
 import { movableClock } from './helpers/clock.ts';
 import type { User } from '../src/store/users.ts';
 import { findClient, listAccounts } from '../src/store/upstream-accounts.ts';
+import { upstreamConnects } from '../src/db/schema.ts';
 import { upstreamFetch } from '../src/upstream/http-fetch.ts';
 
 interface Peers {
@@ -182,8 +183,8 @@ describe('upstreams that act for each person (auth = oauth)', () => {
     return b;
   };
   /** Connect as far as the provider's answer: the callback URL it sends the browser to. */
-  const startConnect = async (b: Browser, login: string) => {
-    const start = await b.request('/upstreams/code/connect', { headers: { accept: 'text/html' } });
+  const startConnect = async (b: Browser, login: string, upstream = 'code') => {
+    const start = await b.request(`/upstreams/${upstream}/connect`, { headers: { accept: 'text/html' } });
     assert.equal(start.status, 302, await start.text());
     const authorization = new URL(start.headers.get('location')!);
     assert.equal(authorization.searchParams.get('resource'), peers.upstreamUrl);
@@ -213,10 +214,17 @@ oauth_client_id = ${CONFIGURED.id}
 oauth_client_secret_env = CODE2_SECRET
 oauth_scopes = tools
 review = auto
+
+[upstream code3]
+url = ${upstreamUrl}
+auth = oauth
+oauth_scopes = tools
+labels = eng
+review = auto
 `,
     });
     peers = await startPeers(asPort, upPort, svc.url);
-    alice = await svc.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1', labels: '' });
+    alice = await svc.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1', labels: 'eng' });
     bob = await svc.addUser({ uid: 'bob', email: 'bob@example.com', password: 'bob password 1', labels: '' });
   });
   after(async () => {
@@ -358,6 +366,23 @@ review = auto
       body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'code__whoami', arguments: {} } }),
     });
     assert.equal(forged.status, 403);
+  });
+
+  test('a Connect link followed from another site asks the person first; the confirmation is a same-origin POST', async () => {
+    const browser = await browserOf('bob');
+    const pending = async () => (await svc.database.db.select().from(upstreamConnects).all()).length;
+    const before = await pending();
+    const asked = await browser.request('/upstreams/code/connect', { headers: { accept: 'text/html', 'sec-fetch-site': 'cross-site' } });
+    assert.equal(asked.status, 200);
+    assert.match(await asked.text(), /<form method="post" action="\/upstreams\/code\/connect">/);
+    assert.equal(await pending(), before, 'nothing started');
+    const forged = await browser.request('/upstreams/code/connect', { method: 'POST', form: {}, origin: 'https://evil.example' });
+    assert.equal(forged.status, 403);
+    assert.equal(await pending(), before, 'nothing started by a cross-site post');
+    const confirmed = await browser.request('/upstreams/code/connect', { method: 'POST', form: {} });
+    assert.equal(confirmed.status, 302);
+    assert.equal(new URL(confirmed.headers.get('location')!).origin, peers.issuer);
+    assert.equal(await pending(), before + 1);
   });
 
   test("a callback in another person's session, replayed, with a bad state or with the provider's error connects no one", async () => {
@@ -547,5 +572,26 @@ review = auto
     assert.equal((await listAccounts(svc.database.db, { userId: carol.id })).length, 0);
     assert.ok((peers.counts.get('revoked') ?? 0) > revokedBefore, "carol's grant was revoked at the provider");
     assert.deepEqual(await listAccounts(svc.database.db, { userId: alice.id }), aliceBefore);
+  });
+
+  test('someone who lost access to the upstream keeps Disconnect, and their connection is still theirs to end', async () => {
+    const browser = await browserOf('alice');
+    assert.equal((await callback(browser, await startConnect(browser, 'alice-at-code', 'code3'))).status, 303);
+    const admin = await svc.addUser({ uid: 'labeler', email: 'labeler@example.com', labels: '', admin: true });
+    const changed = await fetch(`${svc.url}/admin/api/users/alice`, {
+      method: 'PATCH',
+      headers: { Authorization: `Bearer ${await svc.tokenFor(admin, undefined, 'admin')}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ labels: [] }),
+    });
+    assert.equal(changed.status, 200);
+    const page = await (await browser.request('/', { headers: { accept: 'text/html' } })).text();
+    assert.match(page, /data-upstream="code3" data-state="connected"/, 'her own connection is still shown');
+    const again = await browser.request('/upstreams/code3/connect', { headers: { accept: 'text/html' } });
+    assert.equal(again.status, 404, `but she cannot connect again: ${again.headers.get('location')}`);
+    const revokedBefore = peers.counts.get('revoked') ?? 0;
+    const gone = await browser.request('/upstreams/code3/disconnect', { method: 'POST', form: {} });
+    assert.equal(gone.status, 303, await gone.text());
+    assert.ok(!(await listAccounts(svc.database.db, { userId: alice.id })).some((a) => a.upstream === 'code3'));
+    assert.ok((peers.counts.get('revoked') ?? 0) > revokedBefore);
   });
 });

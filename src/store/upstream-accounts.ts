@@ -77,11 +77,9 @@ export async function touchAccount(tx: Tx, userId: number, upstream: string, now
 
 /** Removes a person's account at an upstream; returns what it was, so its tokens can be revoked. */
 export async function deleteAccount(tx: Tx, userId: number, upstream: string): Promise<UpstreamAccount | null> {
-  const [gone] = await tx
-    .delete(upstreamAccounts)
-    .where(and(eq(upstreamAccounts.userId, userId), eq(upstreamAccounts.upstream, upstream)))
-    .returning();
-  return gone ?? null;
+  const gone = await findAccount(tx, userId, upstream);
+  if (gone) await tx.delete(upstreamAccounts).where(and(eq(upstreamAccounts.userId, userId), eq(upstreamAccounts.upstream, upstream)));
+  return gone;
 }
 
 /** Removes every account of a person (sign-out everywhere, user removal); returns them for revocation. */

@@ -11,7 +11,20 @@ import type { Env, Services } from '../context.ts';
 import { nonceOf, STATUS } from '../context.ts';
 import { requireCaller, type SignedCtx } from '../guards.ts';
 import { MessagePage } from '../pages/message.tsx';
+import { Layout } from '../pages/layout.tsx';
 import { CHANGE, READ, policyFor } from '../policy.ts';
+
+function ConfirmConnect(p: { nonce: string; upstream: string }) {
+  return (
+    <Layout title={`Connect ${p.upstream}`} nonce={p.nonce}>
+      <h1>Connect your account at {p.upstream}?</h1>
+      <p>Your agents' calls to {p.upstream} will act as the account you connect there.</p>
+      <form method="post" action={`/upstreams/${p.upstream}/connect`}>
+        <button type="submit">Connect</button> <a href="/">Not now</a>
+      </form>
+    </Layout>
+  );
+}
 
 export function upstreamAccountRoutes(services: Services, accounts: UpstreamAccounts): Hono<Env> {
   const { config } = services;
@@ -41,13 +54,22 @@ export function upstreamAccountRoutes(services: Services, accounts: UpstreamAcco
     );
   };
 
-  app.get('/upstreams/:name/connect', policy(READ), person(), async (c) => {
+  const connect = async (c: SignedCtx) => {
     try {
       return c.redirect(await accounts.startConnect(personOf(c), upstreamFor(c)), 302);
     } catch (e) {
       return refused(c, e);
     }
+  };
+  // A link followed from another site does not start a connection by itself: the person confirms it here (a
+  // connection started behind their back could connect an account they did not choose).
+  app.get('/upstreams/:name/connect', policy(READ), person(), async (c) => {
+    const from = c.req.header('sec-fetch-site');
+    if (from !== 'cross-site' && from !== 'same-site') return connect(c);
+    const upstream = upstreamFor(c);
+    return c.html(<ConfirmConnect nonce={nonceOf(c)} upstream={upstream.name} />);
   });
+  app.post('/upstreams/:name/connect', policy(CHANGE), person(), connect);
 
   app.get('/upstreams/:name/callback', policy(READ), person(), async (c) => {
     try {
