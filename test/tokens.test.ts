@@ -1,6 +1,6 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { count, eq } from 'drizzle-orm';
 import { startTestServer, type TestServer } from './helpers/server.ts';
@@ -9,6 +9,7 @@ import { tokens } from '../src/db/schema.ts';
 import type { User } from '../src/store/users.ts';
 import { waitFor } from './helpers/wait.ts';
 import { movableClock } from './helpers/clock.ts';
+import { readDatabaseFile } from './helpers/workspace.ts';
 
 describe('personal access tokens', () => {
   let s: TestServer;
@@ -60,7 +61,7 @@ describe('personal access tokens', () => {
     const files = readdirSync(s.ws.dir).filter((f) => f.startsWith('svc.db'));
     assert.ok(files.length > 0);
     for (const f of files) {
-      const bytes = readFileSync(join(s.ws.dir, f));
+      const bytes = readDatabaseFile(join(s.ws.dir, f));
       assert.equal(bytes.includes(token), false, `${f} contains the token`);
       assert.equal(bytes.includes(token.slice(4, 40)), false, `${f} contains the token body`);
     }

@@ -5,7 +5,7 @@
 // own account through the token page's Connect, and their calls carry their token and nobody else's.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, existsSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { createServer, type Server as HttpServer } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -18,7 +18,7 @@ import Provider from 'oidc-provider';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { Browser } from './helpers/http.ts';
 import { Agent } from './helpers/oidc-provider.ts';
-import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
+import { DEFAULT_AUTH, freePort, readDatabaseFile } from './helpers/workspace.ts';
 import { waitFor } from './helpers/wait.ts';
 import { movableClock } from './helpers/clock.ts';
 import type { User } from '../src/store/users.ts';
@@ -299,7 +299,7 @@ review = auto
     // The stored row holds no token: the database file does not contain it.
     const db = join(svc.ws.dir, 'svc.db');
     const files = [db, `${db}-wal`].filter((f) => existsSync(f));
-    for (const f of files) assert.ok(!readFileSync(f).includes(token), `${f} does not contain the access token`);
+    for (const f of files) assert.ok(!readDatabaseFile(f).includes(token), `${f} does not contain the access token`);
     await waitFor('the last use stamped', async () => (await listAccounts(svc.database.db, { userId: alice.id }))[0]!.lastUsedAt !== null, {
       everyMs: 100,
     });
@@ -577,13 +577,9 @@ review = auto
   test('someone who lost access to the upstream keeps Disconnect, and their connection is still theirs to end', async () => {
     const browser = await browserOf('alice');
     assert.equal((await callback(browser, await startConnect(browser, 'alice-at-code', 'code3'))).status, 303);
-    const admin = await svc.addUser({ uid: 'labeler', email: 'labeler@example.com', labels: '', admin: true });
-    const changed = await fetch(`${svc.url}/admin/api/users/alice`, {
-      method: 'PATCH',
-      headers: { Authorization: `Bearer ${await svc.tokenFor(admin, undefined, 'admin')}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ labels: [] }),
-    });
-    assert.equal(changed.status, 200);
+    // Through the command line, as an operator would: another process, whose change the running svc sees at once.
+    const changed = await svc.ws.svc(['user', 'set', 'alice', '--labels', '']);
+    assert.equal(changed.code, 0, changed.stderr);
     const page = await (await browser.request('/', { headers: { accept: 'text/html' } })).text();
     assert.match(page, /data-upstream="code3" data-state="connected"/, 'her own connection is still shown');
     const again = await browser.request('/upstreams/code3/connect', { headers: { accept: 'text/html' } });

@@ -2,7 +2,7 @@
 import { mkdtempSync, mkdirSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { randomBytes } from 'node:crypto';
 
@@ -199,4 +199,13 @@ export function runSvc(nodeArgs: string[], env: Record<string, string>, stdin: s
     child.on('close', (code) => resolve({ code, stdout, stderr }));
     child.stdin.end(stdin ?? '');
   });
+}
+
+/**
+ * A database file's bytes, read by another process. Opening and closing a file in this process would drop every
+ * POSIX lock the process holds on it, SQLite's included: another process could then delete the WAL and shared-memory
+ * files under svc running here (the database would split in two).
+ */
+export function readDatabaseFile(path: string): Buffer {
+  return execFileSync('cat', [path], { maxBuffer: 1 << 30 });
 }
