@@ -7,109 +7,23 @@
 // Disconnect returns it to not connected, and the grant is revoked at the provider.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type Server as HttpServer } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { createRemoteJWKSet, jwtVerify } from 'jose';
-import Provider from 'oidc-provider';
 import type { Browser as Chromium, Page } from 'playwright-core';
 import { launchChromium } from './helpers/chromium.ts';
 import { bearer } from './helpers/http.ts';
 import { startTestServer, type TestServer } from './helpers/server.ts';
-import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
+import { DEFAULT_AUTH } from './helpers/workspace.ts';
+import { startOauthUpstream, type OauthUpstream } from './helpers/oauth-upstream.ts';
 import { waitFor } from './helpers/wait.ts';
 import { findClient, listAccounts } from '../src/store/upstream-accounts.ts';
 import type { User } from '../src/store/users.ts';
 
-interface Peers {
-  issuer: string;
-  upstreamUrl: string;
-  /** every Authorization header the upstream received, in order */
-  seen: string[];
-  /** token requests by grant type, and revocations */
-  counts: Map<string, number>;
-  stop(): Promise<void>;
-}
-
-/** oidc-provider as the upstream's authorization server, and the upstream MCP server that trusts only it. */
-async function startPeers(): Promise<Peers> {
-  const [asPort, upPort] = [await freePort(), await freePort()];
-  const issuer = `http://127.0.0.1:${asPort}`;
-  const upstreamUrl = `http://127.0.0.1:${upPort}/mcp`;
-  const provider = new Provider(issuer, {
-    findAccount: async (_ctx: unknown, id: string) => ({ accountId: id, claims: async () => ({ sub: id }) }),
-    pkce: { required: () => true },
-    cookies: { keys: ['upstream-provider-test-key'] },
-    scopes: ['openid', 'offline_access', 'tools'],
-    issueRefreshToken: async () => true,
-    features: {
-      devInteractions: { enabled: true },
-      registration: { enabled: true },
-      revocation: { enabled: true },
-      resourceIndicators: {
-        enabled: true,
-        defaultResource: () => upstreamUrl,
-        useGrantedResource: () => true,
-        getResourceServerInfo: (_ctx: unknown, resource: string) => {
-          if (resource !== upstreamUrl) throw new Error('unknown resource');
-          return { scope: 'tools', audience: upstreamUrl, accessTokenTTL: 3600, accessTokenFormat: 'jwt' };
-        },
-      },
-    },
-  } as ConstructorParameters<typeof Provider>[1]);
-  const counts = new Map<string, number>();
-  const count = (k: string) => counts.set(k, (counts.get(k) ?? 0) + 1);
-  provider.on('grant.success', (ctx: { oidc: { params?: { grant_type?: string } } }) => count(ctx.oidc.params?.grant_type ?? 'grant'));
-  provider.on('grant.revoked', () => count('revoked'));
-  provider.on('registration_create.success', () => count('registration'));
-  const as: HttpServer = createServer(provider.callback());
-  await new Promise<void>((r) => as.listen(asPort, '127.0.0.1', r));
-
-  const jwks = createRemoteJWKSet(new URL(`${issuer}/jwks`));
-  const seen: string[] = [];
-  const up: HttpServer = createServer(async (req, res) => {
-    if (req.url === '/.well-known/oauth-protected-resource/mcp') {
-      res
-        .writeHead(200, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ resource: upstreamUrl, authorization_servers: [issuer] }));
-      return;
-    }
-    const authorization = req.headers.authorization ?? '';
-    seen.push(authorization);
-    let sub: string;
-    try {
-      const { payload } = await jwtVerify(authorization.replace(/^Bearer /, ''), jwks, { issuer, audience: upstreamUrl });
-      sub = String(payload.sub);
-    } catch {
-      res
-        .writeHead(401, {
-          'www-authenticate': `Bearer resource_metadata="http://127.0.0.1:${upPort}/.well-known/oauth-protected-resource/mcp"`,
-        })
-        .end();
-      return;
-    }
-    const server = new McpServer({ name: 'code', version: '1' });
-    server.registerTool('whoami', { description: 'Who the token is for.' }, async () => ({ content: [{ type: 'text', text: sub }] }));
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    await server.connect(transport);
-    await transport.handleRequest(req, res);
-  });
-  await new Promise<void>((r) => up.listen(upPort, '127.0.0.1', r));
-  const close = (s: HttpServer) =>
-    new Promise<void>((r) => {
-      s.closeAllConnections();
-      s.close(() => r());
-    });
-  return { issuer, upstreamUrl, seen, counts, stop: async () => Promise.all([close(as), close(up)]).then(() => undefined) };
-}
-
 const text = (r: unknown) => ((r as CallToolResult).content[0] as { text: string }).text;
 
 describe('connecting an account at an auth = oauth upstream in Chromium', () => {
-  let peers: Peers;
+  let peers: OauthUpstream;
   let svc: TestServer;
   let alice: User;
   let chromium: Chromium;
@@ -132,7 +46,7 @@ describe('connecting an account at an auth = oauth upstream in Chromium', () => 
   };
 
   before(async () => {
-    peers = await startPeers();
+    peers = await startOauthUpstream();
     svc = await startTestServer({
       auth: `${DEFAULT_AUTH}
 [upstream code]

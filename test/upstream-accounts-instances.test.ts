@@ -9,23 +9,18 @@
 // its first two people at the same moment, one through each, and must still end with one client at the provider.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { createServer, type Server as HttpServer } from 'node:http';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose';
-import Provider from 'oidc-provider';
-import { install, listenedPort, sourceRunner, type Installation } from './helpers/installation.ts';
+import { decodeJwt } from 'jose';
+import { install, serveTogether, sourceRunner, type Installation, type ServeProcess } from './helpers/installation.ts';
 import { startSqld, type Sqld } from './helpers/sqld.ts';
 import { Browser, bearer } from './helpers/http.ts';
-import { Agent } from './helpers/oidc-provider.ts';
+import { atProvider, startOauthUpstream, type OauthUpstream, type OauthUpstreamOptions } from './helpers/oauth-upstream.ts';
 import { tokenRecord, userRecord } from './helpers/records.ts';
-import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
+import { DEFAULT_AUTH } from './helpers/workspace.ts';
 import { waitFor } from './helpers/wait.ts';
 import { hashPassword } from '../src/auth/passwords.ts';
 import { openDatabase, type Database } from '../src/db/open.ts';
@@ -36,139 +31,6 @@ import { createUser, getUser } from '../src/store/users.ts';
 type Instance = 'a' | 'b';
 const PEOPLE = ['alice', 'bob', 'carol'] as const;
 type Uid = (typeof PEOPLE)[number];
-
-interface Peers {
-  issuer: string;
-  upstreamUrl: string;
-  /** every Authorization header the upstream received, in order */
-  seen: string[];
-  /** token requests by grant type, revocations, and client registrations, as the provider reports them */
-  counts: Map<string, number>;
-  /** POST /reg requests that reached the provider */
-  registrationRequests: number;
-  stop(): Promise<void>;
-}
-
-interface PeerOptions {
-  /** the access tokens' lifetime in seconds (default 3600); svc refreshes a token a minute before it expires */
-  accessTokenTtl?: number;
-  /**
-   * Hold each registration request until a second one has arrived (or 5 s have passed), then answer both: two
-   * instances that both register do so at the same moment, whatever the order of their other steps.
-   */
-  registrationsTogether?: boolean;
-}
-
-/** oidc-provider as the upstream's authorization server, and the upstream MCP server that trusts only it. */
-async function startPeers(options: PeerOptions = {}): Promise<Peers> {
-  const [asPort, upPort] = [await freePort(), await freePort()];
-  const issuer = `http://127.0.0.1:${asPort}`;
-  const upstreamUrl = `http://127.0.0.1:${upPort}/mcp`;
-  const accessTokenTTL = options.accessTokenTtl ?? 3600;
-  const provider = new Provider(issuer, {
-    findAccount: async (_ctx: unknown, id: string) => ({ accountId: id, claims: async () => ({ sub: id }) }),
-    pkce: { required: () => true },
-    cookies: { keys: ['upstream-provider-test-key'] },
-    scopes: ['openid', 'offline_access', 'tools'],
-    issueRefreshToken: async () => true,
-    features: {
-      devInteractions: { enabled: true },
-      registration: { enabled: true },
-      revocation: { enabled: true },
-      resourceIndicators: {
-        enabled: true,
-        defaultResource: () => upstreamUrl,
-        useGrantedResource: () => true,
-        getResourceServerInfo: (_ctx: unknown, resource: string) => {
-          if (resource !== upstreamUrl) throw new Error('unknown resource');
-          return { scope: 'tools', audience: upstreamUrl, accessTokenTTL, accessTokenFormat: 'jwt' };
-        },
-      },
-    },
-  } as ConstructorParameters<typeof Provider>[1]);
-  const counts = new Map<string, number>();
-  const peers = { registrationRequests: 0 } as Peers;
-  const count = (k: string) => counts.set(k, (counts.get(k) ?? 0) + 1);
-  provider.on('grant.success', (ctx: { oidc: { params?: { grant_type?: string } } }) => count(ctx.oidc.params?.grant_type ?? 'grant'));
-  provider.on('grant.revoked', () => count('revoked'));
-  provider.on('registration_create.success', () => count('registration'));
-  const handle = provider.callback();
-  const held: (() => void)[] = [];
-  const as: HttpServer = createServer((req, res) => {
-    if (req.method !== 'POST' || req.url !== '/reg') return handle(req, res);
-    peers.registrationRequests++;
-    if (!options.registrationsTogether) return handle(req, res);
-    held.push(() => handle(req, res));
-    const release = () => {
-      clearTimeout(timer);
-      for (const go of held.splice(0)) go();
-    };
-    const timer = setTimeout(release, 5000);
-    if (held.length >= 2) release();
-  });
-  await new Promise<void>((r) => as.listen(asPort, '127.0.0.1', r));
-
-  const jwks = createRemoteJWKSet(new URL(`${issuer}/jwks`));
-  const seen: string[] = [];
-  const up: HttpServer = createServer(async (req, res) => {
-    if (req.url === '/.well-known/oauth-protected-resource/mcp') {
-      res
-        .writeHead(200, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ resource: upstreamUrl, authorization_servers: [issuer] }));
-      return;
-    }
-    const authorization = req.headers.authorization ?? '';
-    seen.push(authorization);
-    let sub: string;
-    try {
-      const { payload } = await jwtVerify(authorization.replace(/^Bearer /, ''), jwks, { issuer, audience: upstreamUrl });
-      sub = String(payload.sub);
-    } catch {
-      res
-        .writeHead(401, {
-          'www-authenticate': `Bearer resource_metadata="http://127.0.0.1:${upPort}/.well-known/oauth-protected-resource/mcp"`,
-        })
-        .end();
-      return;
-    }
-    const server = new McpServer({ name: 'code', version: '1' });
-    server.registerTool('whoami', { description: 'Who the token is for.' }, async () => ({ content: [{ type: 'text', text: sub }] }));
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    await server.connect(transport);
-    await transport.handleRequest(req, res);
-  });
-  await new Promise<void>((r) => up.listen(upPort, '127.0.0.1', r));
-  const close = (s: HttpServer) =>
-    new Promise<void>((r) => {
-      s.closeAllConnections();
-      s.close(() => r());
-    });
-  Object.assign(peers, { issuer, upstreamUrl, seen, counts, stop: async () => Promise.all([close(as), close(up)]).then(() => undefined) });
-  return peers;
-}
-
-/**
- * Walks the provider's login and consent pages as `login`, from the authorization URL to svc's callback (not
- * requested). Agent.follow is not used: its stand-in answer for the stop (status 0) is refused by Node's own
- * Response, and only @hono/node-server's replacement of the global (svc in the test's process) accepts it.
- */
-async function atProvider(authorizationUrl: string, login: string, svcUrl: string): Promise<URL> {
-  const agent = new Agent();
-  let url = authorizationUrl;
-  for (let step = 0; step < 20; step++) {
-    if (url.startsWith(`${svcUrl}/upstreams/`)) return new URL(url);
-    const res = await agent.get(url);
-    const location = res.headers.get('location');
-    if (res.status >= 300 && res.status < 400 && location) {
-      url = new URL(location, url).href;
-      continue;
-    }
-    const html = await res.text();
-    assert.equal(res.status, 200, `the provider's page at ${url}: ${html.slice(0, 300)}`);
-    url = html.includes('name="login"') ? await agent.submit(url, html, { login, password: 'any' }) : await agent.submit(url, html);
-  }
-  assert.fail(`the provider did not send the browser back to svc: ${url}`);
-}
 
 /** A person at a browser: one cookie jar, whichever instance a request goes to. */
 class Person {
@@ -223,13 +85,13 @@ class Person {
 
 interface Cluster {
   readonly sqld: Sqld;
-  readonly peers: Peers;
+  readonly peers: OauthUpstream;
   readonly inst: Installation;
   /** the base_url both instances are configured with (nothing listens there: requests go to each instance) */
   readonly baseUrl: string;
   /** this test's own connection to the database, for what svc stored */
   readonly database: Database;
-  readonly servers: Record<Instance, { child: ChildProcess; url: string; log: () => string }>;
+  readonly servers: Record<Instance, ServeProcess>;
   /** a personal token (scope mcp) of each person */
   readonly tokens: Record<Uid, string>;
   person(uid: Uid): Person;
@@ -241,9 +103,9 @@ interface Cluster {
 }
 
 /** sqld, the peers, and two `svc serve` processes on it from one configuration file and one environment. */
-async function startCluster(options: PeerOptions = {}): Promise<Cluster> {
+async function startCluster(options: OauthUpstreamOptions = {}): Promise<Cluster> {
   const sqld = await startSqld({ auth: true });
-  const peers = await startPeers(options);
+  const peers = await startOauthUpstream(options);
   const section = `
 [upstream code]
 url = ${peers.upstreamUrl}
@@ -269,20 +131,7 @@ review = auto
     config,
     `[server]\nlisten = 127.0.0.1:0\nbase_url = ${inst.url}\ndatabase = ${inst.database}\ndatabase_token_env = SVC_DATABASE_TOKEN\n[auth]\n${DEFAULT_AUTH}${section}`,
   );
-  const servers = {} as Cluster['servers'];
-  const started = (['a', 'b'] as const).map((name) => {
-    const { file, args } = sourceRunner.command(['serve', '--config', config]);
-    const child = spawn(file, args, { env: inst.env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let log = '';
-    child.stdout.on('data', (d) => (log += d));
-    child.stderr.on('data', (d) => (log += d));
-    return { name, child, log: () => log };
-  });
-  for (const { name, child, log } of started) {
-    await waitFor(`svc ${name} to report its port`, () => listenedPort(log()) !== null || child.exitCode !== null);
-    const port = listenedPort(log()) ?? assert.fail(`svc ${name} did not start:\n${log()}`);
-    servers[name] = { child, url: `http://127.0.0.1:${port}`, log };
-  }
+  const servers: Cluster['servers'] = await serveTogether(sourceRunner, config, ['a', 'b'] as const, () => inst.env);
 
   const clients: Client[] = [];
   const cluster: Cluster = {

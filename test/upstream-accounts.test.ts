@@ -7,17 +7,14 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { createServer, type Server as HttpServer } from 'node:http';
+import { createServer } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose';
-import Provider from 'oidc-provider';
+import { decodeJwt } from 'jose';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { Browser } from './helpers/http.ts';
-import { Agent } from './helpers/oidc-provider.ts';
+import { atProvider, startOauthUpstream, type OauthUpstream } from './helpers/oauth-upstream.ts';
 import { DEFAULT_AUTH, freePort, readDatabaseFile } from './helpers/workspace.ts';
 import { waitFor } from './helpers/wait.ts';
 import { movableClock } from './helpers/clock.ts';
@@ -26,141 +23,13 @@ import { findClient, listAccounts } from '../src/store/upstream-accounts.ts';
 import { upstreamConnects } from '../src/db/schema.ts';
 import { upstreamFetch } from '../src/upstream/http-fetch.ts';
 
-interface Peers {
-  issuer: string;
-  upstreamUrl: string;
-  /** every Authorization header the upstream received, in order */
-  seen: string[];
-  /** token requests by grant type, and revocations */
-  counts: Map<string, number>;
-  /** while true, the token endpoint refuses every request with invalid_grant */
-  refuseTokens: boolean;
-  /** access tokens (by jti) the upstream refuses with 401 before their time, as after a revocation there */
-  refusedJti: Set<string>;
-  /** when set, the upstream's metadata names this authorization server instead of the real one */
-  namedIssuer: string | null;
-  stop(): Promise<void>;
-}
-
-/** oidc-provider as the upstream's authorization server, and the upstream MCP server that trusts only it. */
 /** A client registered at the provider by hand, as an operator would for oauth_client_id. */
 const CONFIGURED = { id: 'svc-configured', secret: 'svc-configured-secret-0123456789' };
-
-async function startPeers(asPort: number, upPort: number, svcUrl: string): Promise<Peers> {
-  const issuer = `http://127.0.0.1:${asPort}`;
-  const upstreamUrl = `http://127.0.0.1:${upPort}/mcp`;
-  const provider = new Provider(issuer, {
-    findAccount: async (_ctx: unknown, id: string) => ({ accountId: id, claims: async () => ({ sub: id }) }),
-    clients: [
-      {
-        client_id: CONFIGURED.id,
-        client_secret: CONFIGURED.secret,
-        redirect_uris: [`${svcUrl}/upstreams/code2/callback`],
-        grant_types: ['authorization_code', 'refresh_token'],
-        response_types: ['code'],
-      },
-    ],
-    pkce: { required: () => true },
-    cookies: { keys: ['upstream-provider-test-key'] },
-    scopes: ['openid', 'offline_access', 'tools'],
-    issueRefreshToken: async () => true,
-    features: {
-      devInteractions: { enabled: true },
-      registration: { enabled: true },
-      revocation: { enabled: true },
-      resourceIndicators: {
-        enabled: true,
-        defaultResource: () => upstreamUrl,
-        useGrantedResource: () => true,
-        getResourceServerInfo: (_ctx: unknown, resource: string) => {
-          if (resource !== upstreamUrl) throw new Error('unknown resource');
-          return { scope: 'tools', audience: upstreamUrl, accessTokenTTL: 3600, accessTokenFormat: 'jwt' };
-        },
-      },
-    },
-  } as ConstructorParameters<typeof Provider>[1]);
-  const counts = new Map<string, number>();
-  const peers = { refuseTokens: false, refusedJti: new Set<string>(), namedIssuer: null } as Peers;
-  const count = (k: string) => counts.set(k, (counts.get(k) ?? 0) + 1);
-  provider.on('grant.success', (ctx: { oidc: { params?: { grant_type?: string }; client?: { clientId: string } } }) => {
-    count(ctx.oidc.params?.grant_type ?? 'grant');
-    count(`client:${ctx.oidc.client?.clientId}`);
-  });
-  provider.on('grant.revoked', () => count('revoked'));
-  // Token requests take a moment, as over a network: calls that need a refresh at the same time overlap it.
-  const handle = provider.callback();
-  const as: HttpServer = createServer((req, res) => {
-    if (req.method === 'POST' && req.url === '/token' && peers.refuseTokens) {
-      res
-        .writeHead(400, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ error: 'invalid_grant', error_description: 'refused' }));
-      return;
-    }
-    if (req.method === 'POST' && req.url === '/token') setTimeout(() => handle(req, res), 300);
-    else handle(req, res);
-  });
-  await new Promise<void>((r) => as.listen(asPort, '127.0.0.1', r));
-
-  const jwks = createRemoteJWKSet(new URL(`${issuer}/jwks`));
-  const seen: string[] = [];
-  const up: HttpServer = createServer(async (req, res) => {
-    if (req.url === '/.well-known/oauth-protected-resource/mcp') {
-      res
-        .writeHead(200, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ resource: upstreamUrl, authorization_servers: [peers.namedIssuer ?? issuer] }));
-      return;
-    }
-    const authorization = req.headers.authorization ?? '';
-    seen.push(authorization);
-    let sub: string;
-    try {
-      const { payload } = await jwtVerify(authorization.replace(/^Bearer /, ''), jwks, { issuer, audience: upstreamUrl });
-      if (peers.refusedJti.has(String(payload.jti))) throw new Error('refused');
-      sub = String(payload.sub);
-    } catch {
-      res
-        .writeHead(401, {
-          'www-authenticate': `Bearer resource_metadata="http://127.0.0.1:${upPort}/.well-known/oauth-protected-resource/mcp"`,
-        })
-        .end();
-      return;
-    }
-    const server = new McpServer({ name: 'code', version: '1' });
-    server.registerTool('whoami', { description: 'Who the token is for.' }, async () => ({ content: [{ type: 'text', text: sub }] }));
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    await server.connect(transport);
-    await transport.handleRequest(req, res);
-  });
-  await new Promise<void>((r) => up.listen(upPort, '127.0.0.1', r));
-  const close = (s: HttpServer) =>
-    new Promise<void>((r) => {
-      s.closeAllConnections();
-      s.close(() => r());
-    });
-  Object.assign(peers, { issuer, upstreamUrl, seen, counts, stop: async () => Promise.all([close(as), close(up)]).then(() => undefined) });
-  return peers;
-}
-
-/** Walks the provider's login and consent pages as `login`, from the authorization URL to svc's callback. */
-async function atProvider(authorizationUrl: string, login: string, svcUrl: string): Promise<URL> {
-  const agent = new Agent();
-  const isCallback = (u: URL) => u.href.startsWith(`${svcUrl}/upstreams/`);
-  let at = await agent.follow(authorizationUrl, isCallback);
-  for (let step = 0; step < 6 && !isCallback(new URL(at.url)); step++) {
-    const html = await at.res.text();
-    at = await agent.follow(
-      html.includes('name="login"') ? await agent.submit(at.url, html, { login, password: 'any' }) : await agent.submit(at.url, html),
-      isCallback,
-    );
-  }
-  assert.ok(isCallback(new URL(at.url)), `the provider sent the browser back to svc: ${at.url}`);
-  return new URL(at.url);
-}
 
 const text = (r: unknown) => ((r as CallToolResult).content[0] as { text: string }).text;
 
 describe('upstreams that act for each person (auth = oauth)', () => {
-  let peers: Peers;
+  let peers: OauthUpstream;
   let svc: TestServer;
   let alice: User;
   let bob: User;
@@ -223,7 +92,12 @@ labels = eng
 review = auto
 `,
     });
-    peers = await startPeers(asPort, upPort, svc.url);
+    peers = await startOauthUpstream({
+      ports: { as: asPort, upstream: upPort },
+      client: { ...CONFIGURED, redirectUri: `${svc.url}/upstreams/code2/callback` },
+      // Token requests take a moment, as over a network: calls that need a refresh at the same time overlap it.
+      tokenDelayMs: 300,
+    });
     alice = await svc.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1', labels: 'eng' });
     bob = await svc.addUser({ uid: 'bob', email: 'bob@example.com', password: 'bob password 1', labels: '' });
   });

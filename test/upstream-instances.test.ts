@@ -7,7 +7,6 @@
 // credential each was started with (the same `token_env` in the same section, a different value in each environment).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { createServer, type Server as HttpServer } from 'node:http';
@@ -19,7 +18,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { canonicalJson, fingerprint } from '../src/domain/canonical-json.ts';
-import { install, listenedPort, sourceRunner, sqlOn, type Installation } from './helpers/installation.ts';
+import { install, serveTogether, sourceRunner, sqlOn, type Installation, type ServeProcess } from './helpers/installation.ts';
 import { startSqld, type Sqld } from './helpers/sqld.ts';
 import { bearer } from './helpers/http.ts';
 import { DEFAULT_AUTH } from './helpers/workspace.ts';
@@ -148,7 +147,7 @@ describe('upstream tools on two instances on one sqld', () => {
   let sqld: Sqld;
   let tracker: Tracker;
   let inst: Installation;
-  const servers = {} as Record<Instance, { child: ChildProcess; url: string; log: () => string }>;
+  let servers = {} as Record<Instance, ServeProcess>;
   let adminToken: string;
   let agentToken: string;
   let agents: Record<Instance, Client>;
@@ -221,19 +220,7 @@ refresh = 1s
     );
     // Both start at once, and the upstream answers their first listings together.
     const first = tracker.together();
-    const started = (['a', 'b'] as const).map((name) => {
-      const { file, args } = sourceRunner.command(['serve', '--config', config]);
-      const child = spawn(file, args, { env: { ...inst.env, TRACKER_TOKEN: SECRET[name] }, stdio: ['ignore', 'pipe', 'pipe'] });
-      let log = '';
-      child.stdout.on('data', (d) => (log += d));
-      child.stderr.on('data', (d) => (log += d));
-      return { name, child, log: () => log };
-    });
-    for (const { name, child, log } of started) {
-      await waitFor(`svc ${name} to report its port`, () => listenedPort(log()) !== null || child.exitCode !== null);
-      const port = listenedPort(log()) ?? assert.fail(`svc ${name} did not start:\n${log()}`);
-      servers[name] = { child, url: `http://127.0.0.1:${port}`, log };
-    }
+    servers = await serveTogether(sourceRunner, config, ['a', 'b'] as const, (name) => ({ ...inst.env, TRACKER_TOKEN: SECRET[name] }));
     assert.equal(await first, true, 'both instances asked the upstream for its tools, and got the answer at the same moment');
     await bothListedAgain();
     agents = { a: await mcpClient(servers.a.url, agentToken), b: await mcpClient(servers.b.url, agentToken) };

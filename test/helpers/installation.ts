@@ -1,11 +1,13 @@
 // svc installed as an operator runs it: a folder with svc.ini (its database given as a relative file: path),
 // the CLI and `svc serve` as separate processes, from source or as the single executable. Tests that kill,
 // restart or lock around svc use this rather than an in-process server.
+import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MAIN, ROOT, TSX, DEFAULT_AUTH, freePort, newSecret, type CliResult } from './workspace.ts';
+import { waitFor } from './wait.ts';
 
 /** How to start svc: the node running these tests with tsx, or a built executable. */
 export interface Runner {
@@ -121,6 +123,40 @@ export async function install(runner: Runner, options: InstallOptions = {}): Pro
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A `svc serve` process started by serveTogether: its address once it listens, and what it has logged. */
+export interface ServeProcess {
+  readonly child: ChildProcess;
+  readonly url: string;
+  log(): string;
+}
+
+/**
+ * `svc serve` processes started at the same moment on one configuration that listens on port 0, each with its own
+ * environment; resolves once each has reported the port it took.
+ */
+export async function serveTogether<N extends string>(
+  runner: Runner,
+  configPath: string,
+  names: readonly N[],
+  envOf: (name: N) => NodeJS.ProcessEnv,
+): Promise<Record<N, ServeProcess>> {
+  const started = names.map((name) => {
+    const { file, args } = runner.command(['serve', '--config', configPath]);
+    const child = spawn(file, args, { env: envOf(name), stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    child.stdout!.on('data', (d) => (log += d));
+    child.stderr!.on('data', (d) => (log += d));
+    return { name, child, log: () => log };
+  });
+  const servers = {} as Record<N, ServeProcess>;
+  for (const { name, child, log } of started) {
+    await waitFor(`svc ${name} to report its port`, () => listenedPort(log()) !== null || child.exitCode !== null);
+    const port = listenedPort(log()) ?? assert.fail(`svc ${name} did not start:\n${log()}`);
+    servers[name] = { child, url: `http://127.0.0.1:${port}`, log };
+  }
+  return servers;
 }
 
 /** The port svc reports in its "listening" log line (it binds port 0 itself when so configured); null before it. */

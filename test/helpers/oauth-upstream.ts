@@ -1,0 +1,197 @@
+// The peers of an `auth = oauth` upstream (CONTRACT §6.2), on loopback: oidc-provider as the upstream's authorization
+// server (dynamic registration, resource indicators issuing JWT access tokens for the upstream's URL, refresh
+// tokens, revocation, and optionally a client registered by hand), and an SDK MCP server as the upstream that
+// accepts only those tokens, verified with jose against the provider's JWKS, with one tool `whoami` that answers the
+// token's subject. The test can make either of them misbehave on purpose.
+import assert from 'node:assert/strict';
+import { createServer, type Server as HttpServer } from 'node:http';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { createRemoteJWKSet, jwtVerify } from 'jose';
+import Provider from 'oidc-provider';
+import { Agent } from './oidc-provider.ts';
+import { freePort } from './workspace.ts';
+
+export interface OauthUpstream {
+  readonly issuer: string;
+  readonly upstreamUrl: string;
+  /** every Authorization header the upstream received, in order */
+  readonly seen: string[];
+  /**
+   * What the provider reports: token requests by grant type, `client:ID` per token request, `revoked` grants and
+   * `registration`s.
+   */
+  readonly counts: Map<string, number>;
+  /** POST /reg requests that reached the provider */
+  registrationRequests: number;
+  /** while true, the token endpoint refuses every request with invalid_grant */
+  refuseTokens: boolean;
+  /** access tokens (by jti) the upstream refuses with 401 before their time, as after a revocation there */
+  readonly refusedJti: Set<string>;
+  /** when set, the upstream's metadata names this authorization server instead of the real one */
+  namedIssuer: string | null;
+  stop(): Promise<void>;
+}
+
+export interface OauthUpstreamOptions {
+  /** ports to listen on (default: free ones), when svc's configuration must name them first */
+  readonly ports?: { readonly as: number; readonly upstream: number };
+  /** a client registered by hand, whose redirect URI is svc's callback for one upstream */
+  readonly client?: { readonly id: string; readonly secret: string; readonly redirectUri: string };
+  /** the access tokens' lifetime in seconds (default 3600); svc refreshes a token a minute before it expires */
+  readonly accessTokenTtl?: number;
+  /** each token request waits this long, as over a network, so calls that need a refresh at once overlap it */
+  readonly tokenDelayMs?: number;
+  /** hold each registration until a second one has arrived (or 5 s have passed), then answer both */
+  readonly registrationsTogether?: boolean;
+}
+
+/** The authorization server, answering POST /token and /reg as the options and the test's switches say. */
+function authorizationServer(provider: Provider, peers: OauthUpstream, options: OauthUpstreamOptions): HttpServer {
+  const handle = provider.callback();
+  const held: (() => void)[] = [];
+  return createServer((req, res) => {
+    if (req.method === 'POST' && req.url === '/token') {
+      if (peers.refuseTokens) {
+        res
+          .writeHead(400, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ error: 'invalid_grant', error_description: 'refused' }));
+        return;
+      }
+      setTimeout(() => handle(req, res), options.tokenDelayMs ?? 0);
+      return;
+    }
+    if (req.method !== 'POST' || req.url !== '/reg') return handle(req, res);
+    peers.registrationRequests++;
+    if (!options.registrationsTogether) return handle(req, res);
+    held.push(() => handle(req, res));
+    const release = () => {
+      clearTimeout(timer);
+      for (const go of held.splice(0)) go();
+    };
+    const timer = setTimeout(release, 5000);
+    if (held.length >= 2) release();
+  });
+}
+
+/** The upstream MCP server: its protected-resource metadata, and `whoami` for a token it accepts; 401 otherwise. */
+function upstreamServer(peers: OauthUpstream, upPort: number): HttpServer {
+  const jwks = createRemoteJWKSet(new URL(`${peers.issuer}/jwks`));
+  const metadata = `http://127.0.0.1:${upPort}/.well-known/oauth-protected-resource/mcp`;
+  return createServer(async (req, res) => {
+    if (req.url === '/.well-known/oauth-protected-resource/mcp') {
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ resource: peers.upstreamUrl, authorization_servers: [peers.namedIssuer ?? peers.issuer] }));
+      return;
+    }
+    const authorization = req.headers.authorization ?? '';
+    peers.seen.push(authorization);
+    let sub: string;
+    try {
+      const token = authorization.replace(/^Bearer /, '');
+      const { payload } = await jwtVerify(token, jwks, { issuer: peers.issuer, audience: peers.upstreamUrl });
+      if (peers.refusedJti.has(String(payload.jti))) throw new Error('refused');
+      sub = String(payload.sub);
+    } catch {
+      res.writeHead(401, { 'www-authenticate': `Bearer resource_metadata="${metadata}"` }).end();
+      return;
+    }
+    const server = new McpServer({ name: 'code', version: '1' });
+    server.registerTool('whoami', { description: 'Who the token is for.' }, async () => ({ content: [{ type: 'text', text: sub }] }));
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    await server.connect(transport);
+    await transport.handleRequest(req, res);
+  });
+}
+
+export async function startOauthUpstream(options: OauthUpstreamOptions = {}): Promise<OauthUpstream> {
+  const [asPort, upPort] = options.ports ? [options.ports.as, options.ports.upstream] : [await freePort(), await freePort()];
+  const issuer = `http://127.0.0.1:${asPort}`;
+  const upstreamUrl = `http://127.0.0.1:${upPort}/mcp`;
+  const counts = new Map<string, number>();
+  const count = (k: string) => counts.set(k, (counts.get(k) ?? 0) + 1);
+  const servers: HttpServer[] = [];
+  const peers: OauthUpstream = {
+    issuer,
+    upstreamUrl,
+    seen: [],
+    counts,
+    registrationRequests: 0,
+    refuseTokens: false,
+    refusedJti: new Set(),
+    namedIssuer: null,
+    async stop() {
+      await Promise.all(
+        servers.map(
+          (s) =>
+            new Promise<void>((r) => {
+              s.closeAllConnections();
+              s.close(() => r());
+            }),
+        ),
+      );
+    },
+  };
+  const provider = new Provider(issuer, {
+    findAccount: async (_ctx: unknown, id: string) => ({ accountId: id, claims: async () => ({ sub: id }) }),
+    clients: options.client
+      ? [
+          {
+            client_id: options.client.id,
+            client_secret: options.client.secret,
+            redirect_uris: [options.client.redirectUri],
+            grant_types: ['authorization_code', 'refresh_token'],
+            response_types: ['code'],
+          },
+        ]
+      : [],
+    pkce: { required: () => true },
+    cookies: { keys: ['upstream-provider-test-key'] },
+    scopes: ['openid', 'offline_access', 'tools'],
+    issueRefreshToken: async () => true,
+    features: {
+      devInteractions: { enabled: true },
+      registration: { enabled: true },
+      revocation: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: () => upstreamUrl,
+        useGrantedResource: () => true,
+        getResourceServerInfo: (_ctx: unknown, resource: string) => {
+          if (resource !== upstreamUrl) throw new Error('unknown resource');
+          return { scope: 'tools', audience: upstreamUrl, accessTokenTTL: options.accessTokenTtl ?? 3600, accessTokenFormat: 'jwt' };
+        },
+      },
+    },
+  } as ConstructorParameters<typeof Provider>[1]);
+  provider.on('grant.success', (ctx: { oidc: { params?: { grant_type?: string }; client?: { clientId: string } } }) => {
+    count(ctx.oidc.params?.grant_type ?? 'grant');
+    count(`client:${ctx.oidc.client?.clientId}`);
+  });
+  provider.on('grant.revoked', () => count('revoked'));
+  provider.on('registration_create.success', () => count('registration'));
+  const as = authorizationServer(provider, peers, options);
+  await new Promise<void>((r) => as.listen(asPort, '127.0.0.1', r));
+  servers.push(as);
+  const up = upstreamServer(peers, upPort);
+  await new Promise<void>((r) => up.listen(upPort, '127.0.0.1', r));
+  servers.push(up);
+  return peers;
+}
+
+/** Walks the provider's login and consent pages as `login`, from the authorization URL to svc's callback (not requested). */
+export async function atProvider(authorizationUrl: string, login: string, svcUrl: string): Promise<URL> {
+  const agent = new Agent();
+  const isCallback = (u: URL) => u.href.startsWith(`${svcUrl}/upstreams/`);
+  let at = await agent.follow(authorizationUrl, isCallback);
+  for (let step = 0; step < 6 && !isCallback(new URL(at.url)); step++) {
+    const html = await at.res.text();
+    at = await agent.follow(
+      html.includes('name="login"') ? await agent.submit(at.url, html, { login, password: 'any' }) : await agent.submit(at.url, html),
+      isCallback,
+    );
+  }
+  assert.ok(isCallback(new URL(at.url)), `the provider sent the browser back to svc: ${at.url}`);
+  return new URL(at.url);
+}
