@@ -23,3 +23,8 @@ export function usable(tool: UpstreamTool, config: Config, access: Access): bool
   const labels = toolLabels(tool, config.upstreams);
   return labels !== null && visible(labels, access.labels, access.restriction);
 }
+
+/** Who may connect their account to an `auth = oauth` upstream, and use it: whoever may see the upstream's labels. */
+export function mayConnect(upstream: UpstreamConfig, access: Access): boolean {
+  return visible(upstream.labels, access.labels, access.restriction);
+}

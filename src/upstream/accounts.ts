@@ -10,7 +10,6 @@ import { AppError } from '../domain/errors.ts';
 import { seal, unseal } from '../domain/sealed.ts';
 import { deriveKey, storedHash } from '../domain/secrets.ts';
 import type { Logger } from '../log.ts';
-import { visible } from '../domain/visibility.ts';
 import { listUsers } from '../store/users.ts';
 import { recordActorAudit, recordAudit, type Actor } from '../store/audit.ts';
 import {
@@ -25,6 +24,7 @@ import {
   touchAccount,
   type UpstreamAccount,
 } from '../store/upstream-accounts.ts';
+import { mayConnect } from './access.ts';
 import { callbackUrl, OauthClients, OauthSetupError, oauth, type OauthParty } from './oauth.ts';
 
 const TOKEN_PURPOSE = 'upstream-account-tokens';
@@ -204,19 +204,25 @@ export class UpstreamAccounts {
    */
   async bearer(userId: number, upstream: UpstreamConfig, refused?: string): Promise<Bearer> {
     const account = await findAccount(this.database.db, userId, upstream.name);
-    if (account === null || account.server !== upstream.server) return { connect: 'none' };
-    if (account.state !== 'connected') return { connect: 'reconnect' };
-    const token = unseal(this.tokenKey, account.accessSealed, where(userId, upstream.name, 'access'));
-    if (token === null) return { connect: 'reconnect' };
-    const fresh = account.expiresAt === null || account.expiresAt - REFRESH_EARLY_MS > this.database.now();
-    if (fresh && token !== refused) return { token };
+    const current = this.tokenOf(account, upstream);
+    if ('connect' in current) return current;
+    const fresh = account!.expiresAt === null || account!.expiresAt - REFRESH_EARLY_MS > this.database.now();
+    if (fresh && current.token !== refused) return current;
     const key = `${userId}/${upstream.name}`;
     let refresh = this.refreshing.get(key);
     if (!refresh) {
-      refresh = this.refresh(account, upstream).finally(() => this.refreshing.delete(key));
+      refresh = this.refresh(account!, upstream).finally(() => this.refreshing.delete(key));
       this.refreshing.set(key, refresh);
     }
     return refresh;
+  }
+
+  /** The access token an account holds for the upstream as it is configured now, or why the person must connect. */
+  private tokenOf(account: UpstreamAccount | null, upstream: UpstreamConfig): Bearer {
+    if (account === null || account.server !== upstream.server) return { connect: 'none' };
+    if (account.state !== 'connected') return { connect: 'reconnect' };
+    const token = unseal(this.tokenKey, account.accessSealed, where(account.userId, upstream.name, 'access'));
+    return token === null ? { connect: 'reconnect' } : { token };
   }
 
   private async refresh(account: UpstreamAccount, upstream: UpstreamConfig): Promise<Bearer> {
@@ -256,12 +262,7 @@ export class UpstreamAccounts {
     if (mine) return { token: tokens.access_token };
     // Another instance refreshed first, or the person connected again: their tokens stand, read once more (not
     // through bearer(), which would wait on this very refresh).
-    const now2 = await findAccount(this.database.db, userId, upstream.name);
-    const token =
-      now2 && now2.state === 'connected' && now2.server === upstream.server
-        ? unseal(this.tokenKey, now2.accessSealed, where(userId, upstream.name, 'access'))
-        : null;
-    return token === null ? { connect: now2 ? 'reconnect' : 'none' } : { token };
+    return this.tokenOf(await findAccount(this.database.db, userId, upstream.name), upstream);
   }
 
   private async reconnect(account: UpstreamAccount, why: string): Promise<Bearer> {
@@ -342,7 +343,12 @@ export class UpstreamAccounts {
     const live = (await listAccounts(this.database.db, { upstream: upstream.name })).filter((a) => {
       const user = users.get(a.userId);
       // Only someone who may still use the upstream: svc does not act with the account of someone who lost access.
-      return a.state === 'connected' && a.server === upstream.server && user !== undefined && visible(upstream.labels, user.labels, null);
+      return (
+        a.state === 'connected' &&
+        a.server === upstream.server &&
+        user !== undefined &&
+        mayConnect(upstream, { labels: user.labels, restriction: null })
+      );
     });
     live.sort((a, b) => (b.lastUsedAt ?? b.connectedAt) - (a.lastUsedAt ?? a.connectedAt));
     return live[0]?.userId ?? null;

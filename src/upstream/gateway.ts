@@ -13,11 +13,10 @@ import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/events.ts';
 import { findTool, listTools, type UpstreamTool } from '../store/upstream-tools.ts';
 import { listAccounts } from '../store/upstream-accounts.ts';
-import { usable } from './access.ts';
+import { mayConnect, usable } from './access.ts';
 import { CallAudit } from './call-audit.ts';
 import { rateCounter, type RateCounter } from './rate.ts';
 import { NeedsConnection, UpstreamAccounts, type Bearer } from './accounts.ts';
-import { visible } from '../domain/visibility.ts';
 import { ensureSigningKey, IdentitySigner, type Subject } from './identity.ts';
 import { startUpstreams, type Upstreams } from './discovery.ts';
 import { UpstreamConnection } from './connection.ts';
@@ -121,7 +120,7 @@ export class UpstreamGateway {
       .filter((t) => this.oauthOf(t.upstream) === null || connected.has(t.upstream))
       .map((t) => ({ ...t.approvedDefinition!, name: mergedName(t) }) as Tool);
     const connects = this.config.upstreams
-      .filter((u) => u.oauth !== null && !connected.has(u.name) && this.mayConnect(u, access))
+      .filter((u) => u.oauth !== null && !connected.has(u.name) && mayConnect(u, access))
       .map((u) => connectTool(u));
     return [...offered, ...connects];
   }
@@ -136,18 +135,13 @@ export class UpstreamGateway {
     const [upstream, tool] = [name.slice(0, at), name.slice(at + SEPARATOR.length)];
     const found = await findTool(this.database.db, upstream, tool);
     if (found && usable(found, this.config, access)) return { tool: found };
-    const oauthUpstream = this.config.upstreams.find((u) => u.name === upstream && u.oauth !== null);
-    if (tool === CONNECT_TOOL && oauthUpstream && this.mayConnect(oauthUpstream, access)) return { connect: oauthUpstream };
+    const oauthUpstream = this.oauthOf(upstream);
+    if (tool === CONNECT_TOOL && oauthUpstream && mayConnect(oauthUpstream, access)) return { connect: oauthUpstream };
     return null;
   }
 
   private oauthOf(upstream: string): UpstreamConfig | null {
     return this.config.upstreams.find((u) => u.name === upstream && u.oauth !== null) ?? null;
-  }
-
-  /** A person may connect to an upstream whose labels they may see (narrowed by a token's restriction). */
-  private mayConnect(upstream: UpstreamConfig, access: Access): boolean {
-    return visible(upstream.labels, access.labels, access.restriction);
   }
 
   private async connectedUpstreams(userId: number): Promise<Set<string>> {

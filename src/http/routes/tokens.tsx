@@ -10,7 +10,7 @@ import { formPost, readBody, restrictionFromForm, scopesFromForm } from '../form
 import { nextPageHeader, pageHref, pageRequest } from '../paging.ts';
 import { TokensPage, type ConnectedService, type TokensProps } from '../pages/tokens.tsx';
 import { listAccounts } from '../../store/upstream-accounts.ts';
-import { visible } from '../../domain/visibility.ts';
+import { mayConnect } from '../../upstream/access.ts';
 import { listTokens } from '../../store/tokens.ts';
 import { restrictionRequest, tokenRequest } from '../../requests/tokens.ts';
 import { listGrants } from '../../store/oauth.ts';
@@ -23,7 +23,7 @@ async function connectedServices(services: Services, user: { id: number; labels:
   if (!accounts) return null;
   const mine = new Map((await listAccounts(services.database.db, { userId: user.id })).map((a) => [a.upstream, a]));
   return services.config.upstreams
-    .filter((u) => u.oauth !== null && (visible(u.labels, user.labels, null) || mine.has(u.name)))
+    .filter((u) => u.oauth !== null && (mayConnect(u, { labels: user.labels, restriction: null }) || mine.has(u.name)))
     .map((u) => {
       const a = mine.get(u.name);
       const live = a !== undefined && a.server === u.server;

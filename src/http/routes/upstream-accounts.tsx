@@ -4,7 +4,7 @@
 import { Hono } from 'hono';
 import type { UpstreamConfig } from '../../config/load.ts';
 import { AppError } from '../../domain/errors.ts';
-import { visible } from '../../domain/visibility.ts';
+import { mayConnect } from '../../upstream/access.ts';
 import type { Person, UpstreamAccounts } from '../../upstream/accounts.ts';
 import { clientMetadata } from '../../upstream/oauth.ts';
 import type { Env, Services } from '../context.ts';
@@ -36,7 +36,8 @@ export function upstreamAccountRoutes(services: Services, accounts: UpstreamAcco
   const upstreamFor = (c: SignedCtx): UpstreamConfig => {
     const upstream = accounts.upstream(c.req.param('name') ?? '');
     const user = c.var.principal.user;
-    if (!upstream || !visible(upstream.labels, user.labels, null)) throw new AppError('not_found', 'no such upstream to connect to');
+    if (!upstream || !mayConnect(upstream, { labels: user.labels, restriction: null }))
+      throw new AppError('not_found', 'no such upstream to connect to');
     return upstream;
   };
   const personOf = (c: SignedCtx): Person => ({
