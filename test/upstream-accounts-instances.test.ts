@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { and, eq } from 'drizzle-orm';
 import { decodeJwt } from 'jose';
 import { install, serveTogether, sourceRunner, type Installation, type ServeProcess } from './helpers/installation.ts';
 import { startSqld, type Sqld } from './helpers/sqld.ts';
@@ -24,6 +25,7 @@ import { DEFAULT_AUTH } from './helpers/workspace.ts';
 import { waitFor } from './helpers/wait.ts';
 import { hashPassword } from '../src/auth/passwords.ts';
 import { openDatabase, type Database } from '../src/db/open.ts';
+import { upstreamAccounts } from '../src/db/schema.ts';
 import { createToken } from '../src/store/tokens.ts';
 import { findClient, listAccounts } from '../src/store/upstream-accounts.ts';
 import { createUser, getUser } from '../src/store/users.ts';
@@ -297,6 +299,8 @@ describe('people connected to an auth = oauth upstream through either of two ins
 // Two instances with no registration yet whose first people connect at the same moment both register at the
 // provider (it holds each /reg until the other arrives); svc keeps the first registration stored and both instances
 // use that one client, so a refresh or a revocation through either presents the client the tokens were issued to.
+// Access tokens live 30 s here, so every call refreshes first: calls through both instances at once must still make
+// one refresh between them, or the provider, seeing a rotated refresh token twice, revokes the person's grant.
 
 describe('the first two people connect at the same moment, one through each instance: one client at the provider', () => {
   let c: Cluster;
@@ -305,7 +309,7 @@ describe('the first two people connect at the same moment, one through each inst
   // Access tokens live 30 s: svc refreshes a token a minute before it expires, so every call refreshes first, with
   // the client of the instance the call is made through.
   before(async () => {
-    c = await startCluster({ accessTokenTtl: 30, registrationsTogether: true });
+    c = await startCluster({ accessTokenTtl: 30, registrationsTogether: true, tokenDelayMs: 300 });
   });
   after(async () => {
     await c?.stop();
@@ -348,6 +352,36 @@ describe('the first two people connect at the same moment, one through each inst
         const why = `${uid} through ${at}: connected as client ${account?.clientId} (${account?.state}); stored client ${stored?.clientId}`;
         assert.equal(text(answer), `${uid}-at-code`, why);
       }
+  });
+
+  // The provider rotates refresh tokens (svc's registration is a public client) and revokes the whole grant when one
+  // is presented twice; each token request takes 300 ms, so calls through both instances at once overlap a refresh.
+  test("alice's calls through both instances at once, her token expiring: one instance refreshes, her grant survives", async () => {
+    const revokedBefore = c.peers.counts.get('revoked') ?? 0;
+    const agents = await Promise.all((['a', 'b', 'a', 'b', 'a', 'b', 'a', 'b'] as const).map((at) => c.mcp('alice', at)));
+    const answers = await Promise.all(agents.map((agent) => agent.callTool({ name: 'code__whoami' })));
+    assert.deepEqual(answers.map(text), Array(agents.length).fill('alice-at-code'));
+    assert.equal(c.peers.counts.get('refresh reused') ?? 0, 0, 'no refresh token reached the provider twice');
+    assert.equal(c.peers.counts.get('revoked') ?? 0, revokedBefore, 'no grant was revoked');
+    assert.equal((await c.accountOf('alice'))?.state, 'connected');
+    assert.equal(text(await agents[1]!.callTool({ name: 'code__whoami' })), 'alice-at-code', 'and her next call is hers too');
+  });
+
+  test('a refresh claimed by an instance that stopped midway lapses, and the next call refreshes after all', async () => {
+    const aliceId = (await getUser(c.database.db, 'alice')).id;
+    const claimedUntil = Date.now() + 1500;
+    await c.database.write((tx) =>
+      tx
+        .update(upstreamAccounts)
+        .set({ refreshingUntil: claimedUntil })
+        .where(and(eq(upstreamAccounts.userId, aliceId), eq(upstreamAccounts.upstream, 'code'))),
+    );
+    const refreshesBefore = c.peers.counts.get('refresh_token') ?? 0;
+    const answer = await (await c.mcp('alice', 'b')).callTool({ name: 'code__whoami' });
+    assert.equal(text(answer), 'alice-at-code');
+    assert.ok(Date.now() >= claimedUntil, 'B waited for the claim to lapse');
+    assert.ok((c.peers.counts.get('refresh_token') ?? 0) > refreshesBefore, 'then refreshed the token itself');
+    assert.equal((await c.accountOf('alice'))?.state, 'connected');
   });
 
   test('a Disconnect through the instance bob did not connect through revokes his grant at the provider', async () => {

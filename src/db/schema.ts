@@ -400,6 +400,11 @@ export const upstreamAccounts = sqliteTable(
     connectedAt: integer('connected_at').notNull(),
     lastUsedAt: integer('last_used_at'),
     refreshedAt: integer('refreshed_at'),
+    /**
+     * while in the future, one instance is refreshing these tokens and the others wait for its result: a server that
+     * rotates refresh tokens takes a second use of one as theft and revokes the whole grant
+     */
+    refreshingUntil: integer('refreshing_until'),
   },
   (t) => [primaryKey({ columns: [t.userId, t.upstream] }), index('upstream_accounts_upstream').on(t.upstream)],
 );

@@ -1,7 +1,7 @@
 // A person's own accounts at `auth = oauth` upstreams (CONTRACT §6.2), svc's registrations at their authorization
 // servers, and connections under way. Tokens arrive here sealed (upstream/accounts.ts seals and opens them); this
 // layer never sees one in the clear.
-import { and, eq, lt } from 'drizzle-orm';
+import { and, eq, isNull, lt, lte, or } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { upstreamAccounts, upstreamClients, upstreamConnects } from '../db/schema.ts';
 
@@ -52,7 +52,7 @@ export async function refreshedAccount(
 ): Promise<boolean> {
   const done = await tx
     .update(upstreamAccounts)
-    .set({ ...change, state: 'connected' })
+    .set({ ...change, state: 'connected', refreshingUntil: null })
     .where(
       and(eq(upstreamAccounts.userId, key.userId), eq(upstreamAccounts.upstream, key.upstream), eq(upstreamAccounts.accessSealed, from)),
     )
@@ -60,11 +60,48 @@ export async function refreshedAccount(
   return done.length === 1;
 }
 
+/**
+ * Takes the account's refresh for this instance until `until`, only if it still holds the tokens `from` and no other
+ * instance holds an unexpired claim; false when another instance is refreshing them (or already has).
+ */
+export async function claimRefresh(
+  tx: Tx,
+  key: { userId: number; upstream: string },
+  from: string,
+  now: number,
+  until: number,
+): Promise<boolean> {
+  const claimed = await tx
+    .update(upstreamAccounts)
+    .set({ refreshingUntil: until })
+    .where(
+      and(
+        eq(upstreamAccounts.userId, key.userId),
+        eq(upstreamAccounts.upstream, key.upstream),
+        eq(upstreamAccounts.accessSealed, from),
+        eq(upstreamAccounts.state, 'connected'),
+        or(isNull(upstreamAccounts.refreshingUntil), lte(upstreamAccounts.refreshingUntil, now)),
+      ),
+    )
+    .returning({ userId: upstreamAccounts.userId });
+  return claimed.length === 1;
+}
+
+/** Gives a claim back without new tokens (the refresh failed for a reason of the moment): another may try. */
+export async function releaseRefresh(tx: Tx, key: { userId: number; upstream: string }, from: string): Promise<void> {
+  await tx
+    .update(upstreamAccounts)
+    .set({ refreshingUntil: null })
+    .where(
+      and(eq(upstreamAccounts.userId, key.userId), eq(upstreamAccounts.upstream, key.upstream), eq(upstreamAccounts.accessSealed, from)),
+    );
+}
+
 /** Marks the account `reconnect`, only if it still holds the tokens that were refused (`from`). */
 export async function markReconnect(tx: Tx, userId: number, upstream: string, from: string): Promise<void> {
   await tx
     .update(upstreamAccounts)
-    .set({ state: 'reconnect' })
+    .set({ state: 'reconnect', refreshingUntil: null })
     .where(and(eq(upstreamAccounts.userId, userId), eq(upstreamAccounts.upstream, upstream), eq(upstreamAccounts.accessSealed, from)));
 }
 

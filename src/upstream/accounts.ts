@@ -14,12 +14,14 @@ import { listUsers } from '../store/users.ts';
 import { recordActorAudit, recordAudit, type Actor } from '../store/audit.ts';
 import {
   addConnect,
+  claimRefresh,
   deleteAccount,
   findAccount,
   listAccounts,
   markReconnect,
   putAccount,
   refreshedAccount,
+  releaseRefresh,
   takeConnect,
   touchAccount,
   type UpstreamAccount,
@@ -33,6 +35,10 @@ const VERIFIER_PURPOSE = 'upstream-connect-verifier';
 const CONNECT_MS = 10 * 60_000;
 /** An access token this close to its expiry is refreshed before it is sent. */
 const REFRESH_EARLY_MS = 60_000;
+/** A claim on a refresh lasts the refresh request's timeout and this much more. */
+const REFRESH_CLAIM_SLACK_MS = 5_000;
+/** An instance waiting for another's refresh looks at the account this often. */
+const REFRESH_WAIT_STEP_MS = 100;
 
 const stateId = (state: string) => createHash('sha256').update(state).digest('hex');
 const where = (userId: number, upstream: string, what: 'access' | 'refresh') => `${userId}/${upstream}/${what}`;
@@ -184,6 +190,7 @@ export class UpstreamAccounts {
       state: 'connected',
       connectedAt: now,
       lastUsedAt: null,
+      refreshingUntil: null,
       refreshedAt: null,
     } satisfies UpstreamAccount;
   }
@@ -234,6 +241,11 @@ export class UpstreamAccounts {
     // Tokens go only to the server and client that issued them.
     if (account.issuer !== party.as.issuer || account.clientId !== party.client.client_id)
       return this.reconnect(account, 'issued by another authorization server or client');
+    // One refresh across every instance: a server that rotates refresh tokens revokes the whole grant when one is
+    // presented twice, so an instance that finds another refreshing waits for its tokens instead.
+    const theirs = await this.claimRefresh(account, upstream);
+    if (theirs !== undefined) return theirs;
+    const key = { userId, upstream: upstream.name };
     let tokens: oauth.TokenEndpointResponse;
     try {
       const response = await oauth.refreshTokenGrantRequest(party.as, party.client, party.auth, refreshToken, {
@@ -245,6 +257,7 @@ export class UpstreamAccounts {
       // The server refused the refresh token itself (invalid_grant): the person connects again. Anything else (a
       // rate limit, a fault of the moment, svc's client refused) fails the call without changing the account.
       if (e instanceof oauth.ResponseBodyError && e.error === 'invalid_grant') return this.reconnect(account, e.error);
+      await this.database.write((tx) => releaseRefresh(tx, key, account.accessSealed)).catch(() => undefined);
       throw e;
     }
     const now = this.database.now();
@@ -257,12 +270,31 @@ export class UpstreamAccounts {
       scope: row.scope,
       refreshedAt: now,
     };
-    // Another instance may have refreshed the same tokens at the same moment: then its tokens stand.
-    const mine = await this.database.write((tx) => refreshedAccount(tx, { userId, upstream: upstream.name }, account.accessSealed, change));
+    // The person may have connected again meanwhile: then those tokens stand.
+    const mine = await this.database.write((tx) => refreshedAccount(tx, key, account.accessSealed, change));
     if (mine) return { token: tokens.access_token };
-    // Another instance refreshed first, or the person connected again: their tokens stand, read once more (not
-    // through bearer(), which would wait on this very refresh).
+    // Read once more, not through bearer(), which would wait on this very refresh.
     return this.tokenOf(await findAccount(this.database.db, userId, upstream.name), upstream);
+  }
+
+  /**
+   * Claims the account's refresh for this instance (undefined), or, when another instance holds the claim, waits
+   * until its tokens are stored and returns them (or what the account says now). A claim outlives the refresh
+   * request's own timeout, so it lapses only when its instance stopped midway; then this one takes it over.
+   */
+  private async claimRefresh(account: UpstreamAccount, upstream: UpstreamConfig): Promise<Bearer | undefined> {
+    const key = { userId: account.userId, upstream: upstream.name };
+    const holdMs = upstream.timeoutMs + REFRESH_CLAIM_SLACK_MS;
+    const giveUpAt = this.database.now() + 2 * holdMs;
+    for (;;) {
+      const now = this.database.now();
+      if (await this.database.write((tx) => claimRefresh(tx, key, account.accessSealed, now, now + holdMs))) return undefined;
+      const seen = await findAccount(this.database.db, account.userId, upstream.name);
+      if (seen === null || seen.accessSealed !== account.accessSealed || seen.state !== 'connected') return this.tokenOf(seen, upstream);
+      if (this.database.now() > giveUpAt)
+        throw new AppError('unavailable', `another instance is refreshing the connection to ${upstream.name}; try again`);
+      await new Promise((r) => setTimeout(r, REFRESH_WAIT_STEP_MS));
+    }
   }
 
   private async reconnect(account: UpstreamAccount, why: string): Promise<Bearer> {

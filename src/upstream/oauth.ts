@@ -177,7 +177,9 @@ export class OauthClients {
       return this.keptClient(upstream, as, kept);
     const now = this.database.now();
     const row = { upstream: upstream.name, server: upstream.server, issuer: as.issuer, registeredAt: now };
-    if ((as as { client_id_metadata_document_supported?: boolean }).client_id_metadata_document_supported === true) {
+    // A metadata document's URL is a client id only over https: on an http base_url svc registers instead.
+    const takesDocuments = (as as { client_id_metadata_document_supported?: boolean }).client_id_metadata_document_supported === true;
+    if (takesDocuments && this.config.server.secure) {
       const clientId = clientMetadataUrl(this.config, upstream);
       const stored = await this.database.write((tx) => putClient(tx, { ...row, clientId, clientSecretSealed: null, kind: 'cimd' }));
       return this.keptClient(upstream, as, stored);

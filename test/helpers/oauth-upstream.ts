@@ -18,8 +18,8 @@ export interface OauthUpstream {
   /** every Authorization header the upstream received, in order */
   readonly seen: string[];
   /**
-   * What the provider reports: token requests by grant type, `client:ID` per token request, `revoked` grants and
-   * `registration`s.
+   * What the provider reports: token requests by grant type, `client:ID` per token request, `revoked` grants,
+   * `registration`s, `refresh reused` (a rotated refresh token presented again) and `metadata document fetched`.
    */
   readonly counts: Map<string, number>;
   /** POST /reg requests that reached the provider */
@@ -44,6 +44,11 @@ export interface OauthUpstreamOptions {
   readonly tokenDelayMs?: number;
   /** hold each registration until a second one has arrived (or 5 s have passed), then answer both */
   readonly registrationsTogether?: boolean;
+  /**
+   * The provider also takes client metadata documents (CIMD): a client id that is an https URL of svc's, fetched
+   * from svc. svc's https `origin` is reached at `reach` on loopback, as a name would resolve to it.
+   */
+  readonly clientMetadataFrom?: { readonly origin: string; readonly reach: string };
 }
 
 /** The authorization server, answering POST /token and /reg as the options and the test's switches say. */
@@ -147,11 +152,25 @@ export async function startOauthUpstream(options: OauthUpstreamOptions = {}): Pr
         ]
       : [],
     pkce: { required: () => true },
+    ...(options.clientMetadataFrom
+      ? {
+          fetch: (url: URL | string, init: RequestInit & { dispatcher?: unknown }) => {
+            const { origin, reach } = options.clientMetadataFrom!;
+            const href = String(url);
+            if (!href.startsWith(`${origin}/`)) throw new Error(`the test provider fetches only from svc, not ${href}`);
+            count('metadata document fetched');
+            // The provider's own guard refuses loopback addresses, where svc is in this test.
+            const { dispatcher: _guard, ...rest } = init;
+            return fetch(reach + href.slice(origin.length), rest);
+          },
+        }
+      : {}),
     cookies: { keys: ['upstream-provider-test-key'] },
     scopes: ['openid', 'offline_access', 'tools'],
     issueRefreshToken: async () => true,
     features: {
       devInteractions: { enabled: true },
+      clientIdMetadataDocument: { enabled: options.clientMetadataFrom !== undefined, ack: 'draft-02' },
       registration: { enabled: true },
       revocation: { enabled: true },
       resourceIndicators: {
@@ -170,6 +189,10 @@ export async function startOauthUpstream(options: OauthUpstreamOptions = {}): Pr
     count(`client:${ctx.oidc.client?.clientId}`);
   });
   provider.on('grant.revoked', () => count('revoked'));
+  // A rotated refresh token presented a second time: the provider revokes the whole grant (as it should).
+  provider.on('grant.error', (_ctx: unknown, error: { error_description?: string }) => {
+    if (error.error_description === 'refresh token already used') count('refresh reused');
+  });
   provider.on('registration_create.success', () => count('registration'));
   const as = authorizationServer(provider, peers, options);
   await new Promise<void>((r) => as.listen(asPort, '127.0.0.1', r));

@@ -1,0 +1,1 @@
+ALTER TABLE `upstream_accounts` ADD `refreshing_until` integer;
