@@ -20,7 +20,7 @@ import { waitFor } from './helpers/wait.ts';
 import { movableClock } from './helpers/clock.ts';
 import type { User } from '../src/store/users.ts';
 import { findClient, listAccounts } from '../src/store/upstream-accounts.ts';
-import { upstreamConnects } from '../src/db/schema.ts';
+import { upstreamConnects, upstreamRevocations } from '../src/db/schema.ts';
 import { upstreamFetch } from '../src/upstream/http-fetch.ts';
 
 /** A client registered at the provider by hand, as an operator would for oauth_client_id. */
@@ -446,6 +446,53 @@ review = auto
     assert.equal((await listAccounts(svc.database.db, { userId: carol.id })).length, 0);
     assert.ok((peers.counts.get('revoked') ?? 0) > revokedBefore, "carol's grant was revoked at the provider");
     assert.deepEqual(await listAccounts(svc.database.db, { userId: alice.id }), aliceBefore);
+  });
+
+  test('svc user remove on the command line: the running svc revokes the connections at the provider', async () => {
+    const dave = await svc.addUser({ uid: 'dave', email: 'dave@example.com', password: 'dave password 1', labels: '' });
+    const browser = await browserOf('dave');
+    assert.equal((await callback(browser, await startConnect(browser, 'dave-at-code'))).status, 303);
+    const revokedBefore = peers.counts.get('revoked') ?? 0;
+    const removed = await svc.ws.svc(['user', 'remove', 'dave']);
+    assert.equal(removed.code, 0, removed.stderr);
+    assert.match(removed.stdout, /deleted the user's connections to code; svc serve revokes them at those servers within a minute/);
+    assert.equal((await listAccounts(svc.database.db, { userId: dave.id })).length, 0);
+    await waitFor(
+      'the running svc to revoke what the command line deleted',
+      async () => (peers.counts.get('revoked') ?? 0) > revokedBefore,
+      {
+        everyMs: 200,
+        timeoutMs: 30_000,
+      },
+    );
+    await waitFor('the queue to be empty', async () => (await svc.database.db.select().from(upstreamRevocations).all()).length === 0);
+  });
+
+  test('a revocation the provider cannot take just now is tried again later, and then done', async () => {
+    const erin = await svc.addUser({ uid: 'erin', email: 'erin@example.com', password: 'erin password 1', labels: '' });
+    const browser = await browserOf('erin');
+    assert.equal((await callback(browser, await startConnect(browser, 'erin-at-code'))).status, 303);
+    const revokedBefore = peers.counts.get('revoked') ?? 0;
+    peers.refuseRevocations = true;
+    try {
+      const r = await browser.request('/upstreams/code/disconnect', { method: 'POST', form: {} });
+      assert.equal(r.status, 303, 'Disconnect holds: her tokens are deleted here whatever the provider says');
+      assert.equal((await listAccounts(svc.database.db, { userId: erin.id })).length, 0);
+      assert.ok((peers.counts.get('revocation refused') ?? 0) > 0, 'svc tried');
+      const [queued] = await svc.database.db.select().from(upstreamRevocations).all();
+      assert.equal(queued?.userId, erin.id);
+      assert.equal(queued.attempts, 1);
+      assert.ok(queued.nextAt > clock.now(), 'to be tried again later');
+    } finally {
+      peers.refuseRevocations = false;
+    }
+    assert.equal(peers.counts.get('revoked') ?? 0, revokedBefore);
+    clock.advance(61_000);
+    await waitFor('the next sweep to revoke her grant', async () => (peers.counts.get('revoked') ?? 0) > revokedBefore, {
+      everyMs: 200,
+      timeoutMs: 30_000,
+    });
+    await waitFor('the queue to be empty', async () => (await svc.database.db.select().from(upstreamRevocations).all()).length === 0);
   });
 
   test('someone who lost access to the upstream keeps Disconnect, and their connection is still theirs to end', async () => {

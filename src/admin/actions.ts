@@ -63,12 +63,12 @@ export async function updateUserAs(
 }
 
 /**
- * Removes the user; returns their accounts at `auth = oauth` upstreams, deleted with them, for the caller to revoke at
- * the upstreams once this has committed.
+ * Removes the user; returns their accounts at `auth = oauth` upstreams, deleted with them and queued for revocation
+ * at the upstreams (a running `svc serve` revokes them; the caller may at once, once this has committed).
  */
 export async function adminRemoveUser(database: Database, actor: Actor, uid: string): Promise<UpstreamAccount[]> {
   return database.write(async (tx) => {
-    const accounts = await deleteAccountsOf(tx, (await getUser(tx, uid)).id);
+    const accounts = await deleteAccountsOf(tx, (await getUser(tx, uid)).id, database.now());
     await removeUser(tx, uid);
     await audit(
       tx,
@@ -81,7 +81,7 @@ export async function adminRemoveUser(database: Database, actor: Actor, uid: str
   });
 }
 
-/** Revokes every token of the user, ends their grants and deletes their upstream accounts (returned, to revoke there). */
+/** Revokes every token of the user, ends their grants and deletes their upstream accounts (returned; queued for revocation there). */
 export async function adminRevokeTokens(
   database: Database,
   actor: Actor,
@@ -92,7 +92,7 @@ export async function adminRevokeTokens(
     const n = await revokeAllTokens(tx, user.id);
     // The grants too: their refresh families would otherwise go on minting access tokens.
     const grants = await endUserGrants(tx, user.id);
-    const accounts = await deleteAccountsOf(tx, user.id);
+    const accounts = await deleteAccountsOf(tx, user.id, database.now());
     await audit(tx, actor, 'user.revoke_tokens', uid, {
       revoked: n,
       grants_ended: grants,

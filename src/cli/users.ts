@@ -98,10 +98,10 @@ Options:
     async run(ctx) {
       const accounts = await withDatabase(ctx.config(), (database) => adminRemoveUser(database, cliActor(), ctx.positionals[0]!));
       ctx.io.out(`removed user ${ctx.positionals[0]} (the uid stays reserved)`);
-      // The command line does not read the session secret, so it cannot open the tokens to revoke them there.
+      // The command line does not read the session secret, so it cannot open the tokens: svc serve revokes them.
       if (accounts.length > 0)
         ctx.io.out(
-          `deleted the user's connections to ${[...new Set(accounts.map((a) => a.upstream))].join(', ')}; revoke them at those servers too (the admin page and API revoke them there when they remove a user)`,
+          `deleted the user's connections to ${[...new Set(accounts.map((a) => a.upstream))].join(', ')}; svc serve revokes them at those servers within a minute`,
         );
       return 0;
     },

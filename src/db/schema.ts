@@ -410,6 +410,32 @@ export const upstreamAccounts = sqliteTable(
 );
 
 /**
+ * Tokens of accounts that were deleted (Disconnect, connecting again, user removal, "revoke all") and are still to be
+ * revoked at their server (RFC 7009), sealed as they were. Queued in the deletion's own transaction, so a deletion by
+ * the command line (which does not hold the session secret) is revoked by a running `svc serve`; a failed
+ * revocation is tried again later, a few times.
+ */
+export const upstreamRevocations = sqliteTable(
+  'upstream_revocations',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    /** whose tokens they were (the sealed tokens are bound to it); the user may be gone */
+    userId: integer('user_id').notNull(),
+    upstream: text('upstream').notNull(),
+    server: text('server').notNull(),
+    issuer: text('issuer').notNull(),
+    clientId: text('client_id').notNull(),
+    accessSealed: text('access_sealed').notNull(),
+    refreshSealed: text('refresh_sealed'),
+    queuedAt: integer('queued_at').notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    /** not tried before this time (also an instance's claim while it tries) */
+    nextAt: integer('next_at').notNull(),
+  },
+  (t) => [index('upstream_revocations_next').on(t.nextAt)],
+);
+
+/**
  * A connection under way: the browser was sent to the upstream's authorization server with `state`, whose SHA-256 is
  * the id. Single-use, bound to the person and (when they signed in with one) their session, good for 10 minutes.
  */

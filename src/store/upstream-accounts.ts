@@ -3,11 +3,12 @@
 // layer never sees one in the clear.
 import { and, eq, isNull, lt, lte, or } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
-import { upstreamAccounts, upstreamClients, upstreamConnects } from '../db/schema.ts';
+import { upstreamAccounts, upstreamClients, upstreamConnects, upstreamRevocations } from '../db/schema.ts';
 
 export type UpstreamAccount = typeof upstreamAccounts.$inferSelect;
 export type UpstreamClientRow = typeof upstreamClients.$inferSelect;
 export type UpstreamConnect = typeof upstreamConnects.$inferSelect;
+export type UpstreamRevocation = typeof upstreamRevocations.$inferSelect;
 
 /** At most this many connections under way per person: older ones go first. */
 export const CONNECTS_PER_PERSON = 10;
@@ -36,11 +37,15 @@ export async function listAccounts(db: Db, only: { userId?: number; upstream?: s
 }
 
 /** Stores a person's account at an upstream, replacing an earlier one. */
-export async function putAccount(tx: Tx, account: UpstreamAccount): Promise<void> {
+/** Stores a new connection; the tokens of the one it replaces (returned) are queued for revocation. */
+export async function putAccount(tx: Tx, account: UpstreamAccount): Promise<UpstreamAccount | null> {
+  const before = await findAccount(tx, account.userId, account.upstream);
   await tx
     .insert(upstreamAccounts)
     .values(account)
     .onConflictDoUpdate({ target: [upstreamAccounts.userId, upstreamAccounts.upstream], set: { ...account } });
+  if (before) await queueRevocations(tx, [before], account.connectedAt);
+  return before;
 }
 
 /** New tokens after a refresh; only if the row still holds the tokens it was refreshed from (`from`). */
@@ -112,17 +117,23 @@ export async function touchAccount(tx: Tx, userId: number, upstream: string, now
     .where(and(eq(upstreamAccounts.userId, userId), eq(upstreamAccounts.upstream, upstream)));
 }
 
-/** Removes a person's account at an upstream; returns what it was, so its tokens can be revoked. */
-export async function deleteAccount(tx: Tx, userId: number, upstream: string): Promise<UpstreamAccount | null> {
+/** Removes a person's account at an upstream, its tokens queued for revocation; returns what it was. */
+export async function deleteAccount(tx: Tx, userId: number, upstream: string, now: number): Promise<UpstreamAccount | null> {
   const gone = await findAccount(tx, userId, upstream);
-  if (gone) await tx.delete(upstreamAccounts).where(and(eq(upstreamAccounts.userId, userId), eq(upstreamAccounts.upstream, upstream)));
+  if (gone) {
+    await tx.delete(upstreamAccounts).where(and(eq(upstreamAccounts.userId, userId), eq(upstreamAccounts.upstream, upstream)));
+    await queueRevocations(tx, [gone], now);
+  }
   return gone;
 }
 
-/** Removes every account of a person (sign-out everywhere, user removal); returns them for revocation. */
-export async function deleteAccountsOf(tx: Tx, userId: number): Promise<UpstreamAccount[]> {
+/** Removes every account of a person (revoke all, user removal), their tokens queued for revocation; returns them. */
+export async function deleteAccountsOf(tx: Tx, userId: number, now: number): Promise<UpstreamAccount[]> {
   const accounts = await tx.select().from(upstreamAccounts).where(eq(upstreamAccounts.userId, userId)).all();
-  if (accounts.length > 0) await tx.delete(upstreamAccounts).where(eq(upstreamAccounts.userId, userId));
+  if (accounts.length > 0) {
+    await tx.delete(upstreamAccounts).where(eq(upstreamAccounts.userId, userId));
+    await queueRevocations(tx, accounts, now);
+  }
   return accounts;
 }
 
@@ -164,4 +175,51 @@ export async function addConnect(tx: Tx, row: UpstreamConnect): Promise<void> {
 export async function takeConnect(tx: Tx, id: string): Promise<UpstreamConnect | null> {
   const [row] = await tx.delete(upstreamConnects).where(eq(upstreamConnects.id, id)).returning();
   return row ?? null;
+}
+
+async function queueRevocations(tx: Tx, accounts: readonly UpstreamAccount[], now: number): Promise<void> {
+  await tx.insert(upstreamRevocations).values(
+    accounts.map((a) => ({
+      userId: a.userId,
+      upstream: a.upstream,
+      server: a.server,
+      issuer: a.issuer,
+      clientId: a.clientId,
+      accessSealed: a.accessSealed,
+      refreshSealed: a.refreshSealed,
+      queuedAt: now,
+      nextAt: now,
+    })),
+  );
+}
+
+/** Queued revocations whose time has come, oldest first. */
+export async function dueRevocations(db: Db, now: number, limit: number): Promise<UpstreamRevocation[]> {
+  return db
+    .select()
+    .from(upstreamRevocations)
+    .where(lte(upstreamRevocations.nextAt, now))
+    .orderBy(upstreamRevocations.id)
+    .limit(limit)
+    .all();
+}
+
+/** Takes a queued revocation for this instance until `until`, unless another instance took it first. */
+export async function claimRevocation(tx: Tx, row: UpstreamRevocation, until: number): Promise<boolean> {
+  const claimed = await tx
+    .update(upstreamRevocations)
+    .set({ nextAt: until })
+    .where(and(eq(upstreamRevocations.id, row.id), eq(upstreamRevocations.nextAt, row.nextAt)))
+    .returning({ id: upstreamRevocations.id });
+  return claimed.length === 1;
+}
+
+/** A queued revocation is done (or given up): its sealed tokens are gone. */
+export async function dropRevocation(tx: Tx, id: number): Promise<void> {
+  await tx.delete(upstreamRevocations).where(eq(upstreamRevocations.id, id));
+}
+
+/** A revocation that failed, tried again at `nextAt`. */
+export async function postponeRevocation(tx: Tx, id: number, attempts: number, nextAt: number): Promise<void> {
+  await tx.update(upstreamRevocations).set({ attempts, nextAt }).where(eq(upstreamRevocations.id, id));
 }

@@ -15,16 +15,21 @@ import { recordActorAudit, recordAudit, type Actor } from '../store/audit.ts';
 import {
   addConnect,
   claimRefresh,
+  claimRevocation,
   deleteAccount,
+  dropRevocation,
+  dueRevocations,
   findAccount,
   listAccounts,
   markReconnect,
+  postponeRevocation,
   putAccount,
   refreshedAccount,
   releaseRefresh,
   takeConnect,
   touchAccount,
   type UpstreamAccount,
+  type UpstreamRevocation,
 } from '../store/upstream-accounts.ts';
 import { mayConnect } from './access.ts';
 import { callbackUrl, OauthClients, OauthSetupError, oauth, type OauthParty } from './oauth.ts';
@@ -39,6 +44,13 @@ const REFRESH_EARLY_MS = 60_000;
 const REFRESH_CLAIM_SLACK_MS = 5_000;
 /** An instance waiting for another's refresh looks at the account this often. */
 const REFRESH_WAIT_STEP_MS = 100;
+/** The revocation queue is swept this often (and at once after a deletion here): one indexed read. */
+const REVOKE_SWEEP_MS = 10_000;
+/** An instance trying a queued revocation holds it this long. */
+const REVOKE_CLAIM_MS = 5 * 60_000;
+/** A failed revocation is tried again after 1 minute, then at doubling intervals, this many times in all (~17 h). */
+const REVOKE_FIRST_RETRY_MS = 60_000;
+const REVOKE_ATTEMPTS = 10;
 
 const stateId = (state: string) => createHash('sha256').update(state).digest('hex');
 const where = (userId: number, upstream: string, what: 'access' | 'refresh') => `${userId}/${upstream}/${what}`;
@@ -69,6 +81,9 @@ export class UpstreamAccounts {
   private readonly refreshing = new Map<string, Promise<Bearer>>();
   /** when this process last stamped an account's last use: at most once a minute each */
   private readonly stamped = new Map<string, number>();
+  private sweeping: Promise<void> | null = null;
+  private sweepAgain = false;
+  private sweepTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly config: Config,
@@ -143,13 +158,12 @@ export class UpstreamAccounts {
     }
     const tokens = await this.exchange(party, upstream, params, verifier);
     const replaced = await this.database.write(async (tx) => {
-      const before = await findAccount(tx, person.id, upstream.name);
-      await putAccount(tx, this.accountRow(person.id, upstream, party, tokens, now));
+      const before = await putAccount(tx, this.accountRow(person.id, upstream, party, tokens, now));
       await recordActorAudit(tx, person.actor, 'upstream.connect', upstream.name, { scope: tokens.scope ?? '' });
       return before;
     });
     // Connected again: the tokens of the earlier connection are revoked, not left live at the server.
-    if (replaced) await this.revoke(replaced);
+    if (replaced) await this.revokeQueued();
     this.connected(upstream.name);
   }
 
@@ -314,11 +328,11 @@ export class UpstreamAccounts {
   /** The person disconnects: their tokens are deleted, then revoked at the server where it offers revocation. */
   async disconnect(person: Person, upstream: UpstreamConfig): Promise<boolean> {
     const gone = await this.database.write(async (tx) => {
-      const account = await deleteAccount(tx, person.id, upstream.name);
+      const account = await deleteAccount(tx, person.id, upstream.name, this.database.now());
       if (account) await recordActorAudit(tx, person.actor, 'upstream.disconnect', upstream.name);
       return account;
     });
-    if (gone) await this.revoke(gone);
+    if (gone) await this.revokeQueued();
     return gone !== null;
   }
 
@@ -341,20 +355,77 @@ export class UpstreamAccounts {
     };
   }
 
-  /** Revokes accounts deleted by an action (user removal, revoke all) at their servers. */
-  async revokeAll(accounts: readonly UpstreamAccount[]): Promise<void> {
-    await Promise.all(accounts.map((a) => this.revoke(a)));
+  /**
+   * Revokes the queued tokens of deleted accounts at their servers (RFC 7009): those this process just deleted, and
+   * those deleted elsewhere (by the command line, by another instance that could not reach the server). Resolves once
+   * every revocation due now was tried; one sweep at a time, and a call made during a sweep gets one more after it.
+   */
+  revokeQueued(): Promise<void> {
+    if (this.sweeping) {
+      this.sweepAgain = true;
+      return this.sweeping;
+    }
+    const sweep = async () => {
+      try {
+        do {
+          this.sweepAgain = false;
+          await this.sweepOnce();
+        } while (this.sweepAgain);
+      } catch (e) {
+        this.log.warn('upstream_revoke_failed', { error: errorText(e) });
+      } finally {
+        this.sweeping = null;
+      }
+    };
+    this.sweeping = sweep();
+    return this.sweeping;
   }
 
-  /** Revokes an account's tokens at its server (RFC 7009), the refresh token first; failures are logged. */
-  async revoke(account: UpstreamAccount): Promise<void> {
+  /** Sweeps the revocation queue now and every REVOKE_SWEEP_MS, until stop(). */
+  start(): void {
+    void this.revokeQueued();
+    this.sweepTimer = setInterval(() => void this.revokeQueued(), REVOKE_SWEEP_MS);
+    this.sweepTimer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    await this.sweeping;
+  }
+
+  private async sweepOnce(): Promise<void> {
+    for (let batch = 0; batch < 20; batch++) {
+      const due = await dueRevocations(this.database.db, this.database.now(), 50);
+      if (due.length === 0) return;
+      for (const row of due) {
+        const now = this.database.now();
+        // Another instance may be sweeping too: each queued revocation is tried by one of them.
+        if (!(await this.database.write((tx) => claimRevocation(tx, row, now + REVOKE_CLAIM_MS)))) continue;
+        if (await this.revoke(row)) await this.database.write((tx) => dropRevocation(tx, row.id));
+        else if (row.attempts + 1 >= REVOKE_ATTEMPTS) {
+          this.log.warn('upstream_revoke_given_up', { upstream: row.upstream, attempts: row.attempts + 1 });
+          await this.database.write((tx) => dropRevocation(tx, row.id));
+        } else {
+          const later = now + REVOKE_FIRST_RETRY_MS * 2 ** row.attempts;
+          await this.database.write((tx) => postponeRevocation(tx, row.id, row.attempts + 1, later));
+        }
+      }
+    }
+  }
+
+  /**
+   * Revokes one deleted account's tokens at its server, the refresh token first. True when done, or when there is
+   * nothing more to do (another server, no revocation endpoint, a token that no longer opens, a token the server
+   * answered it will not revoke); false when the server could not be reached or failed, to try again later.
+   */
+  private async revoke(account: UpstreamRevocation): Promise<boolean> {
     const upstream = this.upstream(account.upstream);
     // Tokens of another server (the upstream's url changed since) are not sent to this one.
-    if (!upstream || upstream.server !== account.server) return;
+    if (!upstream || upstream.server !== account.server) return true;
     try {
       const party = await this.clients.party(upstream);
-      if (account.issuer !== party.as.issuer || account.clientId !== party.client.client_id) return;
-      if (party.as.revocation_endpoint === undefined) return;
+      if (account.issuer !== party.as.issuer || account.clientId !== party.client.client_id) return true;
+      if (party.as.revocation_endpoint === undefined) return true;
       for (const [sealed, what] of [
         [account.refreshSealed, 'refresh'],
         [account.accessSealed, 'access'],
@@ -362,10 +433,19 @@ export class UpstreamAccounts {
         const token = sealed === null ? null : unseal(this.tokenKey, sealed, where(account.userId, account.upstream, what));
         if (token === null) continue;
         const response = await oauth.revocationRequest(party.as, party.client, party.auth, token, party.options());
-        await oauth.processRevocationResponse(response);
+        try {
+          await oauth.processRevocationResponse(response);
+        } catch (e) {
+          // The server answered and will not revoke this token (say, unsupported_token_type for a JWT access token
+          // it cannot revoke): asking again would change nothing.
+          if (!(e instanceof oauth.ResponseBodyError && e.status < 500)) throw e;
+          this.log.info('upstream_revoke_refused', { upstream: account.upstream, token: what, error: errorText(e) });
+        }
       }
+      return true;
     } catch (e) {
       this.log.warn('upstream_revoke_failed', { upstream: account.upstream, error: errorText(e) });
+      return false;
     }
   }
 

@@ -355,12 +355,15 @@ export async function startGateway(
     ? new UpstreamAccounts(config, database, log, (name) => void upstreams?.rediscover(name))
     : null;
   upstreams = startUpstreams(config, database, log, metrics, accounts);
+  // Tokens of deleted connections still to be revoked (the command line's too): now, and every minute.
+  accounts?.start();
   const gateway = new UpstreamGateway(config, database, upstreams, log, metrics, signer, accounts);
   return {
     gateway,
     async stop() {
       await gateway.stop();
       await upstreams.stop();
+      await accounts?.stop();
     },
   };
 }

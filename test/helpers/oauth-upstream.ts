@@ -19,13 +19,15 @@ export interface OauthUpstream {
   readonly seen: string[];
   /**
    * What the provider reports: token requests by grant type, `client:ID` per token request, `revoked` grants,
-   * `registration`s, `refresh reused` (a rotated refresh token presented again) and `metadata document fetched`.
+   * `registration`s, `revocation refused` (by the switch below), `refresh reused` (a rotated refresh token presented again) and `metadata document fetched`.
    */
   readonly counts: Map<string, number>;
   /** POST /reg requests that reached the provider */
   registrationRequests: number;
   /** while true, the token endpoint refuses every request with invalid_grant */
   refuseTokens: boolean;
+  /** while true, the revocation endpoint answers 503, as a server that is down for a moment */
+  refuseRevocations: boolean;
   /** access tokens (by jti) the upstream refuses with 401 before their time, as after a revocation there */
   readonly refusedJti: Set<string>;
   /** when set, the upstream's metadata names this authorization server instead of the real one */
@@ -51,7 +53,7 @@ export interface OauthUpstreamOptions {
   readonly clientMetadataFrom?: { readonly origin: string; readonly reach: string };
 }
 
-/** The authorization server, answering POST /token and /reg as the options and the test's switches say. */
+/** The authorization server, answering POST /token, /token/revocation and /reg as the options and the test's switches say. */
 function authorizationServer(provider: Provider, peers: OauthUpstream, options: OauthUpstreamOptions): HttpServer {
   const handle = provider.callback();
   const held: (() => void)[] = [];
@@ -64,6 +66,11 @@ function authorizationServer(provider: Provider, peers: OauthUpstream, options: 
         return;
       }
       setTimeout(() => handle(req, res), options.tokenDelayMs ?? 0);
+      return;
+    }
+    if (req.method === 'POST' && req.url === '/token/revocation' && peers.refuseRevocations) {
+      peers.counts.set('revocation refused', (peers.counts.get('revocation refused') ?? 0) + 1);
+      res.writeHead(503).end();
       return;
     }
     if (req.method !== 'POST' || req.url !== '/reg') return handle(req, res);
@@ -124,6 +131,7 @@ export async function startOauthUpstream(options: OauthUpstreamOptions = {}): Pr
     counts,
     registrationRequests: 0,
     refuseTokens: false,
+    refuseRevocations: false,
     refusedJti: new Set(),
     namedIssuer: null,
     async stop() {
