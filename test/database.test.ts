@@ -114,7 +114,9 @@ describe('Database.write', () => {
   let retries = 0;
   before(async () => {
     path = join(dir, 'write.db');
-    database = await openDatabase(`file:${path}`, null, { events: { busyRetry: () => void retries++, databaseError() {} } });
+    database = await openDatabase(`file:${path}`, null, {
+      events: { busyRetry: () => void retries++, databaseError() {}, databaseRead() {} },
+    });
     await database.migrate();
   });
   after(() => database.close());

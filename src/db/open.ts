@@ -34,6 +34,7 @@ export type { Db, Tx } from './types.ts';
 import type { Db, Tx } from './types.ts';
 import { systemClock, type Clock } from '../domain/clock.ts';
 import { databaseClock } from './clock.ts';
+import { StreamReads, webSocketUrl } from './remote-reads.ts';
 
 export interface WriteOptions {
   /** how long to wait for another process's lock (default BUSY_WAIT_MS); 0 for best-effort writes such as last-used stamps */
@@ -76,12 +77,13 @@ export interface OpenOptions {
 export interface DatabaseEvents {
   busyRetry(): void;
   databaseError(kind: 'busy' | 'failed'): void;
+  databaseRead(): void;
 }
 
 /** A database as a driver opens it; openDatabase adds the clock. */
 type Opened = Omit<Database, 'now' | 'tokenEpoch'>;
 
-const quiet: DatabaseEvents = { busyRetry() {}, databaseError() {} };
+const quiet: DatabaseEvents = { busyRetry() {}, databaseError() {}, databaseRead() {} };
 
 /** How long a write waits for another process's lock before answering busy. */
 export const BUSY_WAIT_MS = 5000;
@@ -254,6 +256,8 @@ function undoFailedWrite(path: string, writer: Connection, e: unknown, committin
 
 /** How long one request to a database server may take before svc gives up on it (reads, and each step of a write). */
 export const REQUEST_TIMEOUT_MS = 5000;
+/** Streams kept open for reads on a database server: each holds one of sqld's connections. */
+const READ_STREAMS = 4;
 /** The least time a write's requests get, even when it waited most of its budget in the queue. */
 const MIN_WRITE_REQUEST_MS = 1000;
 /**
@@ -322,7 +326,16 @@ async function openClient(url: string, authToken: string | null, events: Databas
       ? callsWithin(createClient({ url, ...credentials }), limit)
       : createClient({ url, ...credentials, fetch: fetchWithin(limit) });
   const client = isFile ? createClient({ url }) : remote(() => Math.max(MIN_WRITE_REQUEST_MS, writeDeadline - Date.now()));
-  const readClient = isFile ? client : remote(() => REQUEST_TIMEOUT_MS);
+  // Reads on a server go over a few long-lived streams (remote-reads.ts); a file is read through the one client.
+  const readClient = isFile
+    ? client
+    : new StreamReads(
+        webSocketUrl(url),
+        authToken ?? undefined,
+        READ_STREAMS,
+        () => REQUEST_TIMEOUT_MS,
+        () => events.databaseRead(),
+      ).asClient();
   if (isFile) await client.executeMultiple('PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL;');
   const db = drizzle({ client, schema });
   const readDb = isFile ? db : drizzle({ client: readClient, schema });

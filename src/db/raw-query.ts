@@ -1,5 +1,6 @@
-// A point query on the embedded driver without drizzle in between, for the one lookup on every bearer request:
-// drizzle switches a statement to raw mode again on every call, which costs as much as the query itself.
+// Statements without drizzle in between, for the one lookup on every bearer request: on the embedded driver drizzle
+// switches a statement to raw mode again on every call, which costs as much as the query itself; on a database
+// server the lookups of many requests go out as one statement, which drizzle's prepared queries cannot express.
 import type { Db } from './types.ts';
 
 /** A prepared statement in raw mode: `get` gives the row's values in column order. */
@@ -19,4 +20,17 @@ export function rawPointQuery(db: Db, sql: string): RawPointQuery | null {
   const client = (db as { $client?: { prepare?: (sql: string) => RawStatement } }).$client;
   if (typeof client?.prepare !== 'function') return null;
   return client.prepare(sql).raw(true);
+}
+
+/** Rows as arrays of values, in column order. */
+export type RawRows = (sql: string, args: unknown[]) => Promise<ArrayLike<unknown>[]>;
+
+/** On a remote database, statements straight to its read client (rows as it returns them); null on the embedded one. */
+export function rawRemoteQuery(db: Db): RawRows | null {
+  const client = (
+    db as { $client?: { prepare?: unknown; execute?: (s: { sql: string; args: unknown[] }) => Promise<{ rows: ArrayLike<unknown>[] }> } }
+  ).$client;
+  if (typeof client?.prepare === 'function' || typeof client?.execute !== 'function') return null;
+  const execute = client.execute.bind(client);
+  return async (sql, args) => (await execute({ sql, args })).rows;
 }

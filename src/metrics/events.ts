@@ -27,6 +27,8 @@ export interface Metrics {
   busyRetry(): void;
   /** a write that failed: `busy` after the whole wait, `failed` otherwise */
   databaseError(kind: 'busy' | 'failed'): void;
+  /** one read statement sent to a database server (sqld); bearer lookups that arrived together are one */
+  databaseRead(): void;
   /** one call to an upstream MCP server: `ok` or the cause of its failure (CONTRACT §6.1) */
   upstreamCall(upstream: string, outcome: string, seconds: number): void;
   /** whether svc reached the upstream the last time it tried */
@@ -40,6 +42,7 @@ export const noMetrics: Metrics = {
   mcp() {},
   busyRetry() {},
   databaseError() {},
+  databaseRead() {},
   upstreamCall() {},
   upstreamUp() {},
 };

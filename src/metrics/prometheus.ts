@@ -84,6 +84,11 @@ export class PrometheusMetrics implements Metrics {
     labelNames: ['kind'],
     registers: [this.registry],
   });
+  private readonly databaseReads = new Counter({
+    name: 'svc_database_reads_total',
+    help: 'Read statements sent to a database server (sqld); bearer lookups that arrived together are one',
+    registers: [this.registry],
+  });
 
   private readonly upstreamCalls = new Counter({
     name: 'svc_upstream_calls_total',
@@ -191,6 +196,9 @@ export class PrometheusMetrics implements Metrics {
   }
   databaseError(kind: 'busy' | 'failed'): void {
     this.databaseErrors.inc({ kind });
+  }
+  databaseRead(): void {
+    this.databaseReads.inc();
   }
 }
 

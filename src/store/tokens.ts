@@ -1,13 +1,14 @@
 // Personal access tokens: minted, listed, revoked, and looked up on every bearer request.
-import { eq, and, count, desc, gt, isNotNull, isNull, lt, lte, notInArray, or, sql } from 'drizzle-orm';
+import { eq, and, count, desc, gt, isNotNull, isNull, lt, lte, notInArray, or } from 'drizzle-orm';
 import type { Database, Db, Tx } from '../db/open.ts';
-import { oauthGrants, tokens, users } from '../db/schema.ts';
-import { rawPointQuery } from '../db/raw-query.ts';
+import { tokens } from '../db/schema.ts';
+import { rawPointQuery, rawRemoteQuery } from '../db/raw-query.ts';
+import { batchedLookup } from '../db/batched.ts';
 import { pageOf, window, type Page, type PageRequest } from './paging.ts';
 import { databaseClock } from '../db/clock.ts';
 import { mintToken, randomId, storedHash, tokenWellFormed } from '../domain/secrets.ts';
 import { conflict, notFound } from '../domain/errors.ts';
-import { toUser, type User } from './users.ts';
+import type { User } from './users.ts';
 import { storedLabels, formatLabels, type LabelSet } from '../domain/labels.ts';
 import { formatScopes, storedScopes, type ScopeSet } from '../domain/scopes.ts';
 
@@ -230,78 +231,63 @@ interface LookupRow {
 }
 type Lookup = (hash: string) => LookupRow | undefined | Promise<LookupRow | undefined>;
 
-const LOOKUP_SQL = `SELECT t.id, t.expires_at, t.revoked_at, t.last_used_at,
+const LOOKUP_COLUMNS = `t.id, t.expires_at, t.revoked_at, t.last_used_at,
   u.id, u.uid, u.email, u.name, u.labels, u.admin, u.password_hash IS NOT NULL, u.created_at, u.updated_at, t.labels,
-  t.scopes, t.grant_id, t.grant_id IS NOT NULL AND (g.id IS NULL OR g.revoked_at IS NOT NULL), g.client_id
-  FROM tokens t JOIN users u ON u.id = t.user_id LEFT JOIN oauth_grants g ON g.id = t.grant_id WHERE t.hash = ?`;
+  t.scopes, t.grant_id, t.grant_id IS NOT NULL AND (g.id IS NULL OR g.revoked_at IS NOT NULL), g.client_id, t.hash
+  FROM tokens t JOIN users u ON u.id = t.user_id LEFT JOIN oauth_grants g ON g.id = t.grant_id`;
+const LOOKUP_SQL = `SELECT ${LOOKUP_COLUMNS} WHERE t.hash = ?`;
+/** Many hashes at once (a JSON array): one statement for the bearer requests that arrived together. */
+const LOOKUP_MANY_SQL = `SELECT ${LOOKUP_COLUMNS} WHERE t.hash IN (SELECT value FROM json_each(?))`;
+/** On a database server: lookup statements on their way at once, and hashes in one statement at most. */
+const LOOKUPS_IN_FLIGHT = 2;
+const HASHES_PER_LOOKUP = 200;
 
-/** The lookup, prepared once: a raw point query on the embedded driver, drizzle's prepared query on a remote one. */
+/** A row of LOOKUP_COLUMNS, by position. */
+function lookupRow(r: ArrayLike<unknown>): LookupRow {
+  return {
+    tokenId: r[0] as string,
+    expiresAt: r[1] as number | null,
+    revokedAt: r[2] as number | null,
+    lastUsedAt: r[3] as number | null,
+    restriction: r[13] === null ? null : storedLabels(r[13] as string),
+    scopes: storedScopes(r[14] as string),
+    grantId: r[15] as string | null,
+    grantRevoked: r[16] === 1,
+    clientId: r[17] as string | null,
+    user: {
+      id: r[4] as number,
+      uid: r[5] as string,
+      email: r[6] as string,
+      name: r[7] as string,
+      labels: storedLabels(r[8] as string),
+      admin: r[9] === 1,
+      hasPassword: r[10] === 1,
+      createdAt: r[11] as number,
+      updatedAt: r[12] as number,
+    },
+  };
+}
+
+/**
+ * The lookup, prepared once: a raw point query on the embedded driver (a synchronous call of microseconds); on a
+ * database server, lookups that arrive together share one statement (db/batched.ts), each still read after its
+ * request arrived.
+ */
 function prepareLookup(db: Db): Lookup {
   const raw = rawPointQuery(db, LOOKUP_SQL);
   if (raw) {
     return (hash) => {
       const r = raw.get(hash);
-      if (!r) return undefined;
-      return {
-        tokenId: r[0] as string,
-        expiresAt: r[1] as number | null,
-        revokedAt: r[2] as number | null,
-        lastUsedAt: r[3] as number | null,
-        restriction: r[13] === null ? null : storedLabels(r[13] as string),
-        scopes: storedScopes(r[14] as string),
-        grantId: r[15] as string | null,
-        grantRevoked: r[16] === 1,
-        clientId: r[17] as string | null,
-        user: {
-          id: r[4] as number,
-          uid: r[5] as string,
-          email: r[6] as string,
-          name: r[7] as string,
-          labels: storedLabels(r[8] as string),
-          admin: r[9] === 1,
-          hasPassword: r[10] === 1,
-          createdAt: r[11] as number,
-          updatedAt: r[12] as number,
-        },
-      };
+      return r ? lookupRow(r) : undefined;
     };
   }
-  const query = db
-    .select({
-      t: {
-        id: tokens.id,
-        expiresAt: tokens.expiresAt,
-        revokedAt: tokens.revokedAt,
-        lastUsedAt: tokens.lastUsedAt,
-        labels: tokens.labels,
-        scopes: tokens.scopes,
-        grantId: tokens.grantId,
-      },
-      g: { id: oauthGrants.id, revokedAt: oauthGrants.revokedAt, clientId: oauthGrants.clientId },
-      u: users,
-    })
-    .from(tokens)
-    .innerJoin(users, eq(users.id, tokens.userId))
-    .leftJoin(oauthGrants, eq(oauthGrants.id, tokens.grantId))
-    .where(eq(tokens.hash, sql.placeholder('hash')))
-    .prepare();
-  return async (hash) => {
-    const row = await query.get({ hash });
-    return (
-      row && {
-        tokenId: row.t.id,
-        expiresAt: row.t.expiresAt,
-        revokedAt: row.t.revokedAt,
-        lastUsedAt: row.t.lastUsedAt,
-        restriction: row.t.labels === null ? null : storedLabels(row.t.labels),
-        user: toUser(row.u),
-        scopes: storedScopes(row.t.scopes),
-        grantId: row.t.grantId,
-        grantRevoked: row.t.grantId !== null && (row.g === null || row.g.revokedAt !== null),
-        clientId: row.g?.clientId ?? null,
-      }
-    );
-  };
+  const rows = rawRemoteQuery(db);
+  if (!rows) throw new Error('the bearer lookup needs the embedded driver or a remote read client');
+  return batchedLookup(
+    async (hashes) => new Map((await rows(LOOKUP_MANY_SQL, [JSON.stringify(hashes)])).map((r) => [r[18] as string, lookupRow(r)])),
+    LOOKUPS_IN_FLIGHT,
+    HASHES_PER_LOOKUP,
+  );
 }
 const lookups = new WeakMap<Db, Lookup>();
 

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import { Browser, bearer, fetchRetryingGet } from './http.ts';
+import { loadClient } from './load.ts';
 import { install, holdWriteLock, sqlOn, type Installation, type InstallOptions, type Runner, type Serving } from './installation.ts';
 import { freePort, type CliResult } from './workspace.ts';
 import { scrape } from './metrics.ts';
@@ -292,16 +293,11 @@ export async function cliBesideServer(runner: Runner, t: TestContext, options: I
     const items: string[] = [];
     let running = true;
     const whoami = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } });
+    // At most 40 connections for the readers, as a client pool would hold (see helpers/load.ts).
+    const pool = loadClient(40);
+    const headers = { ...bearer(token), 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
     const readers = Array.from({ length: 40 }, async () => {
-      while (running) {
-        const r = await fetch(`${inst.url}/mcp`, {
-          method: 'POST',
-          headers: { ...bearer(token), 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-          body: whoami,
-        });
-        seen(r.status);
-        await r.arrayBuffer();
-      }
+      while (running) seen((await pool.post(`${inst.url}/mcp`, headers, whoami)).status);
     });
     const writers = Array.from({ length: 10 }, async (_, w) => {
       for (let i = 0; running; i++) {
@@ -330,6 +326,7 @@ export async function cliBesideServer(runner: Runner, t: TestContext, options: I
     await Promise.all(clis);
     running = false;
     await Promise.all([...readers, ...writers]);
+    pool.close();
 
     const unexpected = [...statuses.keys()].filter((s) => ![200, 201, 503].includes(s));
     assert.deepEqual(unexpected, [], `every answer is 2xx or 503: ${JSON.stringify([...statuses])}`);

@@ -1,0 +1,55 @@
+// Point lookups that arrive together, answered by one statement: on a database server each statement costs a round
+// trip and the server's CPU, so concurrent requests share one. A lookup only ever joins a statement that has not
+// been sent yet, so every answer was read after its request arrived (a revoked token is refused on the next request).
+
+/** Runs one statement for many keys; the rows found, by key (a key with no row is absent). */
+export type ManyLookup<R> = (keys: readonly string[]) => Promise<ReadonlyMap<string, R>>;
+
+interface Waiting<R> {
+  readonly key: string;
+  resolve(row: R | undefined): void;
+  reject(e: unknown): void;
+}
+
+/**
+ * One key's lookup, batched: lookups made in one turn of the event loop go out together, at most `inFlight`
+ * statements are on their way at once, and lookups made meanwhile wait for the next statement (up to `maxKeys`
+ * keys each).
+ */
+export function batchedLookup<R>(many: ManyLookup<R>, inFlight: number, maxKeys: number): (key: string) => Promise<R | undefined> {
+  let waiting: Waiting<R>[] = [];
+  let running = 0;
+  let scheduled = false;
+
+  const send = () => {
+    scheduled = false;
+    while (running < inFlight && waiting.length > 0) {
+      const batch = waiting.slice(0, maxKeys);
+      waiting = waiting.slice(batch.length);
+      running++;
+      many([...new Set(batch.map((w) => w.key))])
+        .then(
+          (found) => {
+            for (const w of batch) w.resolve(found.get(w.key));
+          },
+          (e: unknown) => {
+            for (const w of batch) w.reject(e);
+          },
+        )
+        .finally(() => {
+          running--;
+          send();
+        });
+    }
+  };
+
+  return (key) =>
+    new Promise<R | undefined>((resolve, reject) => {
+      waiting.push({ key, resolve, reject });
+      // Sent once this turn's lookups have joined; while every slot is busy, the next one to finish sends.
+      if (!scheduled && running < inFlight) {
+        scheduled = true;
+        setImmediate(send);
+      }
+    });
+}

@@ -1,0 +1,110 @@
+// Reads on a real sqld (§5 Durability): svc keeps a few Hrana streams open for its reads, and bearer lookups that
+// arrive together go out as one statement. Two `svc serve` processes on one sqld, B under 50 connections of bearer
+// requests: a token revoked through A is refused by B on the very next request, every time, while B's lookups are
+// batched (its read statements, counted by svc_database_reads_total, are far fewer than its requests).
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { install, serveTogether, sourceRunner, type Installation, type ServeProcess } from './helpers/installation.ts';
+import { startSqld, type Sqld } from './helpers/sqld.ts';
+import { Browser, bearer } from './helpers/http.ts';
+import { loadClient } from './helpers/load.ts';
+import { scrape } from './helpers/metrics.ts';
+import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
+
+const WHOAMI = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } });
+const whoami = (url: string, token: string) =>
+  fetch(`${url}/mcp`, {
+    method: 'POST',
+    headers: { ...bearer(token), 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: WHOAMI,
+  });
+
+describe('reads on sqld over long-lived streams, bearer lookups batched', () => {
+  let sqld: Sqld;
+  let inst: Installation;
+  const servers = {} as Record<'a' | 'b', ServeProcess>;
+  let metricsB: string;
+
+  before(async () => {
+    sqld = await startSqld({ auth: true });
+    inst = await install(sourceRunner, { remote: { url: sqld.url, token: sqld.token } });
+    const migrated = await inst.cli(['migrate']);
+    assert.equal(migrated.code, 0, migrated.stderr);
+    const added = await inst.cli(['user', 'add', 'alice', '--email', 'alice@example.com', '--password-stdin'], 'alice password 1\n');
+    assert.equal(added.code, 0, added.stderr);
+    metricsB = `http://127.0.0.1:${await freePort()}/metrics`;
+    for (const [name, extra] of [
+      ['a', ''],
+      ['b', `metrics_listen = ${new URL(metricsB).host}\n`],
+    ] as const) {
+      const config = join(inst.dir, `serve-${name}.ini`);
+      writeFileSync(
+        config,
+        `[server]\nlisten = 127.0.0.1:0\nbase_url = ${inst.url}\ndatabase = ${sqld.url}\ndatabase_token_env = SVC_DATABASE_TOKEN\n${extra}[auth]\n${DEFAULT_AUTH}`,
+      );
+      Object.assign(servers, await serveTogether(sourceRunner, config, [name], () => inst.env));
+    }
+  });
+  after(async () => {
+    for (const s of Object.values(servers)) s.child.kill('SIGTERM');
+    await Promise.all(
+      Object.values(servers).map(
+        (s) =>
+          new Promise<void>((ok) => (s.child.exitCode !== null || s.child.signalCode !== null ? ok() : s.child.once('exit', () => ok()))),
+      ),
+    );
+    inst?.remove();
+    await sqld?.remove();
+  });
+
+  test('under 50 connections to B, each token revoked through A is refused by B on the next request; B batched its lookups', async () => {
+    const alice = new Browser(servers.a.url);
+    assert.equal(
+      (await alice.request('/login', { form: { username: 'alice', password: 'alice password 1' }, origin: inst.url })).status,
+      303,
+    );
+    const mint = async (name: string) => {
+      const r = await alice.request('/auth/tokens', { json: { name, scopes: 'mcp' }, origin: inst.url });
+      const body = await r.text();
+      assert.equal(r.status, 201, body);
+      return JSON.parse(body) as { id: string; token: string };
+    };
+    const load = await mint('load');
+    const before = await scrape(metricsB);
+
+    let running = true;
+    const statuses = new Map<number, number>();
+    const pool = loadClient(50);
+    const headers = { ...bearer(load.token), 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    const loops = Array.from({ length: 50 }, async () => {
+      while (running) {
+        const r = await pool.post(`${servers.b.url}/mcp`, headers, WHOAMI);
+        statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+      }
+    });
+    try {
+      for (let round = 0; round < 20; round++) {
+        const t = await mint(`round ${round}`);
+        assert.equal((await whoami(servers.b.url, t.token)).status, 200, `round ${round}: B takes the new token`);
+        const revoked = await alice.request(`/auth/tokens/${t.id}/revoke`, { method: 'POST', json: {}, origin: inst.url });
+        assert.equal(revoked.status, 200, `round ${round}: revoked through A`);
+        assert.equal((await whoami(servers.b.url, t.token)).status, 401, `round ${round}: B refuses it on the next request`);
+        assert.equal((await whoami(servers.a.url, t.token)).status, 401, `round ${round}: and so does A`);
+      }
+    } finally {
+      running = false;
+      await Promise.all(loops);
+      pool.close();
+    }
+
+    assert.deepEqual([...statuses.keys()], [200], `every request of the load was answered 200: ${JSON.stringify([...statuses])}`);
+    const after = await scrape(metricsB);
+    const requests = after.value('svc_http_requests_total') - before.value('svc_http_requests_total');
+    const reads = after.value('svc_database_reads_total') - before.value('svc_database_reads_total');
+    assert.ok(requests > 1000, `B answered ${requests} requests`);
+    assert.ok(reads > 0, 'B read from sqld');
+    assert.ok(reads / requests < 0.5, `B sent ${reads} read statements for ${requests} requests: its lookups were batched`);
+  });
+});
