@@ -34,7 +34,6 @@ export type { Db, Tx } from './types.ts';
 import type { Db, Tx } from './types.ts';
 import { systemClock, type Clock } from '../domain/clock.ts';
 import { databaseClock } from './clock.ts';
-import { StreamReads, webSocketUrl } from './remote-reads.ts';
 
 export interface WriteOptions {
   /** how long to wait for another process's lock (default BUSY_WAIT_MS); 0 for best-effort writes such as last-used stamps */
@@ -314,8 +313,11 @@ function callsWithin(client: LibsqlClient, limitMs: () => number): LibsqlClient 
 }
 
 async function openClient(url: string, authToken: string | null, events: DatabaseEvents): Promise<Opened> {
+  // Loaded here, not at start: @libsql/client brings native code, which the single executable unpacks only when a
+  // database server is used.
   const { createClient } = await import('@libsql/client');
   const { drizzle } = await import('drizzle-orm/libsql');
+  const { StreamReads, webSocketUrl } = await import('./remote-reads.ts');
   const isFile = url.startsWith('file:');
   if (isFile) prepareFolder(filePath(url));
   // Over the network, reads and writes get a client each: a write's requests are limited by its own deadline.
