@@ -255,8 +255,6 @@ function undoFailedWrite(path: string, writer: Connection, e: unknown, committin
 
 /** How long one request to a database server may take before svc gives up on it (reads, and each step of a write). */
 export const REQUEST_TIMEOUT_MS = 5000;
-/** Streams kept open for reads on a database server: each holds one of sqld's connections. */
-const READ_STREAMS = 4;
 /** The least time a write's requests get, even when it waited most of its budget in the queue. */
 const MIN_WRITE_REQUEST_MS = 1000;
 /**
@@ -317,7 +315,7 @@ async function openClient(url: string, authToken: string | null, events: Databas
   // database server is used.
   const { createClient } = await import('@libsql/client');
   const { drizzle } = await import('drizzle-orm/libsql');
-  const { StreamReads, webSocketUrl } = await import('./remote-reads.ts');
+  const { streamReads } = await import('./remote-reads.ts');
   const isFile = url.startsWith('file:');
   if (isFile) prepareFolder(filePath(url));
   // Over the network, reads and writes get a client each: a write's requests are limited by its own deadline.
@@ -329,15 +327,7 @@ async function openClient(url: string, authToken: string | null, events: Databas
       : createClient({ url, ...credentials, fetch: fetchWithin(limit) });
   const client = isFile ? createClient({ url }) : remote(() => Math.max(MIN_WRITE_REQUEST_MS, writeDeadline - Date.now()));
   // Reads on a server go over a few long-lived streams (remote-reads.ts); a file is read through the one client.
-  const readClient = isFile
-    ? client
-    : new StreamReads(
-        webSocketUrl(url),
-        authToken ?? undefined,
-        READ_STREAMS,
-        () => REQUEST_TIMEOUT_MS,
-        () => events.databaseRead(),
-      ).asClient();
+  const readClient = isFile ? client : streamReads(url, authToken, REQUEST_TIMEOUT_MS, () => events.databaseRead());
   if (isFile) await client.executeMultiple('PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL;');
   const db = drizzle({ client, schema });
   const readDb = isFile ? db : drizzle({ client: readClient, schema });

@@ -8,6 +8,14 @@
 import * as hrana from '@libsql/hrana-client';
 import { LibsqlError, type Client, type InStatement, type ResultSet } from '@libsql/client';
 
+/** Streams kept open for reads on a database server: each holds one of sqld's connections. */
+const READ_STREAMS = 4;
+
+/** The read client for the database server at `url` (any scheme: reads go over its WebSocket), told of each statement. */
+export function streamReads(url: string, authToken: string | null, timeoutMs: number, sent: () => void): Client {
+  return new StreamReads(webSocketUrl(url), authToken ?? undefined, READ_STREAMS, () => timeoutMs, sent).asClient();
+}
+
 interface Slot {
   readonly stream: hrana.WsStream;
   /** statements on their way on this stream */
