@@ -1,6 +1,7 @@
-// Point lookups that arrive together, answered by one statement: on a database server each statement costs a round
-// trip and the server's CPU, so concurrent requests share one. A lookup only ever joins a statement that has not
-// been sent yet, so every answer was read after its request arrived (a revoked token is refused on the next request).
+// Point lookups that arrive together, answered together in the next turn of the event loop: on a database server
+// in one statement (each costs a round trip and the server's CPU), and on the embedded file one after another, so
+// the requests waiting on them go on together. A lookup only ever joins a batch that has not been read yet, so every
+// answer was read after its request arrived (a revoked token is refused on the next request).
 
 /** Runs one statement for many keys; the rows found, by key (a key with no row is absent). */
 export type ManyLookup<R> = (keys: readonly string[]) => Promise<ReadonlyMap<string, R>>;

@@ -238,7 +238,7 @@ const LOOKUP_COLUMNS = `t.id, t.expires_at, t.revoked_at, t.last_used_at,
 const LOOKUP_SQL = `SELECT ${LOOKUP_COLUMNS} WHERE t.hash = ?`;
 /** Many hashes at once (a JSON array): one statement for the bearer requests that arrived together. */
 const LOOKUP_MANY_SQL = `SELECT ${LOOKUP_COLUMNS} WHERE t.hash IN (SELECT value FROM json_each(?))`;
-/** On a database server: lookup statements on their way at once, and hashes in one statement at most. */
+/** On a database server: lookup statements on their way at once; on either driver, hashes in one batch at most. */
 const LOOKUPS_IN_FLIGHT = 2;
 const HASHES_PER_LOOKUP = 200;
 
@@ -269,17 +269,28 @@ function lookupRow(r: ArrayLike<unknown>): LookupRow {
 }
 
 /**
- * The lookup, prepared once: a raw point query on the embedded driver (a synchronous call of microseconds); on a
- * database server, lookups that arrive together share one statement (db/batched.ts), each still read after its
- * request arrived.
+ * The lookup, prepared once, and batched on both drivers (db/batched.ts): the bearer requests that arrived in one
+ * turn of the event loop are looked up together in the next, each still read after its request arrived. On a
+ * database server they share one statement. On the embedded driver each is a raw point query of microseconds, and
+ * batching them pays anyway: the requests then go on together, their answers are written in one turn (on this
+ * machine a write to a client that sleeps costs ~100 µs of svc's CPU to wake it) and the same code runs warm for
+ * each; under 50 connections that doubled what svc answers (docs/performance.md).
  */
 function prepareLookup(db: Db): Lookup {
   const raw = rawPointQuery(db, LOOKUP_SQL);
   if (raw) {
-    return (hash) => {
-      const r = raw.get(hash);
-      return r ? lookupRow(r) : undefined;
-    };
+    return batchedLookup(
+      async (hashes) => {
+        const found = new Map<string, LookupRow>();
+        for (const hash of hashes) {
+          const r = raw.get(hash);
+          if (r) found.set(hash, lookupRow(r));
+        }
+        return found;
+      },
+      1,
+      HASHES_PER_LOOKUP,
+    );
   }
   const rows = rawRemoteQuery(db);
   if (!rows) throw new Error('the bearer lookup needs the embedded driver or a remote read client');

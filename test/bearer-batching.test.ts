@@ -1,7 +1,9 @@
-// Reads on a real sqld (§5 Durability): svc keeps a few Hrana streams open for its reads, and bearer lookups that
-// arrive together go out as one statement. Two `svc serve` processes on one sqld, B under 50 connections of bearer
-// requests: a token revoked through A is refused by B on the very next request, every time, while B's lookups are
-// batched (its read statements, counted by svc_database_reads_total, are far fewer than its requests).
+// Bearer lookups that arrive together are read together in the next turn of the event loop (db/batched.ts), and
+// still after their requests arrived. On the embedded file under 50 connections: a token revoked is refused on the
+// very next request, every time. On a real sqld (§5 Durability), where svc also keeps a few Hrana streams open for
+// its reads and a batch is one statement: two `svc serve` processes, B under 50 connections, a token revoked
+// through A is refused by B on the very next request, every time, while B's lookups are batched (its read
+// statements, counted by svc_database_reads_total, are far fewer than its requests).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -11,6 +13,7 @@ import { startSqld, type Sqld } from './helpers/sqld.ts';
 import { Browser, bearer } from './helpers/http.ts';
 import { loadClient } from './helpers/load.ts';
 import { scrape } from './helpers/metrics.ts';
+import { startTestServer } from './helpers/server.ts';
 import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
 
 const WHOAMI = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } });
@@ -106,5 +109,46 @@ describe('reads on sqld over long-lived streams, bearer lookups batched', () => 
     assert.ok(requests > 1000, `B answered ${requests} requests`);
     assert.ok(reads > 0, 'B read from sqld');
     assert.ok(reads / requests < 0.5, `B sent ${reads} read statements for ${requests} requests: its lookups were batched`);
+  });
+});
+
+describe('bearer lookups batched on the embedded file', () => {
+  test('under 50 connections, each token revoked is refused on the next request, and the load is answered throughout', async () => {
+    const svc = await startTestServer({});
+    const pool = loadClient(50);
+    try {
+      const alice = await svc.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1' });
+      const load = await svc.tokenFor(alice);
+      const browser = new Browser(svc.url);
+      assert.equal((await browser.login('alice', 'alice password 1')).status, 303);
+      let running = true;
+      const statuses = new Map<number, number>();
+      const headers = { ...bearer(load), 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+      const loops = Array.from({ length: 50 }, async () => {
+        while (running) {
+          const r = await pool.post(`${svc.url}/mcp`, headers, WHOAMI);
+          statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+        }
+      });
+      try {
+        for (let round = 0; round < 20; round++) {
+          const r = await browser.request('/auth/tokens', { json: { name: `round ${round}`, scopes: 'mcp' } });
+          const body = await r.text();
+          assert.equal(r.status, 201, body);
+          const t = JSON.parse(body) as { id: string; token: string };
+          assert.equal((await whoami(svc.url, t.token)).status, 200, `round ${round}: the new token works`);
+          assert.equal((await browser.request(`/auth/tokens/${t.id}/revoke`, { method: 'POST', json: {} })).status, 200);
+          assert.equal((await whoami(svc.url, t.token)).status, 401, `round ${round}: refused on the next request`);
+        }
+      } finally {
+        running = false;
+        await Promise.all(loops);
+      }
+      assert.deepEqual([...statuses.keys()], [200], `every request of the load was answered 200: ${JSON.stringify([...statuses])}`);
+      assert.ok((statuses.get(200) ?? 0) > 1000, `the load made ${statuses.get(200)} requests`);
+    } finally {
+      pool.close();
+      await svc.stop();
+    }
   });
 });
