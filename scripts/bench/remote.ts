@@ -186,7 +186,7 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
     );
     const line = (label: string, kind: Kind) =>
       say(
-        `   ${label.padEnd(37)}${fmt(m(kind, 'rate'), 0)} req/s, p50 ${m(kind, 'p50')} ms, p99 ${m(kind, 'p99')} ms` +
+        `   ${label.padEnd(40)}${fmt(m(kind, 'rate'), 0)} req/s, p50 ${m(kind, 'p50')} ms, p99 ${m(kind, 'p99')} ms` +
           (kind === 'file' ? '' : `, ${fmt(m(kind, 'statements'), 3)} statements to sqld per request`),
       );
     line('file:', 'file');
