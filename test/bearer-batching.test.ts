@@ -13,7 +13,12 @@ import { startSqld, type Sqld } from './helpers/sqld.ts';
 import { Browser, bearer } from './helpers/http.ts';
 import { loadClient } from './helpers/load.ts';
 import { scrape } from './helpers/metrics.ts';
+import { sql } from 'drizzle-orm';
 import { startTestServer } from './helpers/server.ts';
+import { tokenRecord, userRecord } from './helpers/records.ts';
+import { openDatabase } from '../src/db/open.ts';
+import { checkToken, createToken } from '../src/store/tokens.ts';
+import { createUser } from '../src/store/users.ts';
 import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
 
 const WHOAMI = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } });
@@ -109,6 +114,42 @@ describe('reads on sqld over long-lived streams, bearer lookups batched', () => 
     assert.ok(requests > 1000, `B answered ${requests} requests`);
     assert.ok(reads > 0, 'B read from sqld');
     assert.ok(reads / requests < 0.5, `B sent ${reads} read statements for ${requests} requests: its lookups were batched`);
+  });
+});
+
+describe('bearer lookups on sqld beside reads that run past their deadline', () => {
+  test('four reads that take over 5 s fail alone: the lookups meanwhile all answer, on a connection of their own', async () => {
+    const sqld = await startSqld({ auth: true });
+    const database = await openDatabase(sqld.url, sqld.token);
+    try {
+      await database.migrate();
+      const user = await database.write((tx) => createUser(tx, userRecord({ uid: 'alice', email: 'alice@example.com' })));
+      const { token } = await database.write(async (tx) => createToken(tx, user.id, tokenRecord('agent'), await database.tokenEpoch(tx)));
+      // Enough rows for each read to outlast the 5 s deadline, one per read stream.
+      const slow = sql`WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 400000000) SELECT count(*) FROM c`;
+      const reads = Array.from({ length: 4 }, () =>
+        Promise.resolve(database.db.all(slow)).then(
+          () => 'answered',
+          () => 'failed',
+        ),
+      );
+      const lookups: boolean[] = [];
+      const started = Date.now();
+      while (Date.now() - started < 6000) {
+        lookups.push((await checkToken(database, token)).ok);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.deepEqual(await Promise.all(reads), ['failed', 'failed', 'failed', 'failed'], 'the slow reads ran past their deadline');
+      assert.ok(lookups.length > 50, `${lookups.length} lookups were made meanwhile`);
+      assert.deepEqual(
+        lookups.filter((ok) => !ok),
+        [],
+        'every lookup made while the slow reads held their streams, and when their connection was dropped, found the token',
+      );
+    } finally {
+      database.close();
+      await sqld.remove();
+    }
   });
 });
 

@@ -25,12 +25,15 @@ export function rawPointQuery(db: Db, sql: string): RawPointQuery | null {
 /** Rows as arrays of values, in column order. */
 export type RawRows = (sql: string, args: unknown[]) => Promise<ArrayLike<unknown>[]>;
 
-/** On a remote database, statements straight to its read client (rows as it returns them); null on the embedded one. */
+type Execute = (s: { sql: string; args: unknown[] }) => Promise<{ rows: ArrayLike<unknown>[] }>;
+
+/**
+ * On a remote database, the bearer lookup's statements straight to its read client (rows as it returns them), on
+ * the connection it keeps for lookups where it has one (remote-reads.ts); null on the embedded driver.
+ */
 export function rawRemoteQuery(db: Db): RawRows | null {
-  const client = (
-    db as { $client?: { prepare?: unknown; execute?: (s: { sql: string; args: unknown[] }) => Promise<{ rows: ArrayLike<unknown>[] }> } }
-  ).$client;
+  const client = (db as { $client?: { prepare?: unknown; execute?: Execute; executeLookup?: Execute } }).$client;
   if (typeof client?.prepare === 'function' || typeof client?.execute !== 'function') return null;
-  const execute = client.execute.bind(client);
+  const execute = (client.executeLookup ?? client.execute).bind(client);
   return async (sql, args) => (await execute({ sql, args })).rows;
 }

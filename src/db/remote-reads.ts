@@ -11,9 +11,22 @@ import { LibsqlError, type Client, type InStatement, type ResultSet } from '@lib
 /** Streams kept open for reads on a database server: each holds one of sqld's connections. */
 const READ_STREAMS = 4;
 
-/** The read client for the database server at `url` (any scheme: reads go over its WebSocket), told of each statement. */
-export function streamReads(url: string, authToken: string | null, timeoutMs: number, sent: () => void): Client {
-  return new StreamReads(webSocketUrl(url), authToken ?? undefined, READ_STREAMS, () => timeoutMs, sent).asClient();
+/** A read client that also offers the bearer lookup a connection of its own. */
+export type ReadClient = Client & { executeLookup(statement: InStatement): Promise<ResultSet> };
+
+/**
+ * The read client for the database server at `url` (any scheme: reads go over its WebSocket), told of each
+ * statement. Bearer lookups get a stream on a WebSocket of their own: a slow read (a search) can neither hold them
+ * up behind it nor, when it times out and its connection is dropped, take them down with it.
+ */
+export function streamReads(url: string, authToken: string | null, timeoutMs: number, sent: () => void): ReadClient {
+  const open = (streams: number) => new StreamReads(webSocketUrl(url), authToken ?? undefined, streams, () => timeoutMs, sent);
+  const lookups = open(1);
+  const reads = open(READ_STREAMS - 1);
+  return Object.assign(
+    reads.asClient(() => lookups.close()),
+    { executeLookup: (s: InStatement) => lookups.execute(s) },
+  );
 }
 
 interface Slot {
@@ -113,8 +126,8 @@ export class StreamReads {
     }
   }
 
-  /** This object as the libsql Client drizzle is given: reads only. */
-  asClient(): Client {
+  /** This object as the libsql Client drizzle is given: reads only; `closing` also runs at close(). */
+  asClient(closing: () => void = () => undefined): Client {
     const unsupported = (name: string) => () => {
       throw new Error(`svc's read-only database client has no ${name}: writes go through database.write`);
     };
@@ -127,7 +140,10 @@ export class StreamReads {
       executeMultiple: unsupported('executeMultiple'),
       sync: unsupported('sync'),
       reconnect: () => this.drop(),
-      close: () => this.close(),
+      close: () => {
+        this.close();
+        closing();
+      },
       get closed() {
         return false;
       },
