@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { openDatabase, type Database } from '../../src/db/open.ts';
 import { createUser } from '../../src/store/users.ts';
 import { createToken, checkToken } from '../../src/store/tokens.ts';
+import { scrape } from '../../test/helpers/metrics.ts';
 import { startSqld } from '../../test/helpers/sqld.ts';
 import { benchToken, benchUser } from './records.ts';
 
@@ -86,13 +87,8 @@ const METRICS_OFFSET = 100;
 
 /** svc's own counters: requests answered and read statements sent to sqld (svc_database_reads_total). */
 async function counters(port: number): Promise<{ requests: number; reads: number }> {
-  const text = await (await fetch(`http://127.0.0.1:${port + METRICS_OFFSET}/metrics`)).text();
-  const sum = (name: string) =>
-    text
-      .split('\n')
-      .filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `))
-      .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
-  return { requests: sum('svc_http_requests_total'), reads: sum('svc_database_reads_total') };
+  const metrics = await scrape(`http://127.0.0.1:${port + METRICS_OFFSET}/metrics`);
+  return { requests: metrics.value('svc_http_requests_total'), reads: metrics.value('svc_database_reads_total') };
 }
 
 function load(url: string, token: string, seconds: number, connections: number): Promise<Load> {

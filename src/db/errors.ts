@@ -50,6 +50,21 @@ export class DatabaseUnreachable extends DatabaseUnavailable {
   }
 }
 
+/**
+ * `call`'s answer, or, once `ms` passed without one, a TimeoutError (which isUnreachable reads as the server not
+ * answering); `expired` runs then, to drop the connection the call waits on.
+ */
+export function answeredWithin<T>(call: Promise<T>, ms: number, expired: () => void): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      expired();
+      reject(Object.assign(new Error('the database server did not answer in time'), { name: 'TimeoutError' }));
+    }, ms);
+  });
+  return Promise.race([call, late]).finally(() => clearTimeout(timer));
+}
+
 /** The database file or its disk failed: the message names the file and what to do. */
 export class DatabaseFailure extends Error {}
 

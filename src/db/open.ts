@@ -17,6 +17,7 @@ import * as schema from './schema.ts';
 import { replacingConnection, type Connection } from './libsql-statements.ts';
 import { loadMigrations, applyMigrations, pendingMigrations, type Migration } from './migrations.ts';
 import {
+  answeredWithin,
   DatabaseBusy,
   DatabaseFailure,
   DatabaseUnavailable,
@@ -276,18 +277,12 @@ type LibsqlClient = import('@libsql/client').Client;
  * a new one instead of waiting behind a server that stopped answering.
  */
 function callsWithin(client: LibsqlClient, limitMs: () => number): LibsqlClient {
-  const timed = <T>(call: () => Promise<T>): Promise<T> => {
-    let timer: NodeJS.Timeout | undefined;
-    const expired = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        void Promise.resolve()
-          .then(() => client.reconnect())
-          .catch(() => undefined);
-        reject(Object.assign(new Error('the database server did not answer in time'), { name: 'TimeoutError' }));
-      }, limitMs());
+  const timed = <T>(call: () => Promise<T>): Promise<T> =>
+    answeredWithin(call(), limitMs(), () => {
+      void Promise.resolve()
+        .then(() => client.reconnect())
+        .catch(() => undefined);
     });
-    return Promise.race([call(), expired]).finally(() => clearTimeout(timer));
-  };
   const limited = <O extends object>(
     target: O,
     names: readonly string[],

@@ -7,6 +7,7 @@
 // Only reads come here (drizzle's read-only `db`); writes and their transactions stay on @libsql/client.
 import * as hrana from '@libsql/hrana-client';
 import { LibsqlError, type Client, type InStatement, type ResultSet } from '@libsql/client';
+import { answeredWithin } from './errors.ts';
 
 /** Streams kept open for reads on a database server: each holds one of sqld's connections. */
 const READ_STREAMS = 4;
@@ -20,7 +21,7 @@ export type ReadClient = Client & { executeLookup(statement: InStatement): Promi
  * up behind it nor, when it times out and its connection is dropped, take them down with it.
  */
 export function streamReads(url: string, authToken: string | null, timeoutMs: number, sent: () => void): ReadClient {
-  const open = (streams: number) => new StreamReads(webSocketUrl(url), authToken ?? undefined, streams, () => timeoutMs, sent);
+  const open = (streams: number) => new StreamReads(webSocketUrl(url), authToken ?? undefined, streams, timeoutMs, sent);
   const lookups = open(1);
   const reads = open(READ_STREAMS - 1);
   return Object.assign(
@@ -36,7 +37,7 @@ interface Slot {
 }
 
 /** The WebSocket URL of a database URL: http → ws, https and libsql → wss (libsql with ?tls=0 → ws). */
-export function webSocketUrl(url: string): string {
+function webSocketUrl(url: string): string {
   const u = new URL(url);
   const insecure = u.protocol === 'ws:' || u.protocol === 'http:' || (u.protocol === 'libsql:' && u.searchParams.get('tls') === '0');
   return `${insecure ? 'ws' : 'wss'}://${u.host}${u.pathname === '/' ? '' : u.pathname}`;
@@ -48,7 +49,7 @@ export function webSocketUrl(url: string): string {
  * WebSocket is dropped, so the next read opens a new one rather than wait behind a server that stopped answering;
  * a closed stream or connection is reopened at the next read.
  */
-export class StreamReads {
+class StreamReads {
   private client: hrana.WsClient | null = null;
   private slots: Slot[] = [];
   private closed = false;
@@ -57,31 +58,22 @@ export class StreamReads {
     private readonly url: string,
     private readonly authToken: string | undefined,
     private readonly streams: number,
-    private readonly timeoutMs: () => number,
+    private readonly timeoutMs: number,
     /** told of each statement sent */
-    private readonly sent: () => void = () => undefined,
+    private readonly sent: () => void,
   ) {}
 
   async execute(statement: InStatement): Promise<ResultSet> {
     const slot = this.slot();
     slot.busy++;
     this.sent();
-    let timer: NodeJS.Timeout | undefined;
     try {
-      const expired = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          this.drop();
-          reject(Object.assign(new Error('the database server did not answer in time'), { name: 'TimeoutError' }));
-        }, this.timeoutMs());
-      });
-      const result = await Promise.race([slot.stream.query(toStmt(statement)), expired]);
-      return resultSet(result);
+      return resultSet(await answeredWithin(slot.stream.query(toStmt(statement)), this.timeoutMs, () => this.drop()));
     } catch (e) {
       // The stream (or the connection under it) is gone: the next read opens another.
       if (slot.stream.closed) this.forget(slot);
       throw toLibsqlError(e);
     } finally {
-      clearTimeout(timer);
       slot.busy--;
     }
   }

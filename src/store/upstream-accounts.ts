@@ -10,17 +10,19 @@ export type UpstreamClientRow = typeof upstreamClients.$inferSelect;
 export type UpstreamConnect = typeof upstreamConnects.$inferSelect;
 export type UpstreamRevocation = typeof upstreamRevocations.$inferSelect;
 
+/** The row of one person's account at one upstream; with `from`, only while it still holds those tokens. */
+const accountRow = (userId: number, upstream: string, from?: string) =>
+  and(
+    eq(upstreamAccounts.userId, userId),
+    eq(upstreamAccounts.upstream, upstream),
+    from === undefined ? undefined : eq(upstreamAccounts.accessSealed, from),
+  );
+
 /** At most this many connections under way per person: older ones go first. */
 export const CONNECTS_PER_PERSON = 10;
 
 export async function findAccount(db: Db | Tx, userId: number, upstream: string): Promise<UpstreamAccount | null> {
-  return (
-    (await db
-      .select()
-      .from(upstreamAccounts)
-      .where(and(eq(upstreamAccounts.userId, userId), eq(upstreamAccounts.upstream, upstream)))
-      .get()) ?? null
-  );
+  return (await db.select().from(upstreamAccounts).where(accountRow(userId, upstream)).get()) ?? null;
 }
 
 export async function listAccounts(db: Db, only: { userId?: number; upstream?: string } = {}): Promise<UpstreamAccount[]> {
@@ -36,7 +38,6 @@ export async function listAccounts(db: Db, only: { userId?: number; upstream?: s
     .all();
 }
 
-/** Stores a person's account at an upstream, replacing an earlier one. */
 /** Stores a new connection; the tokens of the one it replaces (returned) are queued for revocation. */
 export async function putAccount(tx: Tx, account: UpstreamAccount): Promise<UpstreamAccount | null> {
   const before = await findAccount(tx, account.userId, account.upstream);
@@ -58,9 +59,7 @@ export async function refreshedAccount(
   const done = await tx
     .update(upstreamAccounts)
     .set({ ...change, state: 'connected', refreshingUntil: null })
-    .where(
-      and(eq(upstreamAccounts.userId, key.userId), eq(upstreamAccounts.upstream, key.upstream), eq(upstreamAccounts.accessSealed, from)),
-    )
+    .where(accountRow(key.userId, key.upstream, from))
     .returning({ userId: upstreamAccounts.userId });
   return done.length === 1;
 }
@@ -81,9 +80,7 @@ export async function claimRefresh(
     .set({ refreshingUntil: until })
     .where(
       and(
-        eq(upstreamAccounts.userId, key.userId),
-        eq(upstreamAccounts.upstream, key.upstream),
-        eq(upstreamAccounts.accessSealed, from),
+        accountRow(key.userId, key.upstream, from),
         eq(upstreamAccounts.state, 'connected'),
         or(isNull(upstreamAccounts.refreshingUntil), lte(upstreamAccounts.refreshingUntil, now)),
       ),
@@ -97,9 +94,7 @@ export async function releaseRefresh(tx: Tx, key: { userId: number; upstream: st
   await tx
     .update(upstreamAccounts)
     .set({ refreshingUntil: null })
-    .where(
-      and(eq(upstreamAccounts.userId, key.userId), eq(upstreamAccounts.upstream, key.upstream), eq(upstreamAccounts.accessSealed, from)),
-    );
+    .where(accountRow(key.userId, key.upstream, from));
 }
 
 /** Marks the account `reconnect`, only if it still holds the tokens that were refused (`from`). */
@@ -107,33 +102,25 @@ export async function markReconnect(tx: Tx, userId: number, upstream: string, fr
   await tx
     .update(upstreamAccounts)
     .set({ state: 'reconnect', refreshingUntil: null })
-    .where(and(eq(upstreamAccounts.userId, userId), eq(upstreamAccounts.upstream, upstream), eq(upstreamAccounts.accessSealed, from)));
+    .where(accountRow(userId, upstream, from));
 }
 
 export async function touchAccount(tx: Tx, userId: number, upstream: string, now: number): Promise<void> {
-  await tx
-    .update(upstreamAccounts)
-    .set({ lastUsedAt: now })
-    .where(and(eq(upstreamAccounts.userId, userId), eq(upstreamAccounts.upstream, upstream)));
+  await tx.update(upstreamAccounts).set({ lastUsedAt: now }).where(accountRow(userId, upstream));
 }
 
 /** Removes a person's account at an upstream, its tokens queued for revocation; returns what it was. */
 export async function deleteAccount(tx: Tx, userId: number, upstream: string, now: number): Promise<UpstreamAccount | null> {
-  const gone = await findAccount(tx, userId, upstream);
-  if (gone) {
-    await tx.delete(upstreamAccounts).where(and(eq(upstreamAccounts.userId, userId), eq(upstreamAccounts.upstream, upstream)));
-    await queueRevocations(tx, [gone], now);
-  }
+  const [gone] = await tx.delete(upstreamAccounts).where(accountRow(userId, upstream)).returning();
+  if (!gone) return null;
+  await queueRevocations(tx, [gone], now);
   return gone;
 }
 
 /** Removes every account of a person (revoke all, user removal), their tokens queued for revocation; returns them. */
 export async function deleteAccountsOf(tx: Tx, userId: number, now: number): Promise<UpstreamAccount[]> {
-  const accounts = await tx.select().from(upstreamAccounts).where(eq(upstreamAccounts.userId, userId)).all();
-  if (accounts.length > 0) {
-    await tx.delete(upstreamAccounts).where(eq(upstreamAccounts.userId, userId));
-    await queueRevocations(tx, accounts, now);
-  }
+  const accounts = await tx.delete(upstreamAccounts).where(eq(upstreamAccounts.userId, userId)).returning();
+  if (accounts.length > 0) await queueRevocations(tx, accounts, now);
   return accounts;
 }
 

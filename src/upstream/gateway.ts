@@ -150,7 +150,6 @@ export class UpstreamGateway {
     return new Set(mine.filter((a) => a.state === 'connected' && a.server === this.oauthOf(a.upstream)?.server).map((a) => a.upstream));
   }
 
-  /** NAME__connect: says whether the caller is connected, and where to connect when not. */
   /** The caller's token for the upstream, or that they must connect; null when its server cannot be reached. */
   private async bearerFor(upstream: UpstreamConfig, caller: Caller): Promise<Bearer | null> {
     try {
@@ -164,6 +163,7 @@ export class UpstreamGateway {
     }
   }
 
+  /** NAME__connect: says whether the caller is connected, and where to connect when not. */
   async callConnect(upstream: UpstreamConfig, caller: Caller, urlElicitation = false): Promise<CallToolResult> {
     const bearer = await this.bearerFor(upstream, caller);
     if (bearer === null) return refusal(upstream.name, 'unavailable', CAUSE_TEXT.unavailable);
@@ -355,7 +355,7 @@ export async function startGateway(
     ? new UpstreamAccounts(config, database, log, (name) => void upstreams?.rediscover(name))
     : null;
   upstreams = startUpstreams(config, database, log, metrics, accounts);
-  // Tokens of deleted connections still to be revoked (the command line's too): now, and every minute.
+  // Tokens of deleted connections still to be revoked (the command line's too): now, and every 10 s.
   accounts?.start();
   const gateway = new UpstreamGateway(config, database, upstreams, log, metrics, signer, accounts);
   return {
