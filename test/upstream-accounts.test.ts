@@ -289,6 +289,18 @@ review = auto
     assert.equal((await callback(aliceBrowser, twice)).status, 400, 'a callback is good once');
   });
 
+  test("a callback after the connection's 10 minutes connects no one, and its state is used up", async () => {
+    const bobBrowser = await browserOf('bob');
+    const back = await startConnect(bobBrowser, 'bob-at-code');
+    const accountsBefore = (await listAccounts(svc.database.db, { userId: bob.id })).length;
+    clock.advance(10 * 60_000 + 1_000);
+    const late = await callback(bobBrowser, back);
+    assert.equal(late.status, 400, await late.text());
+    assert.match(await (await callback(bobBrowser, back)).text(), /was used already or took too long/);
+    assert.equal((await listAccounts(svc.database.db, { userId: bob.id })).length, accountsBefore, 'bob is not connected');
+    assert.equal(accountsBefore, 0);
+  });
+
   test('an expired access token is refreshed once under 20 concurrent calls', async () => {
     const refreshesBefore = peers.counts.get('refresh_token') ?? 0;
     clock.advance(2 * 3600_000);
