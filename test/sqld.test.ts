@@ -417,7 +417,7 @@ describe('svc on a real sqld', () => {
           assert.equal((await admin.request('/auth/tokens', { json: { name: 'after the restart', scopes: 'api' } })).status, 201);
           assert.equal((await fetch(`${inst.url}/readyz`)).status, 200);
 
-          sqld.freeze();
+          await sqld.freeze();
           let frozenMs: number;
           try {
             frozenMs = await outage('sqld frozen');

