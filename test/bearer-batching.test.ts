@@ -3,7 +3,7 @@
 // very next request, every time. On a real sqld (§5 Durability), where svc also keeps a few Hrana streams open for
 // its reads and a batch is one statement: two `svc serve` processes, B under 50 connections, a token revoked
 // through A is refused by B on the very next request, every time, while B's lookups are batched (its read
-// statements, counted by svc_database_reads_total, are far fewer than its requests).
+// statements, counted by svc_database_statements_total{kind="read"}, are far fewer than its requests).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -110,7 +110,8 @@ describe('reads on sqld over long-lived streams, bearer lookups batched', () => 
     assert.deepEqual([...statuses.keys()], [200], `every request of the load was answered 200: ${JSON.stringify([...statuses])}`);
     const after = await scrape(metricsB);
     const requests = after.value('svc_http_requests_total') - before.value('svc_http_requests_total');
-    const reads = after.value('svc_database_reads_total') - before.value('svc_database_reads_total');
+    const reads =
+      after.value('svc_database_statements_total', { kind: 'read' }) - before.value('svc_database_statements_total', { kind: 'read' });
     assert.ok(requests > 1000, `B answered ${requests} requests`);
     assert.ok(reads > 0, 'B read from sqld');
     assert.ok(reads / requests < 0.5, `B sent ${reads} read statements for ${requests} requests: its lookups were batched`);

@@ -115,7 +115,7 @@ describe('Database.write', () => {
   before(async () => {
     path = join(dir, 'write.db');
     database = await openDatabase(`file:${path}`, null, {
-      events: { busyRetry: () => void retries++, databaseError() {}, databaseRead() {} },
+      events: { busyRetry: () => void retries++, databaseError() {}, databaseStatements() {} },
     });
     await database.migrate();
   });

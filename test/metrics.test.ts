@@ -121,6 +121,69 @@ describe('metrics', () => {
     }
   });
 
+  test('statements sent to the database are counted: reads alone for reads, a write with its BEGIN and COMMIT', async () => {
+    const metricsPort = await freePort();
+    const s = await startTestServer({ serverExtra: `metrics_listen = 127.0.0.1:${metricsPort}\n` });
+    const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+    try {
+      await s.addUser({ uid: 'alice', email: 'alice@example.com', labels: 'eng', password: 'alice password 1' });
+      const browser = new Browser(s.url);
+      assert.equal((await browser.login('alice', 'alice password 1')).status, 303);
+      const minted = await browser.request('/auth/tokens', { json: { name: 'counted', scopes: 'mcp api' } });
+      assert.equal(minted.status, 201);
+      const { token } = (await minted.json()) as { token: string };
+      // The token's first use stamps it (a best-effort write after the answer); later uses within a minute do not.
+      assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) })).status, 200);
+      const kinds = async () => {
+        const m = await scrape(metricsUrl);
+        return {
+          read: m.value('svc_database_statements_total', { kind: 'read' }),
+          write: m.value('svc_database_statements_total', { kind: 'write' }),
+        };
+      };
+      let before = await kinds();
+      await waitFor(
+        'the last-used stamp is written',
+        async () => {
+          const now = await kinds();
+          const settled = now.write === before.write;
+          before = now;
+          return settled;
+        },
+        { everyMs: 200 },
+      );
+
+      for (let i = 0; i < 5; i++) assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) })).status, 200);
+      const read = await kinds();
+      assert.ok(read.read - before.read >= 5, `five bearer requests read at least five statements (${read.read - before.read})`);
+      assert.equal(read.write - before.write, 0, 'reads sent no write statement');
+
+      const second = await browser.request('/auth/tokens', { json: { name: 'second', scopes: 'mcp api' } });
+      assert.equal(second.status, 201);
+      const wrote = await kinds();
+      assert.ok(wrote.write - read.write >= 3, `a mint is BEGIN, its statements and COMMIT (${wrote.write - read.write})`);
+
+      // Twenty requests at once with a token never used: each reads it unstamped, and one stamp is written.
+      const fresh = ((await second.json()) as { token: string }).token;
+      const answers = await Promise.all(Array.from({ length: 20 }, () => fetch(`${s.url}/auth/tokens`, { headers: bearer(fresh) })));
+      assert.deepEqual([...new Set(answers.map((r) => r.status))], [200]);
+      let stamped = await kinds();
+      await waitFor(
+        'the stamp is written',
+        async () => {
+          const now = await kinds();
+          const settled = now.write === stamped.write && now.write > wrote.write;
+          stamped = now;
+          return settled;
+        },
+        { everyMs: 200 },
+      );
+      assert.equal(stamped.write - wrote.write, 3, 'one stamp: BEGIN, the UPDATE and COMMIT');
+    } finally {
+      await s.stop();
+    }
+  });
+
   test('lock retries and a write refused busy are counted', async () => {
     const metricsPort = await freePort();
     const s = await startTestServer({ serverExtra: `metrics_listen = 127.0.0.1:${metricsPort}\n` });

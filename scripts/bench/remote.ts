@@ -21,7 +21,7 @@ type Say = (line?: string) => void;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const fmt = (n: number, digits = 2) => n.toFixed(digits);
 
-async function withBenchUser(database: Database): Promise<string> {
+export async function withBenchUser(database: Database): Promise<string> {
   await database.migrate();
   return database.write(async (tx) => {
     const user = await createUser(tx, benchUser(['eng']));
@@ -45,12 +45,20 @@ async function lookups(database: Database, token: string, n: number): Promise<nu
   return ((performance.now() - t) * 1000) / n;
 }
 
-function serveSvc(work: string, name: string, port: number, database: string, env: Record<string, string>): Promise<ChildProcess> {
+/** `svc serve` on `database` at `port` (metrics METRICS_OFFSET above), with `auth` as its [auth] section. */
+export function serveSvc(
+  work: string,
+  name: string,
+  port: number,
+  database: string,
+  env: Record<string, string>,
+  auth = 'token\n    enabled true\n',
+): Promise<ChildProcess> {
   const config = join(work, `remote-${name}.ini`);
   const tokenLine = env.SVC_DATABASE_TOKEN ? 'database_token_env = SVC_DATABASE_TOKEN\n' : '';
   writeFileSync(
     config,
-    `[server]\nlisten = 127.0.0.1:${port}\nmetrics_listen = 127.0.0.1:${port + METRICS_OFFSET}\ndatabase = ${database}\n${tokenLine}log_level = info\n[auth]\ntoken\n    enabled true\n`,
+    `[server]\nlisten = 127.0.0.1:${port}\nmetrics_listen = 127.0.0.1:${port + METRICS_OFFSET}\ndatabase = ${database}\n${tokenLine}log_level = info\n[auth]\n${auth}`,
   );
   // svc alone on core 0; sqld and the load generator stay on core 1 with this process (run.ts pins it there).
   const command = [process.execPath, '--import', 'tsx', join(import.meta.dirname, '../../src/main.ts'), 'serve', '--config', config];
@@ -77,21 +85,25 @@ function serveSvc(work: string, name: string, port: number, database: string, en
   });
 }
 
-type Load = { rate: number; p50: number; p99: number; bad: number };
-/** a load's figures, with svc's read statements to sqld per request answered */
+export type Load = { rate: number; p50: number; p99: number; bad: number };
+/** a load's figures, with svc's read statements per request answered */
 type Measured = Load & { statements: number };
 
-const PIN = existsSync('/usr/bin/taskset');
+export const PIN = existsSync('/usr/bin/taskset');
 /** Each svc's metrics listen this far above its port. */
-const METRICS_OFFSET = 100;
+export const METRICS_OFFSET = 100;
 
-/** svc's own counters: requests answered and read statements sent to sqld (svc_database_reads_total). */
-async function counters(port: number): Promise<{ requests: number; reads: number }> {
+/** svc's own counters: requests answered, and the statements it sent to its database by kind. */
+export async function counters(port: number): Promise<{ requests: number; reads: number; writes: number }> {
   const metrics = await scrape(`http://127.0.0.1:${port + METRICS_OFFSET}/metrics`);
-  return { requests: metrics.value('svc_http_requests_total'), reads: metrics.value('svc_database_reads_total') };
+  return {
+    requests: metrics.value('svc_http_requests_total'),
+    reads: metrics.value('svc_database_statements_total', { kind: 'read' }),
+    writes: metrics.value('svc_database_statements_total', { kind: 'write' }),
+  };
 }
 
-function load(url: string, token: string, seconds: number, connections: number): Promise<Load> {
+export function load(url: string, token: string, seconds: number, connections: number): Promise<Load> {
   return new Promise((resolve, reject) => {
     let out = '';
     const child = spawn(
@@ -151,7 +163,7 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
       const before = await Promise.all(at.map((i) => counters(base + i)));
       const result = await run();
       const after = await Promise.all(at.map((i) => counters(base + i)));
-      const delta = (key: 'requests' | 'reads') => after.reduce((n, c, i) => n + c[key] - before[i]![key], 0);
+      const delta = (key: 'requests' | 'reads' | 'writes') => after.reduce((n, c, i) => n + c[key] - before[i]![key], 0);
       return { ...result, statements: delta('reads') / Math.max(1, delta('requests')) };
     };
     const kinds = {
@@ -183,7 +195,7 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
     const line = (label: string, kind: Kind) =>
       say(
         `   ${label.padEnd(40)}${fmt(m(kind, 'rate'), 0)} req/s, p50 ${m(kind, 'p50')} ms, p99 ${m(kind, 'p99')} ms` +
-          (kind === 'file' ? '' : `, ${fmt(m(kind, 'statements'), 3)} statements to sqld per request`),
+          `, ${fmt(m(kind, 'statements'), 3)} read statements per request`,
       );
     line('file:', 'file');
     line('sqld at an http:// URL, one instance:', 'http');

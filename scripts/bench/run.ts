@@ -11,8 +11,10 @@
 //   6. a real sqld vs. the embedded file: the bearer lookup, /mcp whoami on one and on two instances
 //      (scripts/bench/remote.ts)
 //   7. an upstream tool call through svc vs. straight to the upstream (scripts/bench/upstream.ts)
+//   8. the statements svc sends to its database per request, on the file and on sqld, beside the throughput: /mcp,
+//      the token page and a mint from it, the OAuth token endpoint (scripts/bench/statements.ts)
 // Options: --quick (smaller sizes and shorter runs, for a smoke check), --rounds N, --seconds S,
-// --only mcp|workers|search|scale|lookup|writes|binary|remote|upstream (one part).
+// --only mcp|workers|search|scale|lookup|writes|binary|remote|upstream|statements (one part).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,6 +32,7 @@ import { benchToken, benchUser } from './records.ts';
 import { searchVisible, ftsQuery } from '../../src/store/items.ts';
 import { storedHash } from '../../src/domain/secrets.ts';
 import { benchRemote } from './remote.ts';
+import { benchStatements } from './statements.ts';
 import { benchUpstream } from './upstream.ts';
 
 const { values: opts } = parseArgs({
@@ -502,6 +505,7 @@ try {
     binary: benchBinary,
     remote: () => benchRemote(say, work, SECONDS, QUICK),
     upstream: () => benchUpstream({ say, pin, work, seconds: SECONDS, rounds: ROUNDS, userDb: benchUserDb }),
+    statements: () => benchStatements(say, work, SECONDS, QUICK),
   };
   for (const [name, run] of Object.entries(parts)) {
     if (opts.only !== undefined && opts.only !== name) continue;

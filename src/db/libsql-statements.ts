@@ -48,6 +48,8 @@ class ReplacingConnection implements Connection {
   constructor(
     private readonly open: () => LibsqlDatabase,
     private readonly replaceOnFailure: boolean,
+    /** told of each statement run on this connection */
+    readonly sent: () => void,
   ) {
     this.current = open();
   }
@@ -66,6 +68,7 @@ class ReplacingConnection implements Connection {
 
   exec(sql: string): void {
     // exec() finalizes what it runs, so it never leaves a statement behind.
+    this.sent();
     this.current.exec(sql);
   }
 
@@ -132,6 +135,7 @@ class Statement {
   }
 
   private guard<T>(call: () => T): T {
+    this.connection.sent();
     try {
       return call();
     } catch (e) {
@@ -142,6 +146,6 @@ class Statement {
 }
 
 /** A connection that replaces itself after a failed statement (readers) or marks itself suspect (the writer). */
-export function replacingConnection(open: () => LibsqlDatabase, options: { replaceOnFailure: boolean }): Connection {
-  return new ReplacingConnection(open, options.replaceOnFailure);
+export function replacingConnection(open: () => LibsqlDatabase, options: { replaceOnFailure: boolean; sent?: () => void }): Connection {
+  return new ReplacingConnection(open, options.replaceOnFailure, options.sent ?? (() => undefined));
 }

@@ -77,13 +77,14 @@ export interface OpenOptions {
 export interface DatabaseEvents {
   busyRetry(): void;
   databaseError(kind: 'busy' | 'failed'): void;
-  databaseRead(): void;
+  /** statements sent: `read` outside a write transaction, `write` inside one (BEGIN and COMMIT included) */
+  databaseStatements(kind: 'read' | 'write', count: number): void;
 }
 
 /** A database as a driver opens it; openDatabase adds the clock. */
 type Opened = Omit<Database, 'now' | 'tokenEpoch'>;
 
-const quiet: DatabaseEvents = { busyRetry() {}, databaseError() {}, databaseRead() {} };
+const quiet: DatabaseEvents = { busyRetry() {}, databaseError() {}, databaseStatements() {} };
 
 /** How long a write waits for another process's lock before answering busy. */
 export const BUSY_WAIT_MS = 5000;
@@ -162,7 +163,8 @@ async function openEmbedded(path: string, events: DatabaseEvents): Promise<Opene
   // synchronous = FULL: a commit is on disk before svc answers, power loss included.
   const writer = replacingConnection(
     opener('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10;'),
-    { replaceOnFailure: false },
+    // In memory the one connection also reads: counted as writes (only tests open one).
+    { replaceOnFailure: false, sent: () => events.databaseStatements('write', 1) },
   );
   const writeDb = drizzle({ client: writer as never, schema });
   // mmap: reads of large indexes (a million tokens) become page lookups instead of read() calls.
@@ -170,7 +172,7 @@ async function openEmbedded(path: string, events: DatabaseEvents): Promise<Opene
     ? writer
     : replacingConnection(
         opener('PRAGMA foreign_keys = ON; PRAGMA mmap_size = 268435456; PRAGMA busy_timeout = 250; PRAGMA query_only = ON;'),
-        { replaceOnFailure: true },
+        { replaceOnFailure: true, sent: () => events.databaseStatements('read', 1) },
       );
   const readDb = inMemory ? writeDb : drizzle({ client: reader as never, schema });
   const opened = inMemory ? null : fileIdentity(path);
@@ -305,6 +307,39 @@ function callsWithin(client: LibsqlClient, limitMs: () => number): LibsqlClient 
   );
 }
 
+/**
+ * The client, telling `events` of each statement it sends: calls on the client itself are reads, and a transaction's
+ * statements are writes, its BEGIN (sent with the first) and its COMMIT or ROLLBACK each counted as one.
+ */
+function countedStatements(client: LibsqlClient, events: DatabaseEvents): LibsqlClient {
+  const counting = <O extends object>(target: O, kind: 'read' | 'write', wrap: (name: string, value: unknown) => unknown): O =>
+    new Proxy(target, {
+      get(object, key) {
+        const value: unknown = Reflect.get(object, key);
+        if (typeof value !== 'function') return value;
+        const count = typeof key === 'string' ? STATEMENTS_OF.get(key) : undefined;
+        if (count === undefined) return (value as (...a: unknown[]) => unknown).bind(object);
+        return (...args: unknown[]) => {
+          events.databaseStatements(key === 'transaction' ? 'write' : kind, count(args[0]));
+          return wrap(String(key), (value as (...a: unknown[]) => unknown).apply(object, args));
+        };
+      },
+    });
+  return counting(client, 'read', (name, result) =>
+    name === 'transaction' ? (result as Promise<object>).then((tx) => counting(tx, 'write', (_, v) => v)) : result,
+  );
+}
+
+/** How many statements a client call sends, by its name; `transaction` stands for the BEGIN. */
+const STATEMENTS_OF = new Map<string, (first: unknown) => number>([
+  ['execute', () => 1],
+  ['executeMultiple', () => 1],
+  ['batch', (statements) => (Array.isArray(statements) ? statements.length : 1)],
+  ['transaction', () => 1],
+  ['commit', () => 1],
+  ['rollback', () => 1],
+]);
+
 async function openClient(url: string, authToken: string | null, events: DatabaseEvents): Promise<Opened> {
   // Loaded here, not at start: @libsql/client brings native code, which the single executable unpacks only when a
   // database server is used.
@@ -320,9 +355,12 @@ async function openClient(url: string, authToken: string | null, events: Databas
     /^wss?:/.test(url)
       ? callsWithin(createClient({ url, ...credentials }), limit)
       : createClient({ url, ...credentials, fetch: fetchWithin(limit) });
-  const client = isFile ? createClient({ url }) : remote(() => Math.max(MIN_WRITE_REQUEST_MS, writeDeadline - Date.now()));
+  const client = countedStatements(
+    isFile ? createClient({ url }) : remote(() => Math.max(MIN_WRITE_REQUEST_MS, writeDeadline - Date.now())),
+    events,
+  );
   // Reads on a server go over a few long-lived streams (remote-reads.ts); a file is read through the one client.
-  const readClient = isFile ? client : streamReads(url, authToken, REQUEST_TIMEOUT_MS, () => events.databaseRead());
+  const readClient = isFile ? client : streamReads(url, authToken, REQUEST_TIMEOUT_MS, () => events.databaseStatements('read', 1));
   if (isFile) await client.executeMultiple('PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL;');
   const db = drizzle({ client, schema });
   const readDb = isFile ? db : drizzle({ client: readClient, schema });

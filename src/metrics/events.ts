@@ -27,8 +27,11 @@ export interface Metrics {
   busyRetry(): void;
   /** a write that failed: `busy` after the whole wait, `failed` otherwise */
   databaseError(kind: 'busy' | 'failed'): void;
-  /** one read statement sent to a database server (sqld); bearer lookups that arrived together are one */
-  databaseRead(): void;
+  /**
+   * statements sent to the database (the file or a server): `read` outside a write transaction (bearer lookups that
+   * arrived together are one), `write` inside one, its BEGIN and COMMIT included
+   */
+  databaseStatements(kind: 'read' | 'write', count: number): void;
   /** one call to an upstream MCP server: `ok` or the cause of its failure (CONTRACT §6.1) */
   upstreamCall(upstream: string, outcome: string, seconds: number): void;
   /** whether svc reached the upstream the last time it tried */
@@ -42,7 +45,7 @@ export const noMetrics: Metrics = {
   mcp() {},
   busyRetry() {},
   databaseError() {},
-  databaseRead() {},
+  databaseStatements() {},
   upstreamCall() {},
   upstreamUp() {},
 };

@@ -84,9 +84,10 @@ export class PrometheusMetrics implements Metrics {
     labelNames: ['kind'],
     registers: [this.registry],
   });
-  private readonly databaseReads = new Counter({
-    name: 'svc_database_reads_total',
-    help: 'Read statements sent to a database server (sqld); bearer lookups that arrived together are one',
+  private readonly databaseStatementCount = new Counter({
+    name: 'svc_database_statements_total',
+    help: 'Statements sent to the database: read (bearer lookups that arrived together are one) or write (inside a write transaction, BEGIN and COMMIT included)',
+    labelNames: ['kind'],
     registers: [this.registry],
   });
 
@@ -197,8 +198,8 @@ export class PrometheusMetrics implements Metrics {
   databaseError(kind: 'busy' | 'failed'): void {
     this.databaseErrors.inc({ kind });
   }
-  databaseRead(): void {
-    this.databaseReads.inc();
+  databaseStatements(kind: 'read' | 'write', count: number): void {
+    this.child(`ds ${kind}`, () => this.databaseStatementCount.labels({ kind })).inc(count);
   }
 }
 

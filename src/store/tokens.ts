@@ -39,7 +39,7 @@ export interface CreatedToken {
 }
 
 /** last_used_at is written at most this often per token, off the request's critical path. */
-const LAST_USED_GRANULARITY_MS = 60_000;
+export const LAST_USED_GRANULARITY_MS = 60_000;
 /** Active personal tokens one user may hold at once. */
 export const ACTIVE_TOKENS_MAX = 200;
 /** Revoked and expired personal tokens kept per user (the newest); older ones are forgotten at the next mint. */

@@ -1,6 +1,6 @@
 // Bearer tokens: any Authorization header makes this channel answer, with a Principal or a 401.
 import type { Database } from '../../db/open.ts';
-import { checkToken, stampLastUsed } from '../../store/tokens.ts';
+import { checkToken, LAST_USED_GRANULARITY_MS, stampLastUsed } from '../../store/tokens.ts';
 import type { Channel, Rejection } from '../core.ts';
 
 const BEARER = /^Bearer ([^\s,]+)$/i;
@@ -22,11 +22,35 @@ function stampAfterResponse(database: Database, tokenId: string): void {
   });
 }
 
+/**
+ * The tokens this process stamped within the last LAST_USED_GRANULARITY_MS. Every request whose lookup ran before a
+ * stamp committed still reads the old one; without this, each of them (fifty under fifty connections) would send a
+ * write transaction of its own, which the stamp's condition then makes a no-op.
+ */
+class RecentStamps {
+  /** token id → when this process stamped it, oldest first */
+  private readonly at = new Map<string, number>();
+
+  /** true when `tokenId` is to be stamped now; false when this process stamped it less than a granule ago */
+  claim(tokenId: string, now: number): boolean {
+    const last = this.at.get(tokenId);
+    if (last !== undefined && now - last < LAST_USED_GRANULARITY_MS && now >= last) return false;
+    for (const [id, t] of this.at) {
+      if (now - t < LAST_USED_GRANULARITY_MS && now >= t) break;
+      this.at.delete(id);
+    }
+    this.at.delete(tokenId);
+    this.at.set(tokenId, now);
+    return true;
+  }
+}
+
 function invalid(outcome: Rejection['outcome'], reason: string, message: string, code: Rejection['code'] = 'invalid_token'): Rejection {
   return { status: 401, code, message, reason, outcome };
 }
 
 export function tokenChannel(database: Database, enabled: boolean): Channel {
+  const stamps = new RecentStamps();
   return {
     name: 'token',
     async authenticate(request) {
@@ -56,7 +80,7 @@ export function tokenChannel(database: Database, enabled: boolean): Channel {
           message,
         );
       }
-      if (check.stale) stampAfterResponse(database, check.tokenId);
+      if (check.stale && stamps.claim(check.tokenId, database.now())) stampAfterResponse(database, check.tokenId);
       return {
         user: check.user,
         via: 'token',
