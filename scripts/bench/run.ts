@@ -30,6 +30,7 @@ import { createToken, checkToken } from '../../src/store/tokens.ts';
 import { parseLabels } from '../../src/domain/labels.ts';
 import { benchToken, benchUser } from './records.ts';
 import { searchVisible, ftsQuery } from '../../src/store/items.ts';
+import type { Access } from '../../src/domain/visibility.ts';
 import { storedHash } from '../../src/domain/secrets.ts';
 import { benchRemote } from './remote.ts';
 import { benchStatements } from './statements.ts';
@@ -399,7 +400,48 @@ async function benchScale(): Promise<void> {
     }
     say(`   ${c.name.padEnd(38)} p50 ${fmt(pct(times, 50), 1)} ms, p99 ${fmt(pct(times, 99), 1)} ms   (targets p50 <= 50, p99 <= 150)`);
   }
+  const hidden = await hiddenWordTiming(path, db, everyone);
+  say(
+    `   empty answers, a word in ${HIDDEN.toLocaleString('en')} items the caller cannot see vs. a word in none: p50 ${fmt(hidden.hidden, 3)} vs. ${fmt(hidden.nowhere, 3)} ms, ratio ${fmt(hidden.hidden / hidden.nowhere)}   (target <= 1.2)`,
+  );
   close();
+}
+
+/** How many items hold the word the caller may not see. */
+const HIDDEN = 3000;
+
+/**
+ * Whether a search's time tells a caller what documents it cannot see contain: the p50 of empty answers for a word
+ * in HIDDEN items labelled `vault` (which `access` lacks), against a word in no item, alternating. The items are
+ * added to the database once.
+ */
+async function hiddenWordTiming(path: string, db: Db, access: Access): Promise<{ hidden: number; nowhere: number }> {
+  const raw = new Sqlite(path);
+  const { n } = raw.prepare(`SELECT count(*) AS n FROM items WHERE labels = 'vault'`).get() as { n: number };
+  if (n < HIDDEN) {
+    const insert = raw.prepare('INSERT INTO items (id, title, text, labels, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
+    const rand = prng(11);
+    raw.exec('BEGIN');
+    for (let i = n; i < HIDDEN; i++) {
+      const words = Array.from({ length: 140 }, () => `filler${Math.floor(rand() * 5000).toString(36)}`);
+      words[Math.floor(rand() * words.length)] = 'vaultword';
+      insert.run(`vault/${i}`, `memo ${i}`, words.join(' '), 'vault', i, i);
+    }
+    raw.exec('COMMIT');
+  }
+  raw.close();
+  if (access.labels.includes('vault')) throw new Error('the caller must not see the vault');
+  const times = { hidden: [] as number[], nowhere: [] as number[] };
+  const words = { hidden: 'vaultword', nowhere: 'nowhereword' } as const;
+  for (let round = 0; round < 440; round++) {
+    for (const kind of ['hidden', 'nowhere'] as const) {
+      const at = performance.now();
+      const hits = await searchVisible(db, words[kind], access, 10);
+      if (round >= 40) times[kind].push(performance.now() - at);
+      if (hits.length > 0) throw new Error(`the caller found ${words[kind]}`);
+    }
+  }
+  return { hidden: pct(times.hidden, 50), nowhere: pct(times.nowhere, 50) };
 }
 
 // ---------- 3. bearer lookup, 1,000,000 tokens vs. 1,000 ----------
