@@ -8,7 +8,7 @@
 // With taskset, svc runs alone on core 0, sqld and the load generator on core 1 (two instances share core 0). On
 // a network with its own latency, add one round trip per bearer request.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { openDatabase, type Database } from '../../src/db/open.ts';
 import { createUser } from '../../src/store/users.ts';
@@ -86,8 +86,17 @@ export function serveSvc(
 }
 
 export type Load = { rate: number; p50: number; p99: number; bad: number };
-/** a load's figures, with svc's read statements per request answered */
-type Measured = Load & { statements: number };
+/** a load's figures, with svc's read statements and svc's and sqld's CPU time (µs) per request answered */
+type Measured = Load & { statements: number; svcCpu: number; sqldCpu: number };
+
+/** A process's CPU time so far (user and system, all its threads), in µs; 0 when there is no such process. */
+function cpuMicros(pid: number | undefined): number {
+  if (pid === undefined || !existsSync(`/proc/${pid}/stat`)) return 0;
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime and stime, in clock ticks of 1/100 s (USER_HZ on Linux)
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
 
 export const PIN = existsSync('/usr/bin/taskset');
 /** Each svc's metrics listen this far above its port. */
@@ -160,11 +169,20 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
     const url = (i: number) => `http://127.0.0.1:${base + i}/mcp`;
     /** A load on the instances `at` (offsets from base), with the read statements they sent per request answered. */
     const measured = async (at: number[], run: () => Promise<Load>): Promise<Measured> => {
+      const cpu = () => ({ svc: at.reduce((n, i) => n + cpuMicros(servers[i]!.pid), 0), sqld: cpuMicros(sqld.pid()) });
       const before = await Promise.all(at.map((i) => counters(base + i)));
+      const cpuBefore = cpu();
       const result = await run();
+      const cpuAfter = cpu();
       const after = await Promise.all(at.map((i) => counters(base + i)));
       const delta = (key: 'requests' | 'reads' | 'writes') => after.reduce((n, c, i) => n + c[key] - before[i]![key], 0);
-      return { ...result, statements: delta('reads') / Math.max(1, delta('requests')) };
+      const requests = Math.max(1, delta('requests'));
+      return {
+        ...result,
+        statements: delta('reads') / requests,
+        svcCpu: (cpuAfter.svc - cpuBefore.svc) / requests,
+        sqldCpu: (cpuAfter.sqld - cpuBefore.sqld) / requests,
+      };
     };
     const kinds = {
       file: () => measured([0], () => load(url(0), fileToken, seconds, 50)),
@@ -195,7 +213,9 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
     const line = (label: string, kind: Kind) =>
       say(
         `   ${label.padEnd(40)}${fmt(m(kind, 'rate'), 0)} req/s, p50 ${m(kind, 'p50')} ms, p99 ${m(kind, 'p99')} ms` +
-          `, ${fmt(m(kind, 'statements'), 3)} read statements per request`,
+          `, ${fmt(m(kind, 'statements'), 3)} read statements, CPU svc ${fmt(m(kind, 'svcCpu'), 0)} µs` +
+          (kind === 'file' ? '' : ` + sqld ${fmt(m(kind, 'sqldCpu'), 0)} µs`) +
+          ' per request',
       );
     line('file:', 'file');
     line('sqld at an http:// URL, one instance:', 'http');

@@ -33,6 +33,8 @@ export interface Sqld {
   resume(): void;
   /** stops it and deletes its data */
   remove(): Promise<void>;
+  /** the running process's id (the bench reads its CPU time) */
+  pid(): number | undefined;
   log(): string;
 }
 
@@ -128,5 +130,6 @@ export async function startSqldWith(args: string[], token: string | null, dir: s
       rmSync(dir, { recursive: true, force: true });
     },
     log: () => output,
+    pid: () => (child as ChildProcess | null)?.pid,
   };
 }
