@@ -13,7 +13,7 @@
 //   7. an upstream tool call through svc vs. straight to the upstream (scripts/bench/upstream.ts)
 //   8. the statements svc sends to its database per request, on the file and on sqld, beside the throughput: /mcp,
 //      the token page and a mint from it, the OAuth token endpoint (scripts/bench/statements.ts)
-// Options: --quick (smaller sizes and shorter runs, for a smoke check), --rounds N, --seconds S,
+// Options: --quick (smaller sizes and shorter runs, for a smoke check), --rounds N, --seconds S, --node-flags "…" (part 1),
 // --only mcp|workers|search|scale|lookup|writes|binary|remote|upstream|statements (one part).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync, writeFileSync } from 'node:fs';
@@ -43,8 +43,11 @@ const { values: opts } = parseArgs({
     seconds: { type: 'string' },
     only: { type: 'string' },
     'scale-db': { type: 'string' },
+    'node-flags': { type: 'string' },
   },
 });
+/** --node-flags "…": Node flags for every server part 1 starts, svc's and the bare one alike (say, a young generation's size). */
+const NODE_FLAGS = (opts['node-flags'] ?? '').split(/\s+/).filter((f) => f !== '');
 const QUICK = opts.quick ?? false;
 const ROUNDS = Number(opts.rounds ?? (QUICK ? 1 : 3));
 const SECONDS = Number(opts.seconds ?? (QUICK ? 2 : 5));
@@ -71,7 +74,7 @@ async function prepareDb(name: string): Promise<{ url: string; path: string; dat
 type Mode = 'auth' | 'direct' | 'metrics' | 'nolog' | 'bare';
 
 function startServer(mode: Mode, url: string, port: number): Promise<ChildProcess> {
-  const args = [process.execPath, '--import', 'tsx', join(import.meta.dirname, 'server.ts'), mode, url, String(port)];
+  const args = [process.execPath, ...NODE_FLAGS, '--import', 'tsx', join(import.meta.dirname, 'server.ts'), mode, url, String(port)];
   const child = pin
     ? spawn('taskset', ['-c', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
     : spawn(args[0]!, args.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -142,7 +145,9 @@ async function benchMcp(): Promise<void> {
     median(rates.nolog),
     median(rates.bare),
   ];
-  say(`1. /mcp tools/call, 50 connections, median of ${ROUNDS * 2} alternating rounds of ${SECONDS}s${pin ? ' (servers on core 0)' : ''}`);
+  say(
+    `1. /mcp tools/call, 50 connections, median of ${ROUNDS * 2} alternating rounds of ${SECONDS}s${pin ? ' (servers on core 0)' : ''}${NODE_FLAGS.length > 0 ? `, servers run with ${NODE_FLAGS.join(' ')}` : ''}`,
+  );
   say(`   svc, authenticated whoami:   ${fmt(auth, 0)} req/s, p50 ${median(p50.auth)} ms, p99 ${median(p99.auth)} ms`);
   say(`   svc without auth, whoami:    ${fmt(direct, 0)} req/s, p99 ${median(p99.direct)} ms`);
   say(`   svc with metrics on, whoami: ${fmt(withMetrics, 0)} req/s, p99 ${median(p99.metrics)} ms`);

@@ -3,6 +3,8 @@
 // the requests waiting on them go on together. A lookup only ever joins a batch that has not been read yet, so every
 // answer was read after its request arrived (a revoked token is refused on the next request).
 
+import { isUnreachable } from './errors.ts';
+
 /** Runs one statement for many keys; the rows found, by key (a key with no row is absent). */
 export type ManyLookup<R> = (keys: readonly string[]) => Promise<ReadonlyMap<string, R>>;
 
@@ -34,10 +36,11 @@ export function batchedLookup<R>(many: ManyLookup<R>, inFlight: number, maxKeys:
             for (const w of batch) w.resolve(found.get(w.key));
           },
           (e: unknown) => {
-            // The lookups waiting meanwhile fail with it rather than each wait for a statement of their own (during
-            // an outage, 2 statements per 5 s deadline): when the database answers again, new requests read it.
-            const failed = [...batch, ...waiting];
-            waiting = [];
+            // When the server did not answer (or cannot be reached), the lookups waiting meanwhile fail with it rather
+            // than each wait for a statement of their own, 2 per 5 s deadline; requests after them read afresh.
+            // Any other failure is this statement's alone.
+            const failed = isUnreachable(e) ? [...batch, ...waiting] : batch;
+            if (failed !== batch) waiting = [];
             for (const w of failed) w.reject(e);
           },
         )

@@ -28,8 +28,9 @@ export interface Metrics {
   /** a write that failed: `busy` after the whole wait, `failed` otherwise */
   databaseError(kind: 'busy' | 'failed'): void;
   /**
-   * statements sent to the database (the file or a server): `read` outside a write transaction (bearer lookups that
-   * arrived together are one), `write` inside one, its BEGIN and COMMIT included
+   * statements sent to the database (the file or a server): `read` outside a write transaction (on a server, bearer
+   * lookups that arrived together are one; on the file, one per distinct token), `write` inside one, its BEGIN and
+   * COMMIT included
    */
   databaseStatements(kind: 'read' | 'write', count: number): void;
   /** one call to an upstream MCP server: `ok` or the cause of its failure (CONTRACT §6.1) */

@@ -86,7 +86,7 @@ export class PrometheusMetrics implements Metrics {
   });
   private readonly databaseStatementCount = new Counter({
     name: 'svc_database_statements_total',
-    help: 'Statements sent to the database: read (bearer lookups that arrived together are one) or write (inside a write transaction, BEGIN and COMMIT included)',
+    help: 'Statements sent to the database: read (on a database server bearer lookups that arrived together are one; on the file one per distinct token) or write (inside a write transaction, BEGIN and COMMIT included)',
     labelNames: ['kind'],
     registers: [this.registry],
   });

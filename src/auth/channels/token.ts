@@ -6,23 +6,6 @@ import type { Channel, Rejection } from '../core.ts';
 const BEARER = /^Bearer ([^\s,]+)$/i;
 
 /**
- * Stamps last_used_at after the response, without waiting for a lock another process holds: under contention the
- * stamp is dropped (the next use a minute later writes it), and it never fails or delays a request.
- */
-function stampAfterResponse(database: Database, tokenId: string): void {
-  const now = database.now();
-  setImmediate(() => {
-    // Inside an async function, so a synchronous driver's throw (say, the database closed at shutdown) becomes a
-    // rejection here instead of an uncaught exception.
-    void (async () => {
-      await database.write((tx) => stampLastUsed(tx, tokenId, now), { waitMs: 0 });
-    })().catch(() => {
-      // A missed last-used stamp is harmless; the next use writes it.
-    });
-  });
-}
-
-/**
  * The tokens this process stamped within the last LAST_USED_GRANULARITY_MS. Every request whose lookup ran before a
  * stamp committed still reads the old one; without this, each of them (fifty under fifty connections) would send a
  * write transaction of its own, which the stamp's condition then makes a no-op.
@@ -43,6 +26,29 @@ class RecentStamps {
     this.at.set(tokenId, now);
     return true;
   }
+
+  /** The stamp of `tokenId` was not written: the next use tries again. */
+  forget(tokenId: string): void {
+    this.at.delete(tokenId);
+  }
+}
+
+/**
+ * Stamps last_used_at after the response, without waiting for a lock another process holds: under contention the
+ * stamp is dropped (the next use tries again), and it never fails or delays a request.
+ */
+function stampAfterResponse(database: Database, tokenId: string, stamps: RecentStamps): void {
+  const now = database.now();
+  setImmediate(() => {
+    // Inside an async function, so a synchronous driver's throw (say, the database closed at shutdown) becomes a
+    // rejection here instead of an uncaught exception.
+    void (async () => {
+      await database.write((tx) => stampLastUsed(tx, tokenId, now), { waitMs: 0 });
+    })().catch(() => {
+      // A missed last-used stamp is harmless; the next use writes it.
+      stamps.forget(tokenId);
+    });
+  });
 }
 
 function invalid(outcome: Rejection['outcome'], reason: string, message: string, code: Rejection['code'] = 'invalid_token'): Rejection {
@@ -80,7 +86,7 @@ export function tokenChannel(database: Database, enabled: boolean): Channel {
           message,
         );
       }
-      if (check.stale && stamps.claim(check.tokenId, database.now())) stampAfterResponse(database, check.tokenId);
+      if (check.stale && stamps.claim(check.tokenId, database.now())) stampAfterResponse(database, check.tokenId, stamps);
       return {
         user: check.user,
         via: 'token',
