@@ -13,7 +13,7 @@
 //   7. an upstream tool call through svc vs. straight to the upstream (scripts/bench/upstream.ts)
 //   8. the statements svc sends to its database per request, on the file and on sqld, beside the throughput: /mcp,
 //      the token page and a mint from it, the OAuth token endpoint (scripts/bench/statements.ts)
-// Options: --quick (smaller sizes and shorter runs, for a smoke check), --rounds N, --seconds S, --node-flags "…" (part 1),
+// Options: --quick (smaller sizes and shorter runs, for a smoke check), --rounds N, --seconds S, --node-flags=… (part 1),
 // --only mcp|workers|search|scale|lookup|writes|binary|remote|upstream|statements (one part).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync, writeFileSync } from 'node:fs';
@@ -46,7 +46,7 @@ const { values: opts } = parseArgs({
     'node-flags': { type: 'string' },
   },
 });
-/** --node-flags "…": Node flags for every server part 1 starts, svc's and the bare one alike (say, a young generation's size). */
+/** --node-flags=…: Node flags for every server part 1 starts, svc's and the bare one alike (say, a young generation's size). */
 const NODE_FLAGS = (opts['node-flags'] ?? '').split(/\s+/).filter((f) => f !== '');
 const QUICK = opts.quick ?? false;
 const ROUNDS = Number(opts.rounds ?? (QUICK ? 1 : 3));
