@@ -20,6 +20,7 @@ import { waitFor } from './helpers/wait.ts';
 import { movableClock } from './helpers/clock.ts';
 import type { User } from '../src/store/users.ts';
 import { findClient, listAccounts } from '../src/store/upstream-accounts.ts';
+import { eq } from 'drizzle-orm';
 import { upstreamConnects, upstreamRevocations } from '../src/db/schema.ts';
 import { upstreamFetch } from '../src/upstream/http-fetch.ts';
 
@@ -505,6 +506,48 @@ review = auto
       timeoutMs: 30_000,
     });
     await waitFor('the queue to be empty', async () => (await svc.database.db.select().from(upstreamRevocations).all()).length === 0);
+  });
+
+  test('a revocation for a server this instance does not know waits for one that does, and is sent nowhere', async () => {
+    // As another instance of a rollout would queue it: an upstream, or a server of it, that this one is not configured with.
+    const rows = [
+      { upstream: 'elsewhere', server: 'http://127.0.0.1:9/mcp' },
+      { upstream: 'code', server: 'http://127.0.0.1:9/moved' },
+    ];
+    const revokedBefore = peers.counts.get('revoked') ?? 0;
+    const ids = await svc.database.write(async (tx) =>
+      Promise.all(
+        rows.map(async (r) => {
+          const [row] = await tx
+            .insert(upstreamRevocations)
+            .values({
+              userId: alice.id,
+              ...r,
+              issuer: 'http://127.0.0.1:9',
+              clientId: 'another',
+              accessSealed: 'sealed elsewhere',
+              refreshSealed: null,
+              queuedAt: clock.now(),
+              nextAt: clock.now(),
+            })
+            .returning({ id: upstreamRevocations.id });
+          return row!.id;
+        }),
+      ),
+    );
+    try {
+      await svc.restart(); // svc sweeps the queue as it starts
+      const queued = async () => (await svc.database.db.select().from(upstreamRevocations).all()).filter((q) => ids.includes(q.id));
+      await waitFor('both rows to be tried', async () => (await queued()).every((q) => q.attempts === 1), { everyMs: 100 });
+      const after = await queued();
+      assert.equal(after.length, 2, 'kept for an instance that knows their server, not dropped');
+      for (const q of after) assert.ok(q.nextAt > clock.now(), 'to be tried again later');
+      assert.equal(peers.counts.get('revoked') ?? 0, revokedBefore, 'and sent to no server meanwhile');
+    } finally {
+      await svc.database.write(async (tx) => {
+        for (const id of ids) await tx.delete(upstreamRevocations).where(eq(upstreamRevocations.id, id));
+      });
+    }
   });
 
   test('someone who lost access to the upstream keeps Disconnect, and their connection is still theirs to end', async () => {

@@ -415,16 +415,21 @@ export class UpstreamAccounts {
 
   /**
    * Revokes one deleted account's tokens at its server, the refresh token first. True when done, or when there is
-   * nothing more to do (another server, no revocation endpoint, a token that no longer opens, a token the server
-   * answered it will not revoke); false when the server could not be reached or failed, to try again later.
+   * nothing more to do (no revocation endpoint, a token that no longer opens, a token the server answered it will not
+   * revoke); false to try again later: the server could not be reached or failed, or this instance does not know the
+   * account's server or client (its upstream was removed or moved, or, during a rollout, is configured differently
+   * here). Tokens are never sent to another server; a row no instance can send is given up after REVOKE_ATTEMPTS.
    */
   private async revoke(account: UpstreamRevocation): Promise<boolean> {
     const upstream = this.upstream(account.upstream);
-    // Tokens of another server (the upstream's url changed since) are not sent to this one.
-    if (!upstream || upstream.server !== account.server) return true;
+    const unknownHere = () => {
+      this.log.info('upstream_revoke_postponed', { upstream: account.upstream, reason: 'its server or client is not configured here' });
+      return false;
+    };
+    if (!upstream || upstream.server !== account.server) return unknownHere();
     try {
       const party = await this.clients.party(upstream);
-      if (account.issuer !== party.as.issuer || account.clientId !== party.client.client_id) return true;
+      if (account.issuer !== party.as.issuer || account.clientId !== party.client.client_id) return unknownHere();
       if (party.as.revocation_endpoint === undefined) return true;
       for (const [sealed, what] of [
         [account.refreshSealed, 'refresh'],
