@@ -124,7 +124,7 @@ review = auto
     assert.equal(await page.getByRole('button', { name: 'Disconnect code' }).count(), 0);
 
     assert.deepEqual(await listAccounts(svc.database.db, { userId: alice.id }), []);
-    assert.ok((peers.counts.get('revoked') ?? 0) > revokedBefore, 'the grant was revoked at the provider');
+    await waitFor('the grant was revoked at the provider', async () => (peers.counts.get('revoked') ?? 0) > revokedBefore);
     const { names, answer } = await whoami();
     assert.deepEqual(names, ['code__connect']);
     assert.equal((answer as CallToolResult).isError, true);

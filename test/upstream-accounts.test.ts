@@ -388,7 +388,7 @@ review = auto
     const r = await browser.request('/upstreams/code/disconnect', { method: 'POST', form: {} });
     assert.equal(r.status, 303);
     assert.equal((await listAccounts(svc.database.db, { userId: alice.id })).length, 0);
-    assert.ok((peers.counts.get('revoked') ?? 0) > revokedBefore, 'the grant was revoked at the provider');
+    await waitFor('the grant was revoked at the provider', async () => (peers.counts.get('revoked') ?? 0) > revokedBefore);
     const agent = await mcp(alice);
     try {
       const answer = (await agent.callTool({ name: 'code__whoami' })) as CallToolResult;
@@ -457,7 +457,7 @@ review = auto
     });
     assert.equal(removed.status, 204);
     assert.equal((await listAccounts(svc.database.db, { userId: carol.id })).length, 0);
-    assert.ok((peers.counts.get('revoked') ?? 0) > revokedBefore, "carol's grant was revoked at the provider");
+    await waitFor("carol's grant was revoked at the provider", async () => (peers.counts.get('revoked') ?? 0) > revokedBefore);
     assert.deepEqual(await listAccounts(svc.database.db, { userId: alice.id }), aliceBefore);
   });
 
@@ -550,6 +550,30 @@ review = auto
     }
   });
 
+  test('Disconnect answers while the authorization server is slow to revoke, and the revocation goes on after', async () => {
+    const fay = await svc.addUser({ uid: 'fay', email: 'fay@example.com', password: 'fay password 1', labels: '' });
+    const browser = await browserOf('fay');
+    assert.equal((await callback(browser, await startConnect(browser, 'fay-at-code'))).status, 303);
+    const revokedBefore = peers.counts.get('revoked') ?? 0;
+    peers.holdRevocationsNow();
+    const gate = peers.holdRevocations!;
+    try {
+      const r = await browser.request('/upstreams/code/disconnect', { method: 'POST', form: {} });
+      assert.equal(r.status, 303, await r.text());
+      assert.ok(gate.held > 0, 'svc asked the server to revoke');
+      const [queued] = (await svc.database.db.select().from(upstreamRevocations).all()).filter((q) => q.userId === fay.id);
+      assert.equal(queued?.attempts, 0, 'Disconnect answered while that request was still on its way, not after it failed');
+      assert.equal(peers.counts.get('revoked') ?? 0, revokedBefore);
+    } finally {
+      gate.release();
+    }
+    await waitFor('the revocation to go through', async () => (peers.counts.get('revoked') ?? 0) > revokedBefore, { everyMs: 100 });
+    await waitFor(
+      'her row to leave the queue',
+      async () => !(await svc.database.db.select().from(upstreamRevocations).all()).some((q) => q.userId === fay.id),
+    );
+  });
+
   test('someone who lost access to the upstream keeps Disconnect, and their connection is still theirs to end', async () => {
     const browser = await browserOf('alice');
     assert.equal((await callback(browser, await startConnect(browser, 'alice-at-code', 'code3'))).status, 303);
@@ -564,6 +588,6 @@ review = auto
     const gone = await browser.request('/upstreams/code3/disconnect', { method: 'POST', form: {} });
     assert.equal(gone.status, 303, await gone.text());
     assert.ok(!(await listAccounts(svc.database.db, { userId: alice.id })).some((a) => a.upstream === 'code3'));
-    assert.ok((peers.counts.get('revoked') ?? 0) > revokedBefore);
+    await waitFor('her grant revoked at the provider', async () => (peers.counts.get('revoked') ?? 0) > revokedBefore);
   });
 });

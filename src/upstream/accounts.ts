@@ -51,6 +51,8 @@ const REVOKE_CLAIM_MS = 5 * 60_000;
 /** A failed revocation is tried again after 1 minute, then at doubling intervals, this many times in all (~17 h). */
 const REVOKE_FIRST_RETRY_MS = 60_000;
 const REVOKE_ATTEMPTS = 10;
+/** How long an answer that queued revocations waits for them (revokeSoon). */
+const REVOKE_ANSWER_WAIT_MS = 2000;
 
 const stateId = (state: string) => createHash('sha256').update(state).digest('hex');
 const where = (userId: number, upstream: string, what: 'access' | 'refresh') => `${userId}/${upstream}/${what}`;
@@ -163,7 +165,7 @@ export class UpstreamAccounts {
       return before;
     });
     // Connected again: the tokens of the earlier connection are revoked, not left live at the server.
-    if (replaced) await this.revokeQueued();
+    if (replaced) await this.revokeSoon();
     this.connected(upstream.name);
   }
 
@@ -332,7 +334,7 @@ export class UpstreamAccounts {
       if (account) await recordActorAudit(tx, person.actor, 'upstream.disconnect', upstream.name);
       return account;
     });
-    if (gone) await this.revokeQueued();
+    if (gone) await this.revokeSoon();
     return gone !== null;
   }
 
@@ -379,6 +381,24 @@ export class UpstreamAccounts {
     };
     this.sweeping = sweep();
     return this.sweeping;
+  }
+
+  /**
+   * revokeQueued for an answer to a person or an administrator (Disconnect, connecting again, removing a user):
+   * resolves when the revocations due now were tried, or after REVOKE_ANSWER_WAIT_MS, whichever is first. A slow
+   * authorization server then holds no one's answer; its revocations go on after it.
+   */
+  revokeSoon(): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, REVOKE_ANSWER_WAIT_MS);
+      timer.unref();
+      void this.revokeQueued()
+        .catch(() => undefined)
+        .finally(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+    });
   }
 
   /** Sweeps the revocation queue now and every REVOKE_SWEEP_MS, until stop(). */

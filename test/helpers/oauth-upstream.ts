@@ -4,7 +4,7 @@
 // accepts only those tokens, verified with jose against the provider's JWKS, with one tool `whoami` that answers the
 // token's subject. The test can make either of them misbehave on purpose.
 import assert from 'node:assert/strict';
-import { createServer, type Server as HttpServer } from 'node:http';
+import { createServer, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
@@ -28,6 +28,13 @@ export interface OauthUpstream {
   refuseTokens: boolean;
   /** while true, the revocation endpoint answers 503, as a server that is down for a moment */
   refuseRevocations: boolean;
+  /**
+   * While set, revocation requests are held unanswered, as by a server that has become slow: `held` counts them;
+   * `release()` answers those whose client still waits, and clears the gate.
+   */
+  holdRevocations: { readonly held: number; release(): void } | null;
+  /** holds revocation requests from now on (holdRevocations) */
+  holdRevocationsNow(): void;
   /** access tokens (by jti) the upstream refuses with 401 before their time, as after a revocation there */
   readonly refusedJti: Set<string>;
   /** when set, the upstream's metadata names this authorization server instead of the real one */
@@ -57,6 +64,27 @@ export interface OauthUpstreamOptions {
 function authorizationServer(provider: Provider, peers: OauthUpstream, options: OauthUpstreamOptions): HttpServer {
   const handle = provider.callback();
   const held: (() => void)[] = [];
+  peers.holdRevocationsNow = () => {
+    const waiting: { go: () => void; closed: boolean }[] = [];
+    gate = {
+      hold(go, res) {
+        const w = { go, closed: false };
+        // The client gave up on it (its own deadline), or the answer was sent.
+        res.once('close', () => (w.closed = true));
+        waiting.push(w);
+      },
+      get held() {
+        return waiting.length;
+      },
+      release() {
+        gate = null;
+        peers.holdRevocations = null;
+        for (const w of waiting.splice(0)) if (!w.closed) w.go();
+      },
+    };
+    peers.holdRevocations = gate;
+  };
+  let gate: (NonNullable<OauthUpstream['holdRevocations']> & { hold(go: () => void, res: ServerResponse): void }) | null = null;
   return createServer((req, res) => {
     if (req.method === 'POST' && req.url === '/token') {
       if (peers.refuseTokens) {
@@ -66,6 +94,10 @@ function authorizationServer(provider: Provider, peers: OauthUpstream, options: 
         return;
       }
       setTimeout(() => handle(req, res), options.tokenDelayMs ?? 0);
+      return;
+    }
+    if (req.method === 'POST' && req.url === '/token/revocation' && gate !== null) {
+      gate.hold(() => handle(req, res), res);
       return;
     }
     if (req.method === 'POST' && req.url === '/token/revocation' && peers.refuseRevocations) {
@@ -132,6 +164,8 @@ export async function startOauthUpstream(options: OauthUpstreamOptions = {}): Pr
     registrationRequests: 0,
     refuseTokens: false,
     refuseRevocations: false,
+    holdRevocations: null,
+    holdRevocationsNow: () => undefined,
     refusedJti: new Set(),
     namedIssuer: null,
     async stop() {
