@@ -142,19 +142,24 @@ describe('metrics', () => {
           write: m.value('svc_database_statements_total', { kind: 'write' }),
         };
       };
+      /** The counts once the writes stopped (two scrapes 200 ms apart agree), with more writes than `above`. */
+      const settled = async (what: string, above = Number.NEGATIVE_INFINITY) => {
+        let last = await kinds();
+        await waitFor(
+          what,
+          async () => {
+            const now = await kinds();
+            const done = now.write === last.write && now.write > above;
+            last = now;
+            return done;
+          },
+          { everyMs: 200 },
+        );
+        return last;
+      };
       // The audit retention job's first prune (a write) runs 1 s after start: past it before counting.
       await new Promise((r) => setTimeout(r, Math.max(0, started + 1500 - Date.now())));
-      let before = await kinds();
-      await waitFor(
-        'the last-used stamp and the first prune are written',
-        async () => {
-          const now = await kinds();
-          const settled = now.write === before.write;
-          before = now;
-          return settled;
-        },
-        { everyMs: 200 },
-      );
+      const before = await settled('the last-used stamp and the first prune are written');
 
       for (let i = 0; i < 5; i++) assert.equal((await fetch(`${s.url}/auth/tokens`, { headers: bearer(token) })).status, 200);
       const read = await kinds();
@@ -170,17 +175,7 @@ describe('metrics', () => {
       const fresh = ((await second.json()) as { token: string }).token;
       const answers = await Promise.all(Array.from({ length: 20 }, () => fetch(`${s.url}/auth/tokens`, { headers: bearer(fresh) })));
       assert.deepEqual([...new Set(answers.map((r) => r.status))], [200]);
-      let stamped = await kinds();
-      await waitFor(
-        'the stamp is written',
-        async () => {
-          const now = await kinds();
-          const settled = now.write === stamped.write && now.write > wrote.write;
-          stamped = now;
-          return settled;
-        },
-        { everyMs: 200 },
-      );
+      const stamped = await settled('the stamp is written', wrote.write);
       assert.equal(stamped.write - wrote.write, 3, 'one stamp: BEGIN, the UPDATE and COMMIT');
     } finally {
       await s.stop();

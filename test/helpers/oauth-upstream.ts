@@ -29,12 +29,10 @@ export interface OauthUpstream {
   /** while true, the revocation endpoint answers 503, as a server that is down for a moment */
   refuseRevocations: boolean;
   /**
-   * While set, revocation requests are held unanswered, as by a server that has become slow: `held` counts them;
-   * `release()` answers those whose client still waits, and clears the gate.
+   * Holds revocation requests unanswered from now on, as a server that has become slow: `held` counts them;
+   * `release()` answers those whose client still waits, and ends the hold.
    */
-  holdRevocations: { readonly held: number; release(): void } | null;
-  /** holds revocation requests from now on (holdRevocations) */
-  holdRevocationsNow(): void;
+  holdRevocations(): { readonly held: number; release(): void };
   /** access tokens (by jti) the upstream refuses with 401 before their time, as after a revocation there */
   readonly refusedJti: Set<string>;
   /** when set, the upstream's metadata names this authorization server instead of the real one */
@@ -64,27 +62,26 @@ export interface OauthUpstreamOptions {
 function authorizationServer(provider: Provider, peers: OauthUpstream, options: OauthUpstreamOptions): HttpServer {
   const handle = provider.callback();
   const held: (() => void)[] = [];
-  peers.holdRevocationsNow = () => {
+  /** While revocations are held: holds one request, its client's `res` telling when that client gave up. */
+  let hold: ((go: () => void, res: ServerResponse) => void) | null = null;
+  peers.holdRevocations = () => {
     const waiting: { go: () => void; closed: boolean }[] = [];
-    gate = {
-      hold(go, res) {
-        const w = { go, closed: false };
-        // The client gave up on it (its own deadline), or the answer was sent.
-        res.once('close', () => (w.closed = true));
-        waiting.push(w);
-      },
+    hold = (go, res) => {
+      const w = { go, closed: false };
+      // The client gave up on it (its own deadline), or the answer was sent.
+      res.once('close', () => (w.closed = true));
+      waiting.push(w);
+    };
+    return {
       get held() {
         return waiting.length;
       },
       release() {
-        gate = null;
-        peers.holdRevocations = null;
+        hold = null;
         for (const w of waiting.splice(0)) if (!w.closed) w.go();
       },
     };
-    peers.holdRevocations = gate;
   };
-  let gate: (NonNullable<OauthUpstream['holdRevocations']> & { hold(go: () => void, res: ServerResponse): void }) | null = null;
   return createServer((req, res) => {
     if (req.method === 'POST' && req.url === '/token') {
       if (peers.refuseTokens) {
@@ -96,8 +93,8 @@ function authorizationServer(provider: Provider, peers: OauthUpstream, options: 
       setTimeout(() => handle(req, res), options.tokenDelayMs ?? 0);
       return;
     }
-    if (req.method === 'POST' && req.url === '/token/revocation' && gate !== null) {
-      gate.hold(() => handle(req, res), res);
+    if (req.method === 'POST' && req.url === '/token/revocation' && hold !== null) {
+      hold(() => handle(req, res), res);
       return;
     }
     if (req.method === 'POST' && req.url === '/token/revocation' && peers.refuseRevocations) {
@@ -164,8 +161,9 @@ export async function startOauthUpstream(options: OauthUpstreamOptions = {}): Pr
     registrationRequests: 0,
     refuseTokens: false,
     refuseRevocations: false,
-    holdRevocations: null,
-    holdRevocationsNow: () => undefined,
+    holdRevocations: () => {
+      throw new Error('the authorization server is not started yet');
+    },
     refusedJti: new Set(),
     namedIssuer: null,
     async stop() {

@@ -6,49 +6,41 @@ import type { Channel, Rejection } from '../core.ts';
 const BEARER = /^Bearer ([^\s,]+)$/i;
 
 /**
- * The tokens this process stamped within the last LAST_USED_GRANULARITY_MS. Every request whose lookup ran before a
- * stamp committed still reads the old one; without this, each of them (fifty under fifty connections) would send a
- * write transaction of its own, which the stamp's condition then makes a no-op.
+ * Stamps last_used_at after the response, without waiting for a lock another process holds: under contention the
+ * stamp is dropped (the next use tries again), and it never fails or delays a request. Each token is stamped once
+ * per LAST_USED_GRANULARITY_MS by this process: every request whose lookup ran before a stamp committed still reads
+ * the old one, and without this each of them (fifty under fifty connections) would send a write transaction of its
+ * own, which the stamp's condition then makes a no-op.
  */
-class RecentStamps {
+class LastUsedStamps {
   /** token id → when this process stamped it, oldest first */
   private readonly at = new Map<string, number>();
 
-  /** true when `tokenId` is to be stamped now; false when this process stamped it less than a granule ago */
-  claim(tokenId: string, now: number): boolean {
+  constructor(private readonly database: Database) {}
+
+  /** Stamps the token, unless this process did less than a granule ago. */
+  stamp(tokenId: string): void {
+    const now = this.database.now();
+    const recent = (t: number) => now >= t && now - t < LAST_USED_GRANULARITY_MS;
     const last = this.at.get(tokenId);
-    if (last !== undefined && now - last < LAST_USED_GRANULARITY_MS && now >= last) return false;
+    if (last !== undefined && recent(last)) return;
     for (const [id, t] of this.at) {
-      if (now - t < LAST_USED_GRANULARITY_MS && now >= t) break;
+      if (recent(t)) break;
       this.at.delete(id);
     }
     this.at.delete(tokenId);
     this.at.set(tokenId, now);
-    return true;
-  }
-
-  /** The stamp of `tokenId` was not written: the next use tries again. */
-  forget(tokenId: string): void {
-    this.at.delete(tokenId);
-  }
-}
-
-/**
- * Stamps last_used_at after the response, without waiting for a lock another process holds: under contention the
- * stamp is dropped (the next use tries again), and it never fails or delays a request.
- */
-function stampAfterResponse(database: Database, tokenId: string, stamps: RecentStamps): void {
-  const now = database.now();
-  setImmediate(() => {
-    // Inside an async function, so a synchronous driver's throw (say, the database closed at shutdown) becomes a
-    // rejection here instead of an uncaught exception.
-    void (async () => {
-      await database.write((tx) => stampLastUsed(tx, tokenId, now), { waitMs: 0 });
-    })().catch(() => {
-      // A missed last-used stamp is harmless; the next use writes it.
-      stamps.forget(tokenId);
+    setImmediate(() => {
+      // Inside an async function, so a synchronous driver's throw (say, the database closed at shutdown) becomes a
+      // rejection here instead of an uncaught exception.
+      void (async () => {
+        await this.database.write((tx) => stampLastUsed(tx, tokenId, now), { waitMs: 0 });
+      })().catch(() => {
+        // A missed last-used stamp is harmless; the next use tries again.
+        this.at.delete(tokenId);
+      });
     });
-  });
+  }
 }
 
 function invalid(outcome: Rejection['outcome'], reason: string, message: string, code: Rejection['code'] = 'invalid_token'): Rejection {
@@ -56,7 +48,7 @@ function invalid(outcome: Rejection['outcome'], reason: string, message: string,
 }
 
 export function tokenChannel(database: Database, enabled: boolean): Channel {
-  const stamps = new RecentStamps();
+  const stamps = new LastUsedStamps(database);
   return {
     name: 'token',
     async authenticate(request) {
@@ -86,7 +78,7 @@ export function tokenChannel(database: Database, enabled: boolean): Channel {
           message,
         );
       }
-      if (check.stale && stamps.claim(check.tokenId, database.now())) stampAfterResponse(database, check.tokenId, stamps);
+      if (check.stale) stamps.stamp(check.tokenId);
       return {
         user: check.user,
         via: 'token',
