@@ -105,6 +105,52 @@ describe('the audit trail', () => {
   });
 });
 
+describe('security headers', () => {
+  test('every kind of answer carries them and its request id: a page, JSON, /mcp, a refusal, a redirect, a 404', async () => {
+    const s = await startTestServer();
+    try {
+      const admin = await s.addUser({ uid: 'root', email: 'root@example.com', admin: true });
+      const token = await s.tokenFor(admin, undefined, 'admin');
+      const mcp = (headers: Record<string, string>) =>
+        fetch(`${s.url}/mcp`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } }),
+        });
+      const answers = {
+        page: await fetch(`${s.url}/login`),
+        json: await fetch(`${s.url}/admin/api/users/root`, { headers: bearer(token) }),
+        mcp: await mcp(bearer(await s.tokenFor(admin))),
+        refused: await mcp({}),
+        redirect: await fetch(`${s.url}/admin/audit`, { redirect: 'manual' }),
+        missing: await fetch(`${s.url}/no/such/page`),
+        health: await fetch(`${s.url}/healthz`),
+      };
+      const statuses = Object.fromEntries(Object.entries(answers).map(([k, r]) => [k, r.status]));
+      assert.deepEqual(statuses, { page: 200, json: 200, mcp: 200, refused: 401, redirect: 303, missing: 404, health: 200 });
+      for (const [kind, r] of Object.entries(answers)) {
+        const h = Object.fromEntries(
+          ['x-content-type-options', 'referrer-policy', 'x-frame-options', 'cache-control'].map((n) => [n, r.headers.get(n)]),
+        );
+        assert.deepEqual(
+          h,
+          { 'x-content-type-options': 'nosniff', 'referrer-policy': 'same-origin', 'x-frame-options': 'DENY', 'cache-control': 'no-store' },
+          kind,
+        );
+        assert.match(r.headers.get('x-request-id') ?? '', /^[A-Za-z0-9_-]{9,}$/, kind);
+      }
+      // What the routes set themselves is kept beside them.
+      assert.match(answers.page.headers.get('content-security-policy') ?? '', /default-src 'none'/);
+      assert.equal(answers.json.headers.get('content-security-policy'), null);
+      assert.match(answers.refused.headers.get('www-authenticate') ?? '', /^Bearer /);
+      assert.ok(answers.redirect.headers.get('location'));
+      assert.match(await answers.mcp.text(), /"uid":"root"|root/);
+    } finally {
+      await s.stop();
+    }
+  });
+});
+
 describe('request logs', () => {
   test("one line per request: request id (a trusted proxy's, else new, echoed), route pattern, channel and uid; log_level", async () => {
     const lines: Record<string, unknown>[] = [];

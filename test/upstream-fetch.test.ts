@@ -30,6 +30,14 @@ describe('the upstream fetch', () => {
           res.writeHead(302, { location: '/elsewhere' }).end();
         } else if (req.url === '/empty') {
           res.writeHead(204).end();
+        } else if (req.url === '/cut') {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.write('{"half":');
+          setTimeout(() => res.socket?.destroy(), 20);
+        } else if (req.url === '/events') {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.write('data: 1\n\n');
+          setTimeout(() => res.end('data: 2\n\n'), 200);
         } else if (req.url === '/slow') {
           setTimeout(() => res.end('late'), 5_000).unref();
         } else {
@@ -56,6 +64,31 @@ describe('the upstream fetch', () => {
     assert.equal(last.method, 'POST');
     assert.equal(last.headers['x-one'], '1');
     assert.equal(last.headers['content-length'], String(Buffer.byteLength('héllo')));
+    close();
+  });
+
+  test('a JSON answer is read once; one cut off midway fails; an event stream arrives as it is written', async () => {
+    const { fetch, close } = upstreamFetch(() => assert.fail('not oversized'));
+    const r = await fetch(`${base}/echo`, { method: 'POST', body: 'once' });
+    assert.equal(r.ok, true);
+    assert.equal(r.headers.get('content-type'), 'application/json');
+    assert.equal(await r.text(), JSON.stringify({ echo: 'once' }));
+    assert.equal(r.bodyUsed, true);
+    await assert.rejects(r.text(), TypeError);
+    const streamed = await fetch(`${base}/echo`, { method: 'POST', body: 'stream' });
+    assert.equal(await new Response(streamed.body).text(), JSON.stringify({ echo: 'stream' }));
+    await assert.rejects(
+      async () => (await fetch(`${base}/cut`, { method: 'POST', body: '{}' })).text(),
+      Error,
+      'a cut answer is not taken for a whole one',
+    );
+    const events = await fetch(`${base}/events`, { method: 'POST', body: '{}' });
+    const reader = events.body!.getReader();
+    const first = Buffer.from((await reader.read()).value!).toString();
+    assert.equal(first, 'data: 1\n\n', 'the first event before the answer ends');
+    let rest = '';
+    for (let c = await reader.read(); !c.done; c = await reader.read()) rest += Buffer.from(c.value).toString();
+    assert.equal(rest, 'data: 2\n\n');
     close();
   });
 
@@ -95,6 +128,9 @@ describe('the upstream fetch', () => {
   test('one long-lived signal keeps no listener per request', async () => {
     const { fetch, close } = upstreamFetch(() => undefined);
     const controller = new AbortController();
+    const warnings: string[] = [];
+    const warned = (w: Error) => warnings.push(w.name);
+    process.on('warning', warned);
     await Promise.all(
       Array.from({ length: 200 }, async () => {
         const r = await fetch(`${base}/echo`, { method: 'POST', body: 'x', signal: controller.signal });
@@ -104,6 +140,8 @@ describe('the upstream fetch', () => {
     // Each request's listener is gone once its request has closed.
     await new Promise((r) => setImmediate(r));
     assert.equal(getEventListeners(controller.signal, 'abort').length, 0);
+    process.off('warning', warned);
+    assert.deepEqual(warnings, [], '200 calls in flight on one signal are not a leak');
     close();
   });
 });

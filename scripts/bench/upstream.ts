@@ -6,7 +6,7 @@
 // upstream's. With taskset, svc runs alone on core 0, as a gateway on its own machine would; the upstream shares
 // core 1 with the load generator (this process), so a call straight to it is measured on the very same core.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 
@@ -24,17 +24,33 @@ interface Bench {
 const ROOT = join(import.meta.dirname, '../..');
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-function started(command: string, args: string[], ready: RegExp, env: NodeJS.ProcessEnv = process.env): Promise<ChildProcess> {
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
-  let seen = '';
+/**
+ * A server started with its output (svc's request log) going to a file, as to a log collector of its own: were it a
+ * pipe to this process, the load generator would read every request's log line on its core.
+ */
+function started(
+  command: string,
+  args: string[],
+  ready: RegExp,
+  logFile: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<ChildProcess> {
+  const out = openSync(logFile, 'w');
+  const child = spawn(command, args, { stdio: ['ignore', out, out], env });
+  closeSync(out);
+  const seen = () => readFileSync(logFile, 'utf8').slice(-4000);
   return new Promise((resolve, reject) => {
-    const look = (d: Buffer) => {
-      seen = (seen + d.toString()).slice(-4000);
-      if (ready.test(seen)) resolve(child);
+    const exited = (code: number | null) => {
+      clearInterval(look);
+      reject(new Error(`${args.join(' ')} exited with ${code}: ${seen()}`));
     };
-    child.stdout!.on('data', look);
-    child.stderr!.on('data', look);
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}: ${seen}`)));
+    const look = setInterval(() => {
+      if (!ready.test(seen())) return;
+      clearInterval(look);
+      child.off('exit', exited);
+      resolve(child);
+    }, 50);
+    child.once('exit', exited);
   });
 }
 
@@ -67,10 +83,15 @@ export async function benchUpstream(b: Bench): Promise<void> {
       await started(
         ...on('1', [process.execPath, '--import', 'tsx', join(ROOT, 'scripts/bench/server.ts'), 'bare', '-', String(upstreamPort)]),
         /ready/,
+        join(b.work, 'upstream-bare.log'),
       ),
     );
     children.push(
-      await started(...on('0', [process.execPath, '--import', 'tsx', join(ROOT, 'src/main.ts'), 'serve', '--config', config]), /listening/),
+      await started(
+        ...on('0', [process.execPath, '--import', 'tsx', join(ROOT, 'src/main.ts'), 'serve', '--config', config]),
+        /listening/,
+        join(b.work, 'upstream-svc.log'),
+      ),
     );
     const direct = `http://127.0.0.1:${upstreamPort}/mcp`;
     const through = `http://127.0.0.1:${svcPort}/mcp`;

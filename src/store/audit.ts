@@ -39,19 +39,27 @@ export async function recordAudit(tx: Tx, event: AuditEvent, now = Date.now()): 
   await recordAudits(tx, [{ event, at: now }]);
 }
 
-/** Several rows in one statement (the upstream calls' group commit): each with the time it happened. */
+/**
+ * Several rows in one statement (the upstream calls' group commit): each with the time it happened. The rows go as
+ * one JSON array through a statement whose text never changes, in their order: building a multi-row INSERT through
+ * the query builder cost about 3 µs a row, more than the insert itself.
+ */
 export async function recordAudits(tx: Tx, rows: readonly { event: AuditEvent; at: number }[]): Promise<void> {
   if (rows.length === 0) return;
-  await tx.insert(audit).values(
-    rows.map(({ event, at }) => ({
-      at,
-      actor: event.actor,
-      via: event.via,
-      action: event.action,
-      target: event.target ?? null,
-      detail: detailText(event.detail),
-      peer: event.peer ?? null,
-    })),
+  const values = rows.map(({ event, at }) => ({
+    at,
+    actor: event.actor,
+    via: event.via,
+    action: event.action,
+    target: event.target ?? null,
+    detail: detailText(event.detail),
+    peer: event.peer ?? null,
+  }));
+  await tx.run(
+    sql`INSERT INTO audit (at, actor, via, action, target, detail, peer)
+        SELECT value ->> 'at', value ->> 'actor', value ->> 'via', value ->> 'action', value ->> 'target',
+               value ->> 'detail', value ->> 'peer'
+        FROM json_each(${JSON.stringify(values)}) ORDER BY key`,
   );
 }
 

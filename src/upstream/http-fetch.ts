@@ -7,6 +7,7 @@
 // followed (a 3xx comes back as it is, and the SDK refuses it). What it adds: an answer over ANSWER_MAX bytes is cut
 // off as it arrives, the request is ended, and `oversized` is told. A signal's listener is removed as soon as its
 // request has ended, so a transport's one long-lived signal does not collect a listener per call.
+import { setMaxListeners } from 'node:events';
 import http from 'node:http';
 import https from 'node:https';
 
@@ -16,12 +17,15 @@ export const ANSWER_MAX = 10 * 1024 * 1024;
 /** A call whose answer was larger than ANSWER_MAX: it is cut off, and the connection with it. */
 export class AnswerTooLarge extends Error {}
 
+/** The signals whose listener limit is lifted (above). */
+const unlimited = new WeakSet<AbortSignal>();
+
 /** Statuses whose response has no body (a web Response refuses one). */
 const NO_BODY = new Set([101, 103, 204, 205, 304]);
 
 function headerRecord(init: HeadersInit | undefined): Record<string, string> {
   const out: Record<string, string> = {};
-  new Headers(init).forEach((value, key) => {
+  (init instanceof Headers ? init : new Headers(init)).forEach((value, key) => {
     out[key] = value;
   });
   return out;
@@ -52,6 +56,12 @@ export function upstreamFetch(oversized: () => void): UpstreamFetch {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') return Promise.reject(new TypeError(`cannot fetch ${url.protocol} URLs`));
     const signal = init.signal ?? null;
     if (signal?.aborted) return Promise.reject(signal.reason);
+    // Each call in flight listens on the transport's one signal until it ends: many at once are not a leak, and
+    // Node's warning for more than 10 would tell operators otherwise.
+    if (signal !== null && !unlimited.has(signal)) {
+      setMaxListeners(0, signal);
+      unlimited.add(signal);
+    }
     const body = init.body;
     if (body !== undefined && body !== null && typeof body !== 'string')
       return Promise.reject(new TypeError('an upstream request body is a string'));
@@ -76,7 +86,12 @@ export function upstreamFetch(oversized: () => void): UpstreamFetch {
           resolve(new Response(null, answer));
           return;
         }
-        resolve(new Response(bodyOf(response, oversized), answer));
+        const json = status >= 200 && status < 300 && /^application\/json\s*(;|$)/i.test(response.headers['content-type'] ?? '');
+        resolve(
+          json
+            ? (new JsonAnswer(answer, readWhole(response, oversized)) as unknown as Response)
+            : new Response(bodyOf(response, oversized), answer),
+        );
       });
       request.end(body ?? undefined);
     });
@@ -88,6 +103,87 @@ export function upstreamFetch(oversized: () => void): UpstreamFetch {
       agents['https:'].destroy();
     },
   };
+}
+
+/**
+ * A successful JSON answer (how most upstreams answer a call), read whole as it arrives: the part of a web Response
+ * the SDK's transport uses (status, headers, json, text, body), without building the web stream a Response is made
+ * of, which cost about a tenth of svc's CPU per upstream call. An SSE answer, an error or a redirect is a real
+ * Response (above).
+ */
+class JsonAnswer {
+  readonly ok = true;
+  readonly redirected = false;
+  readonly type = 'basic';
+  readonly url = '';
+  readonly status: number;
+  readonly statusText: string;
+  readonly headers: Headers;
+  #text: Promise<string> | null;
+
+  constructor(answer: { status: number; statusText: string; headers: Headers }, text: Promise<string>) {
+    ({ status: this.status, statusText: this.statusText, headers: this.headers } = answer);
+    // Read or not, a failed answer must not become an unhandled rejection.
+    text.catch(() => undefined);
+    this.#text = text;
+  }
+
+  get bodyUsed(): boolean {
+    return this.#text === null;
+  }
+
+  get body(): ReadableStream<Uint8Array> | null {
+    if (this.#text === null) return null;
+    const text = this.#take();
+    return new ReadableStream<Uint8Array>({
+      async start(controller) {
+        controller.enqueue(new TextEncoder().encode(await text));
+        controller.close();
+      },
+    });
+  }
+
+  text(): Promise<string> {
+    if (this.#text === null) return Promise.reject(new TypeError('the body has already been read'));
+    return this.#take();
+  }
+
+  json(): Promise<unknown> {
+    return this.text().then((t) => JSON.parse(t) as unknown);
+  }
+
+  arrayBuffer(): Promise<ArrayBuffer> {
+    return this.text().then((t) => new TextEncoder().encode(t).buffer as ArrayBuffer);
+  }
+
+  #take(): Promise<string> {
+    const text = this.#text!;
+    this.#text = null;
+    return text;
+  }
+}
+
+/** A response's body whole, as UTF-8 text; cut off past ANSWER_MAX bytes like bodyOf. */
+function readWhole(response: http.IncomingMessage, oversized: () => void): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let seen = 0;
+    response.on('data', (chunk: Buffer) => {
+      seen += chunk.byteLength;
+      if (seen > ANSWER_MAX) {
+        oversized();
+        reject(new AnswerTooLarge('the upstream answered more than 10 MiB'));
+        response.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    response.once('end', () => resolve(Buffer.concat(chunks, seen).toString('utf8')));
+    response.once('error', reject);
+    response.once('close', () => {
+      if (!response.complete) reject(new Error('the upstream ended its answer early'));
+    });
+  });
 }
 
 /** A response's body as a web stream, read as the reader asks for it, cut off past ANSWER_MAX bytes. */
