@@ -4,7 +4,7 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { eq } from 'drizzle-orm';
 import { startTestServer } from './helpers/server.ts';
-import { Browser, rawRequest } from './helpers/http.ts';
+import { Browser, bearer, rawRequest } from './helpers/http.ts';
 import { audit } from '../src/db/schema.ts';
 
 describe('refused proxy requests cannot flood the audit trail', () => {
@@ -64,6 +64,26 @@ describe('svc audit list cannot be forged through what anonymous callers write',
       );
       const json = JSON.parse((await s.ws.svc(['audit', 'list', '--json'])).stdout) as { target: string }[];
       assert.equal(json[0]!.target, forged, 'the JSON export keeps the value exactly');
+    } finally {
+      await s.stop();
+    }
+  });
+
+  test('a login name cut in half an emoji by the 64-character limit is kept as U+FFFD, and the trail still reads', async () => {
+    const s = await startTestServer();
+    try {
+      const admin = await s.addUser({ uid: 'root', email: 'root@example.com', admin: true });
+      const token = await s.tokenFor(admin, undefined, 'admin');
+      const name = `${'a'.repeat(63)}\u{1F600}`;
+      assert.equal((await new Browser(s.url).login(name, 'wrong password 1')).status, 401);
+      const read = await fetch(`${s.url}/admin/api/audit`, { headers: bearer(token) });
+      assert.equal(read.status, 200);
+      const entries = (await read.json()) as { action: string; target: string }[];
+      const failed = entries.find((e) => e.action === 'login.failure');
+      assert.equal(failed?.target, `${'a'.repeat(63)}\uFFFD`);
+      assert.equal((await fetch(`${s.url}/healthz`)).status, 200, 'svc still serves');
+      const listed = await s.ws.svc(['audit', 'list', '--json']);
+      assert.equal(listed.code, 0, listed.stderr);
     } finally {
       await s.stop();
     }

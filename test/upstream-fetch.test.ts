@@ -34,6 +34,9 @@ describe('the upstream fetch', () => {
           res.writeHead(200, { 'content-type': 'application/json' });
           res.write('{"half":');
           setTimeout(() => res.socket?.destroy(), 20);
+        } else if (req.url === '/bom') {
+          res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' });
+          res.end(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"with":"a byte-order mark"}')]));
         } else if (req.url === '/events') {
           res.writeHead(200, { 'content-type': 'text/event-stream' });
           res.write('data: 1\n\n');
@@ -75,6 +78,8 @@ describe('the upstream fetch', () => {
     assert.equal(await r.text(), JSON.stringify({ echo: 'once' }));
     assert.equal(r.bodyUsed, true);
     await assert.rejects(r.text(), TypeError);
+    const marked = await fetch(`${base}/bom`, { method: 'POST', body: '{}' });
+    assert.deepEqual(await marked.json(), { with: 'a byte-order mark' }, 'read as a Response reads it');
     const streamed = await fetch(`${base}/echo`, { method: 'POST', body: 'stream' });
     assert.equal(await new Response(streamed.body).text(), JSON.stringify({ echo: 'stream' }));
     await assert.rejects(

@@ -40,6 +40,15 @@ export async function recordAudit(tx: Tx, event: AuditEvent, now = Date.now()): 
 }
 
 /**
+ * A text as UTF-8 can hold it: a lone surrogate (half an emoji, cut off by a length limit, or sent as `\ud800` by
+ * anyone who can cause an entry) becomes U+FFFD, as the driver makes it of a bound string. Through JSON it would
+ * reach the table as bytes that are not UTF-8, and reading the row would abort svc.
+ */
+function wellFormed<T extends string | null>(text: T): T {
+  return (text === null ? null : text.replace(/\p{Surrogate}/gu, '\uFFFD')) as T;
+}
+
+/**
  * Several rows in one statement (the upstream calls' group commit): each with the time it happened. The rows go as
  * one JSON array through a statement whose text never changes, in their order: building a multi-row INSERT through
  * the query builder cost about 3 µs a row, more than the insert itself.
@@ -48,12 +57,12 @@ export async function recordAudits(tx: Tx, rows: readonly { event: AuditEvent; a
   if (rows.length === 0) return;
   const values = rows.map(({ event, at }) => ({
     at,
-    actor: event.actor,
-    via: event.via,
-    action: event.action,
-    target: event.target ?? null,
+    actor: wellFormed(event.actor),
+    via: wellFormed(event.via),
+    action: wellFormed(event.action),
+    target: wellFormed(event.target ?? null),
     detail: detailText(event.detail),
-    peer: event.peer ?? null,
+    peer: wellFormed(event.peer ?? null),
   }));
   await tx.run(
     sql`INSERT INTO audit (at, actor, via, action, target, detail, peer)

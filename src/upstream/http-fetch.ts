@@ -163,6 +163,8 @@ class JsonAnswer {
   }
 }
 
+const UTF8 = new TextDecoder();
+
 /** A response's body whole, as UTF-8 text; cut off past ANSWER_MAX bytes like bodyOf. */
 function readWhole(response: http.IncomingMessage, oversized: () => void): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -178,7 +180,8 @@ function readWhole(response: http.IncomingMessage, oversized: () => void): Promi
       }
       chunks.push(chunk);
     });
-    response.once('end', () => resolve(Buffer.concat(chunks, seen).toString('utf8')));
+    // Decoded as a Response decodes it: a byte-order mark dropped, bytes that are not UTF-8 replaced.
+    response.once('end', () => resolve(UTF8.decode(Buffer.concat(chunks, seen))));
     response.once('error', reject);
     response.once('close', () => {
       if (!response.complete) reject(new Error('the upstream ended its answer early'));
