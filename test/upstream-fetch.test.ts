@@ -21,8 +21,8 @@ describe('the upstream fetch', () => {
       });
       req.on('end', () => {
         seen.push({ method: req.method ?? '', headers: req.headers, body });
-        if (req.url === '/big') {
-          res.writeHead(200, { 'content-type': 'application/json' });
+        if (req.url === '/big' || req.url === '/big-events') {
+          res.writeHead(200, { 'content-type': req.url === '/big' ? 'application/json' : 'text/event-stream' });
           const chunk = Buffer.alloc(1024 * 1024, 'a');
           for (let i = 0; i < 12; i++) res.write(chunk);
           res.end();
@@ -103,6 +103,10 @@ describe('the upstream fetch', () => {
     const r = await fetch(`${base}/big`, { method: 'POST', body: '{}' });
     await assert.rejects(r.arrayBuffer(), (e: unknown) => e instanceof AnswerTooLarge);
     assert.equal(told, 1);
+    // An event stream is read as it arrives, and cut off the same way.
+    const events = await fetch(`${base}/big-events`, { method: 'POST', body: '{}' });
+    await assert.rejects(events.arrayBuffer(), (e: unknown) => e instanceof AnswerTooLarge);
+    assert.equal(told, 2);
     assert.ok(ANSWER_MAX < 12 * 1024 * 1024);
     close();
   });

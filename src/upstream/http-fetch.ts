@@ -17,9 +17,6 @@ export const ANSWER_MAX = 10 * 1024 * 1024;
 /** A call whose answer was larger than ANSWER_MAX: it is cut off, and the connection with it. */
 export class AnswerTooLarge extends Error {}
 
-/** The signals whose listener limit is lifted (above). */
-const unlimited = new WeakSet<AbortSignal>();
-
 /** Statuses whose response has no body (a web Response refuses one). */
 const NO_BODY = new Set([101, 103, 204, 205, 304]);
 
@@ -58,10 +55,7 @@ export function upstreamFetch(oversized: () => void): UpstreamFetch {
     if (signal?.aborted) return Promise.reject(signal.reason);
     // Each call in flight listens on the transport's one signal until it ends: many at once are not a leak, and
     // Node's warning for more than 10 would tell operators otherwise.
-    if (signal !== null && !unlimited.has(signal)) {
-      setMaxListeners(0, signal);
-      unlimited.add(signal);
-    }
+    if (signal !== null) setMaxListeners(0, signal);
     const body = init.body;
     if (body !== undefined && body !== null && typeof body !== 'string')
       return Promise.reject(new TypeError('an upstream request body is a string'));
@@ -165,65 +159,80 @@ class JsonAnswer {
 
 const UTF8 = new TextDecoder();
 
-/** A response's body whole, as UTF-8 text; cut off past ANSWER_MAX bytes like bodyOf. */
+/** A response's body whole, as UTF-8 text, cut off past ANSWER_MAX bytes (readAnswer). */
 function readWhole(response: http.IncomingMessage, oversized: () => void): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
-    let seen = 0;
-    response.on('data', (chunk: Buffer) => {
-      seen += chunk.byteLength;
-      if (seen > ANSWER_MAX) {
-        oversized();
-        reject(new AnswerTooLarge('the upstream answered more than 10 MiB'));
-        response.destroy();
-        return;
-      }
-      chunks.push(chunk);
-    });
-    // Decoded as a Response decodes it: a byte-order mark dropped, bytes that are not UTF-8 replaced.
-    response.once('end', () => resolve(UTF8.decode(Buffer.concat(chunks, seen))));
-    response.once('error', reject);
-    response.once('close', () => {
-      if (!response.complete) reject(new Error('the upstream ended its answer early'));
-    });
+    readAnswer(
+      response,
+      oversized,
+      (chunk) => chunks.push(chunk),
+      // Decoded as a Response decodes it: a byte-order mark dropped, bytes that are not UTF-8 replaced.
+      (failure) => (failure ? reject(failure) : resolve(UTF8.decode(Buffer.concat(chunks)))),
+    );
   });
 }
 
-/** A response's body as a web stream, read as the reader asks for it, cut off past ANSWER_MAX bytes. */
+/** A response's body as a web stream, read as the reader asks for it, cut off past ANSWER_MAX bytes (readAnswer). */
 function bodyOf(response: http.IncomingMessage, oversized: () => void): ReadableStream<Uint8Array> {
-  let seen = 0;
-  let ended = false;
+  let stop: () => void = () => undefined;
   return new ReadableStream<Uint8Array>({
     start(controller) {
-      const end = (how: () => void) => {
-        if (ended) return;
-        ended = true;
-        how();
-      };
-      response.on('data', (chunk: Buffer) => {
-        if (ended) return;
-        seen += chunk.byteLength;
-        if (seen > ANSWER_MAX) {
-          oversized();
-          end(() => controller.error(new AnswerTooLarge('the upstream answered more than 10 MiB')));
-          response.destroy();
-          return;
-        }
-        controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-        if ((controller.desiredSize ?? 1) <= 0) response.pause();
-      });
-      response.once('end', () => end(() => controller.close()));
-      response.once('error', (e) => end(() => controller.error(e)));
-      response.once('close', () => {
-        if (!response.complete) end(() => controller.error(new Error('the upstream ended its answer early')));
-      });
+      stop = readAnswer(
+        response,
+        oversized,
+        (chunk) => {
+          controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+          if ((controller.desiredSize ?? 1) <= 0) response.pause();
+        },
+        (failure) => (failure ? controller.error(failure) : controller.close()),
+      );
     },
     pull() {
       response.resume();
     },
     cancel() {
-      ended = true;
-      response.destroy();
+      stop();
     },
   });
+}
+
+/**
+ * Reads an answer as it arrives, each chunk to `chunk`, and cuts it off past ANSWER_MAX bytes: `oversized` is told
+ * and the request ended. `done` is called once, at the answer's end, or with why it failed (too large, an error, the
+ * connection closed before the end). Returns what stops the reading without calling `done` (a reader that cancelled).
+ */
+function readAnswer(
+  response: http.IncomingMessage,
+  oversized: () => void,
+  chunk: (chunk: Buffer) => void,
+  done: (failure?: Error) => void,
+): () => void {
+  let seen = 0;
+  let ended = false;
+  const end = (failure?: Error) => {
+    if (ended) return;
+    ended = true;
+    done(failure);
+  };
+  response.on('data', (data: Buffer) => {
+    if (ended) return;
+    seen += data.byteLength;
+    if (seen > ANSWER_MAX) {
+      oversized();
+      end(new AnswerTooLarge('the upstream answered more than 10 MiB'));
+      response.destroy();
+      return;
+    }
+    chunk(data);
+  });
+  response.once('end', () => end());
+  response.once('error', (e) => end(e));
+  response.once('close', () => {
+    if (!response.complete) end(new Error('the upstream ended its answer early'));
+  });
+  return () => {
+    ended = true;
+    response.destroy();
+  };
 }
