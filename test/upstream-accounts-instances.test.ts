@@ -9,7 +9,7 @@
 // its first two people at the same moment, one through each, and must still end with one client at the provider.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -104,8 +104,20 @@ interface Cluster {
   stop(): Promise<void>;
 }
 
-/** sqld, the peers, and two `svc serve` processes on it from one configuration file and one environment. */
-async function startCluster(options: OauthUpstreamOptions = {}): Promise<Cluster> {
+/** libfaketime (Debian's `libfaketime`): preloaded into a process, it moves that process's wall clock, as on a host set wrong. */
+const FAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
+
+/** The environment that runs a process with its host's clock `ahead` (e.g. `+90s`); timers keep the real monotonic clock. */
+function clockAhead(env: NodeJS.ProcessEnv, ahead: string): NodeJS.ProcessEnv {
+  assert.ok(existsSync(FAKETIME), `${FAKETIME} is missing: install Debian's libfaketime (.ci/run does)`);
+  return { ...env, LD_PRELOAD: FAKETIME, FAKETIME: ahead, FAKETIME_DONT_FAKE_MONOTONIC: '1', FAKETIME_NO_CACHE: '1' };
+}
+
+/**
+ * sqld, the peers, and two `svc serve` processes on it from one configuration file and one environment; with
+ * `clockOfB`, instance B's host clock is that far off (A's and sqld's are right).
+ */
+async function startCluster(options: OauthUpstreamOptions & { clockOfB?: string } = {}): Promise<Cluster> {
   const sqld = await startSqld({ auth: true });
   const peers = await startOauthUpstream(options);
   const section = `
@@ -133,7 +145,9 @@ review = auto
     config,
     `[server]\nlisten = 127.0.0.1:0\nbase_url = ${inst.url}\ndatabase = ${inst.database}\ndatabase_token_env = SVC_DATABASE_TOKEN\n[auth]\n${DEFAULT_AUTH}${section}`,
   );
-  const servers: Cluster['servers'] = await serveTogether(sourceRunner, config, ['a', 'b'] as const, () => inst.env);
+  const { clockOfB } = options;
+  const envOf = (name: Instance) => (name === 'b' && clockOfB !== undefined ? clockAhead(inst.env, clockOfB) : inst.env);
+  const servers: Cluster['servers'] = await serveTogether(sourceRunner, config, ['a', 'b'] as const, envOf);
 
   const clients: Client[] = [];
   const cluster: Cluster = {
@@ -390,5 +404,47 @@ describe('the first two people connect at the same moment, one through each inst
     assert.equal((await bob.on('a', '/upstreams/code/disconnect', { method: 'POST', form: {} })).status, 303);
     assert.equal(await c.accountOf('bob'), null);
     await waitFor("bob's grant was revoked at the provider", async () => (c.peers.counts.get('revoked') ?? 0) > revokedBefore);
+  });
+});
+
+// A host whose clock is off must not take another instance's refresh claim early: B's clock runs 90 s ahead of A's
+// and the database's, past a claim's whole hold (the upstream's timeout, 30 s, plus 5 s). Judged by B's own clock,
+// every claim A makes has lapsed already, B refreshes beside A, and the provider revokes alice's grant when it sees
+// her rotated refresh token twice. Judged by the database's clock, as token lifetimes already are, B waits.
+describe("one instance's host clock 90 s ahead: refresh claims are judged by the database's clock", () => {
+  let c: Cluster;
+
+  before(async () => {
+    c = await startCluster({ accessTokenTtl: 30, tokenDelayMs: 300, clockOfB: '+90s' });
+  });
+  after(async () => {
+    await c?.stop();
+  });
+
+  test("B's clock is ahead: its log stamps times 90 s past A's", async () => {
+    const alice = await c.person('alice').login('b');
+    await alice.connect('alice-at-code', 'a', 'a');
+    const stamp = (log: string) => Date.parse((JSON.parse(log.trim().split('\n').at(-1)!) as { time: string }).time);
+    const skew = stamp(c.servers.b.log()) - stamp(c.servers.a.log());
+    assert.ok(skew > 80_000, `B's last log line is ${skew} ms after A's`);
+  });
+
+  test("alice's calls through both instances at once, her token expiring each time: one refresh at a time, her grant survives", async () => {
+    const revokedBefore = c.peers.counts.get('revoked') ?? 0;
+    const first = await c.mcp('alice', 'a');
+    await waitFor('the upstream listed with a connected token', async () => (await names(first)).includes('code__whoami'), {
+      everyMs: 100,
+      timeoutMs: 15_000,
+    });
+    const refreshesBefore = c.peers.counts.get('refresh_token') ?? 0;
+    for (let round = 0; round < 3; round++) {
+      const agents = await Promise.all((['a', 'b', 'a', 'b'] as const).map((at) => c.mcp('alice', at)));
+      const answers = await Promise.all(agents.map((agent) => agent.callTool({ name: 'code__whoami' })));
+      assert.deepEqual(answers.map(text), Array(agents.length).fill('alice-at-code'), `round ${round}`);
+    }
+    assert.ok((c.peers.counts.get('refresh_token') ?? 0) > refreshesBefore, 'her token was refreshed');
+    assert.equal(c.peers.counts.get('refresh reused') ?? 0, 0, 'no refresh token reached the provider twice');
+    assert.equal(c.peers.counts.get('revoked') ?? 0, revokedBefore, 'no grant was revoked');
+    assert.equal((await c.accountOf('alice'))?.state, 'connected');
   });
 });

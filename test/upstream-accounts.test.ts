@@ -18,10 +18,11 @@ import { atProvider, startOauthUpstream, type OauthUpstream } from './helpers/oa
 import { DEFAULT_AUTH, freePort, readDatabaseFile } from './helpers/workspace.ts';
 import { waitFor } from './helpers/wait.ts';
 import { movableClock } from './helpers/clock.ts';
+import { scrape } from './helpers/metrics.ts';
 import type { User } from '../src/store/users.ts';
 import { findClient, listAccounts } from '../src/store/upstream-accounts.ts';
-import { eq } from 'drizzle-orm';
-import { upstreamConnects, upstreamRevocations } from '../src/db/schema.ts';
+import { and, eq, sql } from 'drizzle-orm';
+import { upstreamAccounts, upstreamConnects, upstreamRevocations } from '../src/db/schema.ts';
 import { upstreamFetch } from '../src/upstream/http-fetch.ts';
 
 /** A client registered at the provider by hand, as an operator would for oauth_client_id. */
@@ -35,6 +36,7 @@ describe('upstreams that act for each person (auth = oauth)', () => {
   let alice: User;
   let bob: User;
   const clock = movableClock();
+  let metricsUrl: string;
 
   const mcp = async (user: User) => {
     const client = new Client({ name: 'agent', version: '1' });
@@ -67,8 +69,10 @@ describe('upstreams that act for each person (auth = oauth)', () => {
     // svc first, on the ports the peers will take: the provider's hand-registered client names svc's callback.
     const [asPort, upPort] = [await freePort(), await freePort()];
     const upstreamUrl = `http://127.0.0.1:${upPort}/mcp`;
+    metricsUrl = `http://127.0.0.1:${await freePort()}/metrics`;
     svc = await startTestServer({
       clock: clock.now,
+      serverExtra: `metrics_listen = ${new URL(metricsUrl).host}\n`,
       env: { CODE2_SECRET: CONFIGURED.secret },
       auth: `${DEFAULT_AUTH}
 [upstream code]
@@ -327,6 +331,30 @@ review = auto
     }
     assert.equal((peers.counts.get('refresh_token') ?? 0) - refreshesBefore, 1);
     assert.notEqual(peers.seen.at(-1), `Bearer ${last}`, 'the call went again with the new token');
+  });
+
+  // Another instance's claim, as it stores one: until the database's clock is 1.5 s further. This instance waits
+  // for it with reads; a write every 100 ms (a claim tried again and again) would add ~45 write statements.
+  test('a refresh another instance holds is waited for with reads, then taken over: a few writes, not one every 100 ms', async () => {
+    const agent = await mcp(alice);
+    try {
+      clock.advance(2 * 3600_000);
+      await svc.database.write((tx) =>
+        tx
+          .update(upstreamAccounts)
+          .set({ refreshingUntil: sql`CAST(unixepoch('subsec') * 1000 AS INTEGER) + 1500` })
+          .where(and(eq(upstreamAccounts.userId, alice.id), eq(upstreamAccounts.upstream, 'code'))),
+      );
+      const writes = async () => (await scrape(metricsUrl)).value('svc_database_statements_total', { kind: 'write' });
+      const [refreshesBefore, writesBefore, started] = [peers.counts.get('refresh_token') ?? 0, await writes(), Date.now()];
+      assert.equal(text(await agent.callTool({ name: 'code__whoami' })), 'alice-at-code');
+      const [waited, written] = [Date.now() - started, (await writes()) - writesBefore];
+      assert.ok(waited >= 1400, `the call waited for the claim to lapse (${waited} ms)`);
+      assert.equal((peers.counts.get('refresh_token') ?? 0) - refreshesBefore, 1, 'then this instance refreshed, once');
+      assert.ok(written <= 30, `${written} write statements during a ${waited} ms wait`);
+    } finally {
+      await agent.close();
+    }
   });
 
   test('an upstream that names another authorization server later gets nothing: no token, no secret, no revocation', async () => {

@@ -1,7 +1,7 @@
 // A person's own accounts at `auth = oauth` upstreams (CONTRACT §6.2), svc's registrations at their authorization
 // servers, and connections under way. Tokens arrive here sealed (upstream/accounts.ts seals and opens them); this
 // layer never sees one in the clear.
-import { and, eq, isNull, lt, lte, or } from 'drizzle-orm';
+import { and, eq, isNull, lt, lte, or, sql } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { upstreamAccounts, upstreamClients, upstreamConnects, upstreamRevocations } from '../db/schema.ts';
 
@@ -64,29 +64,36 @@ export async function refreshedAccount(
   return done.length === 1;
 }
 
+/** Milliseconds since the epoch by the database's clock, inside a statement: what every instance's claim is judged by. */
+const databaseNow = sql<number>`CAST(unixepoch('subsec') * 1000 AS INTEGER)`;
+const claimLapsed = or(isNull(upstreamAccounts.refreshingUntil), lte(upstreamAccounts.refreshingUntil, databaseNow));
+
 /**
- * Takes the account's refresh for this instance until `until`, only if it still holds the tokens `from` and no other
- * instance holds an unexpired claim; false when another instance is refreshing them (or already has).
+ * Takes the account's refresh for this instance for `holdMs`, only if it still holds the tokens `from` and no other
+ * instance holds an unexpired claim; false when another instance is refreshing them (or already has). Both the claim
+ * and its lapse are timed by the database's clock: a host whose clock is off neither takes a claim early nor holds
+ * one long.
  */
-export async function claimRefresh(
-  tx: Tx,
-  key: { userId: number; upstream: string },
-  from: string,
-  now: number,
-  until: number,
-): Promise<boolean> {
+export async function claimRefresh(tx: Tx, key: { userId: number; upstream: string }, from: string, holdMs: number): Promise<boolean> {
   const claimed = await tx
     .update(upstreamAccounts)
-    .set({ refreshingUntil: until })
-    .where(
-      and(
-        accountRow(key.userId, key.upstream, from),
-        eq(upstreamAccounts.state, 'connected'),
-        or(isNull(upstreamAccounts.refreshingUntil), lte(upstreamAccounts.refreshingUntil, now)),
-      ),
-    )
+    .set({ refreshingUntil: sql`${databaseNow} + ${holdMs}` })
+    .where(and(accountRow(key.userId, key.upstream, from), eq(upstreamAccounts.state, 'connected'), claimLapsed))
     .returning({ userId: upstreamAccounts.userId });
   return claimed.length === 1;
+}
+
+/** The account as it is now, and whether its refresh claim (if any) has lapsed: a read, for an instance waiting on one. */
+export async function watchRefresh(
+  db: Db,
+  key: { userId: number; upstream: string },
+): Promise<{ account: UpstreamAccount; lapsed: boolean } | null> {
+  const row = await db
+    .select({ account: upstreamAccounts, lapsed: sql<number>`${claimLapsed}` })
+    .from(upstreamAccounts)
+    .where(accountRow(key.userId, key.upstream))
+    .get();
+  return row === undefined ? null : { account: row.account, lapsed: Boolean(row.lapsed) };
 }
 
 /** Gives a claim back without new tokens (the refresh failed for a reason of the moment): another may try. */

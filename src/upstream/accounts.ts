@@ -15,6 +15,7 @@ import { recordActorAudit, recordAudit, type Actor } from '../store/audit.ts';
 import {
   addConnect,
   claimRefresh,
+  watchRefresh,
   claimRevocation,
   deleteAccount,
   dropRevocation,
@@ -301,15 +302,17 @@ export class UpstreamAccounts {
   private async claimRefresh(account: UpstreamAccount, upstream: UpstreamConfig): Promise<Bearer | undefined> {
     const key = { userId: account.userId, upstream: upstream.name };
     const holdMs = upstream.timeoutMs + REFRESH_CLAIM_SLACK_MS;
-    const giveUpAt = this.database.now() + 2 * holdMs;
-    for (;;) {
-      const now = this.database.now();
-      if (await this.database.write((tx) => claimRefresh(tx, key, account.accessSealed, now, now + holdMs))) return undefined;
-      const seen = await findAccount(this.database.db, account.userId, upstream.name);
-      if (seen === null || seen.accessSealed !== account.accessSealed || seen.state !== 'connected') return this.tokenOf(seen, upstream);
-      if (this.database.now() > giveUpAt)
+    const started = performance.now();
+    for (let lapsed = true; ; ) {
+      if (lapsed && (await this.database.write((tx) => claimRefresh(tx, key, account.accessSealed, holdMs)))) return undefined;
+      // Another instance holds the claim: watch the account with reads until its tokens arrive or its claim lapses.
+      const seen = await watchRefresh(this.database.db, key);
+      if (seen === null || seen.account.accessSealed !== account.accessSealed || seen.account.state !== 'connected')
+        return this.tokenOf(seen?.account ?? null, upstream);
+      if (performance.now() - started > 2 * holdMs)
         throw new AppError('unavailable', `another instance is refreshing the connection to ${upstream.name}; try again`);
-      await new Promise((r) => setTimeout(r, REFRESH_WAIT_STEP_MS));
+      lapsed = seen.lapsed;
+      if (!lapsed) await new Promise((r) => setTimeout(r, REFRESH_WAIT_STEP_MS));
     }
   }
 
