@@ -36,6 +36,12 @@ export interface UpstreamTool extends FoundTool {
   readonly updatedAt: number;
 }
 
+/**
+ * What deciding a call needs of a tool: its state, labels and server, and whether a definition was approved; not the
+ * definitions themselves, which a call never sends (a large schema would be read and parsed on every call).
+ */
+export type ToolGate = Pick<UpstreamTool, 'upstream' | 'name' | 'labels' | 'state' | 'server' | 'approvedFingerprint'>;
+
 type Row = typeof upstreamTools.$inferSelect;
 
 function toTool(r: Row): UpstreamTool {
@@ -71,23 +77,31 @@ export async function listTools(db: Db, only: { upstream?: string; state?: ToolS
 }
 
 function prepareFind(db: Db) {
+  const t = upstreamTools;
   return db
-    .select()
-    .from(upstreamTools)
-    .where(and(eq(upstreamTools.upstream, sql.placeholder('upstream')), eq(upstreamTools.name, sql.placeholder('name'))))
+    .select({
+      upstream: t.upstream,
+      name: t.name,
+      labels: t.labels,
+      state: t.state,
+      server: t.server,
+      approvedFingerprint: t.approvedFingerprint,
+    })
+    .from(t)
+    .where(and(eq(t.upstream, sql.placeholder('upstream')), eq(t.name, sql.placeholder('name'))))
     .prepare();
 }
 const finds = new WeakMap<Db, ReturnType<typeof prepareFind>>();
 
-/** One tool's row for the call path: the statement is prepared once per database (not for a transaction). */
-export async function findTool(db: Db, upstream: string, name: string): Promise<UpstreamTool | null> {
+/** What the call path needs of one tool: the statement is prepared once per database (not for a transaction). */
+export async function findTool(db: Db, upstream: string, name: string): Promise<ToolGate | null> {
   let find = finds.get(db);
   if (!find) {
     find = prepareFind(db);
     finds.set(db, find);
   }
   const row = await find.get({ upstream, name });
-  return row ? toTool(row) : null;
+  return row ? { ...row, labels: row.labels === null ? null : storedLabels(row.labels), state: row.state as ToolState } : null;
 }
 
 /** One tool's row, read inside a transaction or by a page; a missing tool is 404. */

@@ -5,16 +5,16 @@
 import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { LabelSet } from '../domain/labels.ts';
 import { visible, type Access } from '../domain/visibility.ts';
-import type { UpstreamTool } from '../store/upstream-tools.ts';
+import type { ToolGate } from '../store/upstream-tools.ts';
 
 /** The labels that decide who may use the tool: its own, else its upstream's (null when the upstream is not configured). */
-export function toolLabels(tool: UpstreamTool, upstreams: readonly UpstreamConfig[]): LabelSet | null {
+export function toolLabels(tool: Pick<ToolGate, 'upstream' | 'labels'>, upstreams: readonly UpstreamConfig[]): LabelSet | null {
   if (tool.labels !== null) return tool.labels;
   return upstreams.find((u) => u.name === tool.upstream)?.labels ?? null;
 }
 
-export function usable(tool: UpstreamTool, config: Config, access: Access): boolean {
-  if (tool.state !== 'approved' || tool.approvedDefinition === null) return false;
+export function usable(tool: ToolGate, config: Config, access: Access): boolean {
+  if (tool.state !== 'approved' || tool.approvedFingerprint === null) return false;
   const upstream = config.upstreams.find((u) => u.name === tool.upstream);
   // Not configured any more, left out of its `tools` list since it was recorded, or recorded from another server
   // (its url or command changed since) and not listed by this one yet.

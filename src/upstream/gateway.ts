@@ -11,7 +11,7 @@ import { canonicalJson } from '../domain/canonical-json.ts';
 import type { Access } from '../domain/visibility.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/events.ts';
-import { findTool, listTools, type UpstreamTool } from '../store/upstream-tools.ts';
+import { findTool, listTools, type ToolGate, type UpstreamTool } from '../store/upstream-tools.ts';
 import { listAccounts } from '../store/upstream-accounts.ts';
 import { mayConnect, usable } from './access.ts';
 import { CallAudit } from './call-audit.ts';
@@ -45,7 +45,7 @@ function connectTool(upstream: UpstreamConfig): Tool {
 }
 
 /** What a merged name a caller may use stands for. */
-export type Resolved = { readonly tool: UpstreamTool } | { readonly connect: UpstreamConfig };
+export type Resolved = { readonly tool: ToolGate } | { readonly connect: UpstreamConfig };
 
 export const mergedName = (tool: Pick<UpstreamTool, 'upstream' | 'name'>) => `${tool.upstream}${SEPARATOR}${tool.name}`;
 export const offerable = (tool: Pick<UpstreamTool, 'upstream' | 'name'>) => MERGED_NAME.test(mergedName(tool));
@@ -188,12 +188,7 @@ export class UpstreamGateway {
    * Calls the tool for the caller. A call that needs the caller's account connected first is answered with the URL
    * elicitation error (-32042) when the client declared URL elicitation, else with an isError result naming the URL.
    */
-  async call(
-    tool: UpstreamTool,
-    args: Record<string, unknown> | undefined,
-    caller: Caller,
-    urlElicitation = false,
-  ): Promise<CallToolResult> {
+  async call(tool: ToolGate, args: Record<string, unknown> | undefined, caller: Caller, urlElicitation = false): Promise<CallToolResult> {
     const started = performance.now();
     const { answer, outcome } = await this.answer(tool, args, caller);
     const seconds = (performance.now() - started) / 1000;
@@ -218,7 +213,7 @@ export class UpstreamGateway {
    * a cause. An answer is at most ANSWER_MAX bytes as it arrives: the transports cut off a larger one (too_large).
    */
   private async answer(
-    tool: UpstreamTool,
+    tool: ToolGate,
     args: Record<string, unknown> | undefined,
     caller: Caller,
   ): Promise<{ answer: CallToolResult; outcome: 'ok' | 'error' | 'not_connected' | Cause }> {
@@ -312,7 +307,7 @@ export class UpstreamGateway {
     this.perPerson.clear();
   }
 
-  private async audit(tool: UpstreamTool, args: unknown, caller: Caller, outcome: string, durationMs: number): Promise<void> {
+  private async audit(tool: ToolGate, args: unknown, caller: Caller, outcome: string, durationMs: number): Promise<void> {
     const argumentsSha256 = createHash('sha256')
       .update(canonicalJson(args ?? {}))
       .digest('hex');
