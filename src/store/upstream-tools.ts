@@ -60,35 +60,36 @@ function toTool(r: Row): UpstreamTool {
   };
 }
 
-/** Tools of one upstream or all, or only those in one state (what /mcp offers reads only the approved). */
-export async function listTools(db: Db, only: { upstream?: string; state?: ToolState } = {}): Promise<UpstreamTool[]> {
+/** Tools of one upstream or all, with everything of them (the admin's view; /mcp reads listApproved). */
+export async function listTools(db: Db | Tx, only: { upstream?: string } = {}): Promise<UpstreamTool[]> {
   const rows = await db
     .select()
     .from(upstreamTools)
-    .where(
-      and(
-        only.upstream === undefined ? undefined : eq(upstreamTools.upstream, only.upstream),
-        only.state === undefined ? undefined : eq(upstreamTools.state, only.state),
-      ),
-    )
+    .where(only.upstream === undefined ? undefined : eq(upstreamTools.upstream, only.upstream))
     .orderBy(asc(upstreamTools.upstream), asc(upstreamTools.name))
     .all();
   return rows.map(toTool);
 }
 
+/** A tool's gate as the call path and the listing read it: no definition. */
+const gateColumns = {
+  upstream: upstreamTools.upstream,
+  name: upstreamTools.name,
+  labels: upstreamTools.labels,
+  state: upstreamTools.state,
+  server: upstreamTools.server,
+  approvedFingerprint: upstreamTools.approvedFingerprint,
+};
+
+function toGate(row: Pick<Row, keyof typeof gateColumns>): ToolGate {
+  return { ...row, labels: row.labels === null ? null : storedLabels(row.labels), state: row.state as ToolState };
+}
+
 function prepareFind(db: Db) {
-  const t = upstreamTools;
   return db
-    .select({
-      upstream: t.upstream,
-      name: t.name,
-      labels: t.labels,
-      state: t.state,
-      server: t.server,
-      approvedFingerprint: t.approvedFingerprint,
-    })
-    .from(t)
-    .where(and(eq(t.upstream, sql.placeholder('upstream')), eq(t.name, sql.placeholder('name'))))
+    .select(gateColumns)
+    .from(upstreamTools)
+    .where(and(eq(upstreamTools.upstream, sql.placeholder('upstream')), eq(upstreamTools.name, sql.placeholder('name'))))
     .prepare();
 }
 const finds = new WeakMap<Db, ReturnType<typeof prepareFind>>();
@@ -101,7 +102,29 @@ export async function findTool(db: Db, upstream: string, name: string): Promise<
     finds.set(db, find);
   }
   const row = await find.get({ upstream, name });
-  return row ? { ...row, labels: row.labels === null ? null : storedLabels(row.labels), state: row.state as ToolState } : null;
+  return row ? toGate(row) : null;
+}
+
+/** An approved tool as /mcp's listing reads it: its gate, and its approved definition, parsed only when asked for. */
+export interface ApprovedTool extends ToolGate {
+  approved(): ToolDefinition;
+}
+
+/**
+ * The approved tools for a caller's tools/list: each definition is parsed only for the tools the caller is offered,
+ * and the definitions found since (`definition`) are not read at all.
+ */
+export async function listApproved(db: Db): Promise<ApprovedTool[]> {
+  const rows = await db
+    .select({ ...gateColumns, approvedDefinition: upstreamTools.approvedDefinition })
+    .from(upstreamTools)
+    .where(eq(upstreamTools.state, 'approved'))
+    .orderBy(asc(upstreamTools.upstream), asc(upstreamTools.name))
+    .all();
+  return rows.map(({ approvedDefinition, ...gate }) => ({
+    ...toGate(gate),
+    approved: () => JSON.parse(approvedDefinition!) as ToolDefinition,
+  }));
 }
 
 /** One tool's row, read inside a transaction or by a page; a missing tool is 404. */

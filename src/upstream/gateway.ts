@@ -11,7 +11,7 @@ import { canonicalJson } from '../domain/canonical-json.ts';
 import type { Access } from '../domain/visibility.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/events.ts';
-import { findTool, listTools, type ToolGate, type UpstreamTool } from '../store/upstream-tools.ts';
+import { findTool, listApproved, type ToolGate, type UpstreamTool } from '../store/upstream-tools.ts';
 import { listAccounts } from '../store/upstream-accounts.ts';
 import { mayConnect, usable } from './access.ts';
 import { CallAudit } from './call-audit.ts';
@@ -113,12 +113,12 @@ export class UpstreamGateway {
    * once the caller has connected their account there; before, one tool NAME__connect stands in its place.
    */
   async tools(access: Access, userId: number): Promise<Tool[]> {
-    const rows = await listTools(this.database.db, { state: 'approved' });
+    const rows = await listApproved(this.database.db);
     const connected = await this.connectedUpstreams(userId);
     const offered = rows
       .filter((t) => offerable(t) && usable(t, this.config, access))
       .filter((t) => this.oauthOf(t.upstream) === null || connected.has(t.upstream))
-      .map((t) => ({ ...t.approvedDefinition!, name: mergedName(t) }) as Tool);
+      .map((t) => ({ ...t.approved(), name: mergedName(t) }) as Tool);
     const connects = this.config.upstreams
       .filter((u) => u.oauth !== null && !connected.has(u.name) && mayConnect(u, access))
       .map((u) => connectTool(u));
