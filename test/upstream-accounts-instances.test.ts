@@ -407,44 +407,65 @@ describe('the first two people connect at the same moment, one through each inst
   });
 });
 
-// A host whose clock is off must not take another instance's refresh claim early: B's clock runs 90 s ahead of A's
-// and the database's, past a claim's whole hold (the upstream's timeout, 30 s, plus 5 s). Judged by B's own clock,
-// every claim A makes has lapsed already, B refreshes beside A, and the provider revokes alice's grant when it sees
-// her rotated refresh token twice. Judged by the database's clock, as token lifetimes already are, B waits.
-describe("one instance's host clock 90 s ahead: refresh claims are judged by the database's clock", () => {
-  let c: Cluster;
+// A host whose clock is off must neither take another instance's refresh claim early nor make its own lapse at once:
+// B's clock runs 90 s ahead of A's and the database's, then 90 s behind, past a claim's whole hold (the upstream's
+// timeout, 30 s, plus 10 s). Judged by B's own clock, every claim A makes has lapsed already for B (ahead), or every
+// claim B makes has lapsed already for A (behind): two instances refresh at once, and the provider revokes alice's
+// grant when it sees her rotated refresh token twice. Judged by the database's clock, as token lifetimes are, one waits.
+for (const [skew, clockOfB] of [
+  ['ahead', '+90s'],
+  ['behind', '-90s'],
+] as const)
+  describe(`one instance's host clock 90 s ${skew}: refresh claims are judged by the database's clock`, () => {
+    let c: Cluster;
 
-  before(async () => {
-    c = await startCluster({ accessTokenTtl: 30, tokenDelayMs: 300, clockOfB: '+90s' });
-  });
-  after(async () => {
-    await c?.stop();
-  });
-
-  test("B's clock is ahead: its log stamps times 90 s past A's", async () => {
-    const alice = await c.person('alice').login('b');
-    await alice.connect('alice-at-code', 'a', 'a');
-    const stamp = (log: string) => Date.parse((JSON.parse(log.trim().split('\n').at(-1)!) as { time: string }).time);
-    const skew = stamp(c.servers.b.log()) - stamp(c.servers.a.log());
-    assert.ok(skew > 80_000, `B's last log line is ${skew} ms after A's`);
-  });
-
-  test("alice's calls through both instances at once, her token expiring each time: one refresh at a time, her grant survives", async () => {
-    const revokedBefore = c.peers.counts.get('revoked') ?? 0;
-    const first = await c.mcp('alice', 'a');
-    await waitFor('the upstream listed with a connected token', async () => (await names(first)).includes('code__whoami'), {
-      everyMs: 100,
-      timeoutMs: 15_000,
+    before(async () => {
+      c = await startCluster({ accessTokenTtl: 30, tokenDelayMs: 300, clockOfB });
     });
-    const refreshesBefore = c.peers.counts.get('refresh_token') ?? 0;
-    for (let round = 0; round < 3; round++) {
-      const agents = await Promise.all((['a', 'b', 'a', 'b'] as const).map((at) => c.mcp('alice', at)));
-      const answers = await Promise.all(agents.map((agent) => agent.callTool({ name: 'code__whoami' })));
-      assert.deepEqual(answers.map(text), Array(agents.length).fill('alice-at-code'), `round ${round}`);
-    }
-    assert.ok((c.peers.counts.get('refresh_token') ?? 0) > refreshesBefore, 'her token was refreshed');
-    assert.equal(c.peers.counts.get('refresh reused') ?? 0, 0, 'no refresh token reached the provider twice');
-    assert.equal(c.peers.counts.get('revoked') ?? 0, revokedBefore, 'no grant was revoked');
-    assert.equal((await c.accountOf('alice'))?.state, 'connected');
+    after(async () => {
+      await c?.stop();
+    });
+
+    test(`B's clock is ${skew}: its log stamps times 90 s off A's`, async () => {
+      const alice = await c.person('alice').login('b');
+      await alice.connect('alice-at-code', 'a', 'a');
+      const stamp = (log: string) => Date.parse((JSON.parse(log.trim().split('\n').at(-1)!) as { time: string }).time);
+      const skewMs = stamp(c.servers.b.log()) - stamp(c.servers.a.log());
+      assert.ok(clockOfB.startsWith('+') ? skewMs > 80_000 : skewMs < -80_000, `B's last log line is ${skewMs} ms after A's`);
+    });
+
+    test("alice's token refused on both instances: one claims the refresh, the other waits for it, her grant survives", async () => {
+      const first = await c.mcp('alice', 'a');
+      await waitFor('the upstream listed with a connected token', async () => (await names(first)).includes('code__whoami'), {
+        everyMs: 100,
+        timeoutMs: 15_000,
+      });
+      const aliceId = (await getUser(c.database.db, 'alice')).id;
+      const claimHeld = async () => {
+        const [row] = await c.database.db
+          .select({ until: upstreamAccounts.refreshingUntil })
+          .from(upstreamAccounts)
+          .where(and(eq(upstreamAccounts.userId, aliceId), eq(upstreamAccounts.upstream, 'code')));
+        return row?.until !== null && row?.until !== undefined;
+      };
+      const call = async (at: Instance) => text(await (await c.mcp('alice', at)).callTool({ name: 'code__whoami' }));
+      assert.equal(await call('a'), 'alice-at-code', 'the upstream has seen her current token');
+      const revokedBefore = c.peers.counts.get('revoked') ?? 0;
+      const refreshesBefore = c.peers.counts.get('refresh_token') ?? 0;
+      // Each round the upstream refuses the token both instances hold, so both must refresh. One instance's calls go
+      // first and claim the refresh (each token request takes 300 ms); the other's are sent while that claim is held.
+      // A claims and B (off) judges the claim in even rounds, B claims and A judges it in odd ones.
+      for (let round = 0; round < 4; round++) {
+        c.peers.refusedJti.add(String(decodeJwt(c.peers.seen.at(-1)!.replace(/^Bearer /, '')).jti));
+        const [first, second] = (round % 2 === 0 ? ['a', 'b'] : ['b', 'a']) as [Instance, Instance];
+        const firstCalls = [call(first), call(first)];
+        await waitFor(`${first}'s claim on the refresh`, claimHeld, { everyMs: 10, timeoutMs: 10_000 });
+        const answers = await Promise.all([...firstCalls, call(second), call(second)]);
+        assert.deepEqual(answers, Array(4).fill('alice-at-code'), `round ${round}: ${first} claimed, ${second} waited`);
+      }
+      assert.ok((c.peers.counts.get('refresh_token') ?? 0) - refreshesBefore >= 4, 'at least one refresh a round');
+      assert.equal(c.peers.counts.get('refresh reused') ?? 0, 0, 'no refresh token reached the provider twice');
+      assert.equal(c.peers.counts.get('revoked') ?? 0, revokedBefore, 'no grant was revoked');
+      assert.equal((await c.accountOf('alice'))?.state, 'connected');
+    });
   });
-});

@@ -41,8 +41,12 @@ const VERIFIER_PURPOSE = 'upstream-connect-verifier';
 const CONNECT_MS = 10 * 60_000;
 /** An access token this close to its expiry is refreshed before it is sent. */
 const REFRESH_EARLY_MS = 60_000;
-/** A claim on a refresh lasts the refresh request's timeout and this much more. */
-const REFRESH_CLAIM_SLACK_MS = 5_000;
+/**
+ * A claim on a refresh lasts the refresh request's timeout and this much more: enough for storing the new tokens,
+ * whose write may wait for the database up to 5 s (8 s on a database server whose lock is held), so a claim does not
+ * lapse while its instance is still storing what it got.
+ */
+const REFRESH_CLAIM_SLACK_MS = 10_000;
 /** An instance waiting for another's refresh looks at the account this often. */
 const REFRESH_WAIT_STEP_MS = 100;
 /** The revocation queue is swept this often (and at once after a deletion here): one indexed read. */
