@@ -46,22 +46,17 @@ type Row = typeof upstreamTools.$inferSelect;
 
 function toTool(r: Row): UpstreamTool {
   return {
-    upstream: r.upstream,
-    name: r.name,
+    ...toGate(r),
     definition: JSON.parse(r.definition) as ToolDefinition,
     fingerprint: r.fingerprint,
     approvedDefinition: r.approvedDefinition === null ? null : (JSON.parse(r.approvedDefinition) as ToolDefinition),
-    approvedFingerprint: r.approvedFingerprint,
-    labels: r.labels === null ? null : storedLabels(r.labels),
-    state: r.state as ToolState,
-    server: r.server,
     firstSeenAt: r.firstSeenAt,
     updatedAt: r.updatedAt,
   };
 }
 
 /** Tools of one upstream or all, with everything of them (the admin's view; /mcp reads listApproved). */
-export async function listTools(db: Db | Tx, only: { upstream?: string } = {}): Promise<UpstreamTool[]> {
+export async function listTools(db: Db, only: { upstream?: string } = {}): Promise<UpstreamTool[]> {
   const rows = await db
     .select()
     .from(upstreamTools)
@@ -82,7 +77,14 @@ const gateColumns = {
 };
 
 function toGate(row: Pick<Row, keyof typeof gateColumns>): ToolGate {
-  return { ...row, labels: row.labels === null ? null : storedLabels(row.labels), state: row.state as ToolState };
+  return {
+    upstream: row.upstream,
+    name: row.name,
+    labels: row.labels === null ? null : storedLabels(row.labels),
+    state: row.state as ToolState,
+    server: row.server,
+    approvedFingerprint: row.approvedFingerprint,
+  };
 }
 
 function prepareFind(db: Db) {
