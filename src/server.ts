@@ -13,6 +13,7 @@ import { createApp } from './http/app.ts';
 import type { Logger } from './log.ts';
 import type { RelyingParty } from './auth/oidc.ts';
 import { startAuditRetention } from './jobs/audit-retention.ts';
+import { startSearchIndexing } from './jobs/search-index.ts';
 import { noMetrics, type Metrics } from './metrics/events.ts';
 import type { Database } from './db/open.ts';
 import type { Services } from './http/context.ts';
@@ -216,14 +217,19 @@ async function listen(
   return { server: server as Listening, share: share!, port };
 }
 
-/** The background jobs: audit retention, and mail to users when [notify] is set (loaded only then). */
+/**
+ * The background jobs: indexing items an older svc wrote, audit retention, and mail to users when [notify] is set
+ * (loaded only then).
+ */
 async function startJobs(config: Config, database: Database, log: Logger): Promise<{ stop(): Promise<void> }> {
+  const indexing = startSearchIndexing(database, log);
   const retention = startAuditRetention(database, config.server.auditRetentionSeconds * 1000, log);
   const notices = config.notify
     ? (await import('./notify/job.ts')).startNoticeJob(database, config.notify, config.server.baseUrl, log)
     : null;
   return {
     async stop() {
+      await indexing.stop();
       await retention.stop();
       await notices?.stop();
     },

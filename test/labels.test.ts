@@ -1,13 +1,14 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { parseLabels, formatLabels, LabelError } from '../src/domain/labels.ts';
 import { visible } from '../src/domain/visibility.ts';
 import { deriveUid, uidCandidates, isValidUid } from '../src/domain/uid.ts';
-import { openDatabase } from '../src/db/open.ts';
-import { putItem, fetchVisible, searchVisible, listVisible } from '../src/store/items.ts';
+import { sql, type SQL } from 'drizzle-orm';
+import { putItem, putItems, removeItem, fetchVisible, listVisible } from '../src/store/items.ts';
+import { searchVisible } from '../src/store/search.ts';
+import { indexUnindexedItems } from '../src/jobs/search-index.ts';
+import { silentLogger } from '../src/log.ts';
+import type { Database } from '../src/db/open.ts';
 import { DRIVERS, openFresh } from './helpers/drivers.ts';
 import { itemRecord } from './helpers/records.ts';
 
@@ -121,32 +122,188 @@ describe('visibility', () => {
   }
 });
 
-describe('search past the rank window', () => {
-  test('a common term ranks the newest matches; results stay visible ones, and a caller who sees few gets them all', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'svc-window-'));
-    const database = await openDatabase(`file:${join(dir, 'svc.db')}`, null);
-    try {
-      await database.migrate();
-      // Oldest first: two items for team a, then 28 for team b; every one holds the common word.
-      const ids = [...['a0', 'a1'], ...Array.from({ length: 28 }, (_, i) => `b${i}`)];
-      await database.write(async (tx) => {
-        for (const id of ids)
-          await putItem(tx, id, itemRecord({ title: id, text: `needle ${id}`, labels: id.startsWith('a') ? 'a' : 'b' }));
-      });
-      const search = (labels: string[], limit: number, window: number) =>
-        searchVisible(database.db, 'needle', { labels, restriction: null }, limit, window);
-      const newest = ids.slice(-5);
-      const both = (await search(['a', 'b'], 3, 5)).map((h) => h.id);
-      assert.equal(both.length, 3);
-      for (const id of both) assert.ok(newest.includes(id), `${id} is among the newest five matches`);
-      // Team a sees none of the newest five: the whole ranking answers, with exactly what a may read.
-      assert.deepEqual((await search(['a'], 3, 5)).map((h) => h.id).sort(), ['a0', 'a1']);
-      assert.deepEqual(await search([], 3, 5), [], 'nothing for a caller who may read nothing');
-      // Below the window nothing changes: every visible match is ranked.
-      assert.equal((await search(['a', 'b'], 50, 100)).length, 30);
-    } finally {
-      database.close();
-      rmSync(dir, { recursive: true, force: true });
-    }
+/** What does not add up between the items and their search index (empty: all of it does). */
+async function indexProblems(database: Database): Promise<string[]> {
+  const [c] = await database.db.all<Record<string, number>>(sql`SELECT
+    (SELECT count(*) FROM items) AS items,
+    (SELECT count(*) FROM search_docs) AS docs,
+    (SELECT coalesce(sum(docs), 0) FROM search_sets) AS setDocs,
+    (SELECT coalesce(sum(length), 0) FROM search_sets) AS setWords,
+    (SELECT coalesce(sum(length), 0) FROM search_docs) AS docWords,
+    (SELECT count(*) FROM search_postings) AS postings,
+    (SELECT coalesce(sum(json_array_length(terms)), 0) FROM search_docs) AS docTerms,
+    (SELECT coalesce(sum(docs), 0) FROM search_terms) AS termDocs,
+    (SELECT count(*) FROM search_postings p WHERE NOT EXISTS
+      (SELECT 1 FROM search_docs d WHERE d.item_seq = p.item_seq AND d.set_id = p.set_id)) AS orphans,
+    (SELECT count(*) FROM search_docs d JOIN items i ON i.seq = d.item_seq
+      JOIN search_sets s ON s.id = d.set_id WHERE s.labels <> i.labels) AS wrongSet,
+    (SELECT count(*) FROM search_sets WHERE docs <= 0) + (SELECT count(*) FROM search_terms WHERE docs <= 0) AS empty`);
+  const n = { ...c! };
+  const problems: string[] = [];
+  if (n.docs !== n.items) problems.push(`${n.docs} indexed of ${n.items} items`);
+  if (n.setDocs !== n.docs) problems.push(`label sets count ${n.setDocs} items, ${n.docs} indexed`);
+  if (n.setWords !== n.docWords) problems.push(`label sets count ${n.setWords} words, items ${n.docWords}`);
+  if (n.postings !== n.docTerms) problems.push(`${n.postings} postings for ${n.docTerms} indexed words`);
+  if (n.termDocs !== n.postings) problems.push(`word counts add to ${n.termDocs}, postings ${n.postings}`);
+  if (n.orphans) problems.push(`${n.orphans} postings of no indexed item`);
+  if (n.wrongSet) problems.push(`${n.wrongSet} items indexed under other labels`);
+  if (n.empty) problems.push(`${n.empty} empty label sets or word counts`);
+  return problems;
+}
+
+for (const driver of DRIVERS) {
+  describe(`search ranks every visible match, by what the caller may see (${driver} driver)`, () => {
+    const search = (database: Database, query: string, labels: string[], limit = 10) =>
+      searchVisible(database.db, query, { labels, restriction: null }, limit).then((hits) => hits.map((h) => h.id));
+    const put = (database: Database, id: string, text: string, labels = '') =>
+      database.write((tx) => putItem(tx, id, itemRecord({ title: id, text, labels })));
+
+    test('an old strong match outranks newer weak ones, however many', async () => {
+      const { database, close } = await openFresh(driver);
+      try {
+        await database.migrate();
+        await put(database, 'old-strong', 'needle needle needle needle in a short memo');
+        await database.write(async (tx) => {
+          for (let i = 0; i < 60; i++)
+            await putItem(
+              tx,
+              `new-weak-${i}`,
+              itemRecord({ title: `memo ${i}`, text: `${'filler words '.repeat(40)} needle once`, labels: '' }),
+            );
+        });
+        const hits = await search(database, 'needle', [], 5);
+        assert.equal(hits[0], 'old-strong');
+        assert.equal(hits.length, 5);
+        assert.equal((await search(database, 'needle', [], 100)).length, 61, 'every match is returned when the limit allows');
+      } finally {
+        await close();
+      }
+    });
+
+    test('the statistics are those of what the caller may see: hidden documents change no visible ranking', async () => {
+      const { database, close } = await openFresh(driver);
+      try {
+        await database.migrate();
+        // Among what "eng" sees, alpha is rare and beta common, so x (alpha thrice) ranks above y (beta thrice).
+        await put(database, 'x', 'alpha alpha alpha beta pad pad', 'eng');
+        await put(database, 'y', 'alpha beta beta beta pad pad', 'eng');
+        for (let i = 0; i < 10; i++) await put(database, `beta-${i}`, 'beta and other words', 'eng');
+        assert.deepEqual(await search(database, 'alpha beta', ['eng']), ['x', 'y']);
+        // Forty hidden documents full of alpha would make alpha the common word if they counted.
+        await database.write(async (tx) => {
+          for (let i = 0; i < 40; i++)
+            await putItem(tx, `vault-${i}`, itemRecord({ title: 'vault', text: 'alpha alpha beta', labels: 'vault' }));
+        });
+        assert.deepEqual(await search(database, 'alpha beta', ['eng']), ['x', 'y'], 'hidden documents do not move it');
+        assert.deepEqual((await search(database, 'alpha beta', ['eng', 'vault'], 100)).length, 42);
+        assert.deepEqual(await search(database, 'alpha', []), [], 'nothing for a caller who may read none of it');
+        assert.deepEqual(await indexProblems(database), []);
+      } finally {
+        await close();
+      }
+    });
+
+    test('replacing, relabelling and removing an item keep the index exact', async () => {
+      const { database, close } = await openFresh(driver);
+      try {
+        await database.migrate();
+        await put(database, 'doc', 'Café crème, first version');
+        assert.deepEqual(await search(database, 'CAFE', []), ['doc'], 'folded: case and accents');
+        await put(database, 'doc', 'second version only');
+        assert.deepEqual(await search(database, 'cafe', []), [], 'the old words are gone');
+        assert.deepEqual(await search(database, 'second', []), ['doc']);
+        await put(database, 'doc', 'second version only', 'hr');
+        assert.deepEqual(await search(database, 'second', ['eng']), [], 'relabelled: hidden from who lacks the label');
+        assert.deepEqual(await search(database, 'second', ['hr']), ['doc']);
+        await database.write((tx) => removeItem(tx, 'doc'));
+        assert.deepEqual(await search(database, 'second', ['hr']), []);
+        const left = await database.db.all<{ n: number }>(
+          sql`SELECT (SELECT count(*) FROM search_postings) + (SELECT count(*) FROM search_docs) + (SELECT count(*) FROM search_sets) AS n`,
+        );
+        assert.equal(left[0]!.n, 0, 'no posting, document or label set is left behind');
+        assert.deepEqual(await indexProblems(database), []);
+      } finally {
+        await close();
+      }
+    });
+
+    test('an import indexes its items together: a replaced item, and one written twice, are found as they end', async () => {
+      const { database, close } = await openFresh(driver);
+      try {
+        await database.migrate();
+        await put(database, 'kept', 'old words', 'eng');
+        await database.write((tx) =>
+          putItems(tx, [
+            { id: 'kept', input: itemRecord({ title: 'kept', text: 'new words', labels: 'eng' }) },
+            { id: 'twice', input: itemRecord({ title: 'twice', text: 'first draft', labels: '' }) },
+            { id: 'twice', input: itemRecord({ title: 'twice', text: 'final text', labels: 'hr' }) },
+            { id: 'same', input: itemRecord({ title: 'same', text: 'final text', labels: '' }) },
+            { id: 'same', input: itemRecord({ title: 'same', text: 'final text', labels: '' }) },
+          ]),
+        );
+        assert.deepEqual(await search(database, 'old', ['eng', 'hr']), []);
+        assert.deepEqual(await search(database, 'new', ['eng']), ['kept']);
+        assert.deepEqual(await search(database, 'draft', ['eng', 'hr']), []);
+        assert.deepEqual((await search(database, 'final', ['hr'])).sort(), ['same', 'twice']);
+        assert.deepEqual(await search(database, 'final', []), ['same']);
+        const [counts] = await database.db.all<{ docs: number; items: number; inSets: number }>(
+          sql`SELECT (SELECT count(*) FROM search_docs) AS docs, (SELECT count(*) FROM items) AS items,
+                (SELECT sum(docs) FROM search_sets) AS inSets`,
+        );
+        assert.deepEqual({ ...counts }, { docs: 3, items: 3, inSets: 3 });
+        assert.deepEqual(await indexProblems(database), []);
+      } finally {
+        await close();
+      }
+    });
+
+    test('items written without the index (by an older svc) are indexed by the job svc starts', async () => {
+      const { database, close } = await openFresh(driver);
+      try {
+        await database.migrate();
+        await put(database, 'indexed', 'common word');
+        await database.write(async (tx) => {
+          await tx.run(
+            sql`INSERT INTO items (id, title, text, labels, created_at, updated_at) VALUES ('older', 'older', 'common word', '', 0, 0)`,
+          );
+        });
+        assert.deepEqual(await search(database, 'common', []), ['indexed']);
+        assert.equal(await indexUnindexedItems(database, silentLogger), 1);
+        assert.deepEqual((await search(database, 'common', [])).sort(), ['indexed', 'older']);
+        assert.equal(await indexUnindexedItems(database, silentLogger), 0);
+        assert.deepEqual(await indexProblems(database), []);
+      } finally {
+        await close();
+      }
+    });
+
+    test('writers other than svc (an older svc, plain SQL) cannot leave a posting behind', async () => {
+      const { database, close } = await openFresh(driver);
+      try {
+        await database.migrate();
+        await put(database, 'memo', 'merger with acme', 'eng');
+        await put(database, 'weekly', 'merger notes', 'eng');
+        const raw = (statement: SQL) =>
+          database.write(async (tx) => {
+            await tx.run(statement);
+          });
+        // Relabelled behind svc's back: the memo's postings under eng go with it, so eng's ranking no longer holds it.
+        await raw(sql`UPDATE items SET labels = 'vault' WHERE id = 'memo'`);
+        assert.deepEqual(await search(database, 'merger', ['eng'], 1), ['weekly']);
+        assert.deepEqual(await search(database, 'acme', ['eng']), []);
+        assert.deepEqual(await indexProblems(database), ['1 indexed of 2 items'], 'not indexed, and nothing stale');
+        // It is indexed again as it now is: by the job, or when svc writes it.
+        assert.equal(await indexUnindexedItems(database, silentLogger), 1);
+        assert.deepEqual(await search(database, 'merger acme', ['vault']), ['memo']);
+        await raw(sql`UPDATE items SET text = 'nothing left' WHERE id = 'memo'`);
+        await raw(sql`DELETE FROM items WHERE id = 'weekly'`);
+        assert.deepEqual(await search(database, 'merger', ['eng', 'vault']), []);
+        await put(database, 'memo', 'nothing left', 'vault');
+        assert.deepEqual(await search(database, 'nothing', ['vault']), ['memo'], 'written again by svc, with no key clash');
+        assert.deepEqual(await indexProblems(database), []);
+      } finally {
+        await close();
+      }
+    });
   });
-});
+}

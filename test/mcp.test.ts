@@ -467,21 +467,67 @@ describe('/mcp when a read fails after the caller is known', () => {
       const { client } = await connectAs(s.url, bearer(await s.tokenFor(alice)));
       try {
         // The search index goes away under the server: the bearer lookup still works, the search's query cannot.
-        await s.database.write(async (tx) => void (await tx.run(sql`ALTER TABLE items_fts RENAME TO items_fts_gone`)));
+        await s.database.write(async (tx) => void (await tx.run(sql`ALTER TABLE search_postings RENAME TO search_postings_gone`)));
         const r = await call(client, 'search', { query: 'plan' });
         assert.equal(r.isError, true);
         const text = r.content.map((c) => c.text).join(' ');
         assert.match(text, /svc failed to answer this call; its log has details/);
-        assert.doesNotMatch(text, /items_fts|SELECT|select|params/i);
+        assert.doesNotMatch(text, /search_postings|SELECT|select|params/i);
         await s.database.write(async (tx) => void (await tx.run(sql`ALTER TABLE items RENAME TO items_gone`)));
         await assert.rejects(client.listResources(), (e: Error) => /svc failed to answer/.test(e.message) && !/items/.test(e.message));
         assert.ok(
-          lines.some((l) => /"event":"mcp_handler_failed".*"handler":"search".*items_fts/.test(l)),
+          lines.some((l) => /"event":"mcp_handler_failed".*"handler":"search".*search_postings/.test(l)),
           'the log has the cause',
         );
       } finally {
         await client.close();
       }
+    } finally {
+      await s.stop();
+    }
+  });
+});
+
+describe('documents an older svc wrote, without the search index', () => {
+  test('are indexed once svc starts, and found through /mcp under the access rule', async () => {
+    const lines: string[] = [];
+    const s = await startTestServer({ auth: 'token\n    enabled true\n', log: createLogger((line) => lines.push(line)) });
+    try {
+      const alice = await s.addUser({ uid: 'alice', email: 'alice@example.com', labels: ['eng'] });
+      // Written straight into the table, as an svc before the index did: no postings.
+      await s.database.write(async (tx) => {
+        for (let i = 0; i < 1200; i++) {
+          const labels = i % 2 === 0 ? 'eng' : 'vault';
+          await tx.run(sql`INSERT INTO items (id, title, text, labels, created_at, updated_at)
+            VALUES (${`older/${i}`}, ${`memo ${i}`}, ${`archived memo number ${i}`}, ${labels}, 0, 0)`);
+        }
+      });
+      const found = async () => {
+        const { client } = await connectAs(s.url, bearer(await s.tokenFor(alice)));
+        try {
+          return ((await call(client, 'search', { query: 'archived memo', limit: 50 })).structuredContent as { results: { id: string }[] })
+            .results;
+        } finally {
+          await client.close();
+        }
+      };
+      assert.deepEqual(await found(), [], 'not indexed yet');
+      await s.restart();
+      // Indexed in the background once svc serves: the log says when it is done.
+      for (let i = 0; i < 200 && !lines.some((l) => l.includes('"event":"search_indexed"')); i++)
+        await new Promise((r) => setTimeout(r, 50));
+      const results = await found();
+      assert.equal(results.length, 50);
+      assert.ok(
+        results.every((r) => Number(r.id.split('/')[1]) % 2 === 0),
+        'only what alice may read',
+      );
+      assert.ok(
+        lines.some((l) => /"event":"search_indexed".*"items":1200/.test(l)),
+        'the start says how many it indexed',
+      );
+      const [n] = await s.database.db.all<{ n: number }>(sql`SELECT count(*) AS n FROM search_docs`);
+      assert.equal(n!.n, 1200);
     } finally {
       await s.stop();
     }

@@ -77,7 +77,7 @@ export const tokens = sqliteTable(
   (t) => [uniqueIndex('tokens_hash').on(t.hash), index('tokens_user').on(t.userId), index('tokens_expiry').on(t.expiresAt)],
 );
 
-/** Documents. seq is the integer key the FTS5 index points at; id is the public id. */
+/** Documents. seq is the integer key the search index points at; id is the public id. */
 export const items = sqliteTable('items', {
   seq: integer('seq').primaryKey({ autoIncrement: true }),
   id: text('id').notNull().unique(),
@@ -86,6 +86,30 @@ export const items = sqliteTable('items', {
   labels: text('labels').notNull().default(''),
   createdAt: integer('created_at').notNull(),
   updatedAt: integer('updated_at').notNull(),
+});
+
+/**
+ * The search index's label sets: one row per distinct `items.labels` value, with how many items carry it and their
+ * words in all, so a search's statistics cover only what its caller may see. The postings (`search_postings`, made
+ * in the migration, like `search_terms`: both are WITHOUT ROWID tables) are keyed (term, set, item), so a search reads
+ * no posting of a label set its caller may not see; `search_terms` counts a word's items per label set.
+ */
+export const searchSets = sqliteTable('search_sets', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  labels: text('labels').notNull().unique(),
+  docs: integer('docs').notNull(),
+  length: integer('length').notNull(),
+});
+
+/**
+ * One row per indexed item: its label set, length in words and the JSON array of the words it was indexed under,
+ * which is what the triggers remove when the item changes or goes (an item without a row is not indexed yet).
+ */
+export const searchDocs = sqliteTable('search_docs', {
+  itemSeq: integer('item_seq').primaryKey(),
+  setId: integer('set_id').notNull(),
+  length: integer('length').notNull(),
+  terms: text('terms').notNull(),
 });
 
 /** One row per (item, label): the ACL filter in SQL looks for a label of the item the user lacks. */

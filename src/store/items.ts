@@ -1,11 +1,12 @@
 // Items. Every read on behalf of a user goes through `visibleSql`, inside the query.
-import { eq, asc, gt, and, sql } from 'drizzle-orm';
+import { eq, asc, gt, and } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { items } from '../db/schema.ts';
 import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
 import type { Access } from '../domain/visibility.ts';
 import { accessSql } from './visibility-sql.ts';
 import { notFound } from '../domain/errors.ts';
+import { indexItem, indexItems, isIndexed } from './search.ts';
 
 export interface Item {
   readonly id: string;
@@ -22,12 +23,6 @@ export interface ItemSummary {
   readonly labels: LabelSet;
 }
 
-export interface SearchHit {
-  readonly id: string;
-  readonly title: string;
-  readonly snippet: string;
-}
-
 /** A document's fields, checked (requests/items.ts); labels undefined: a replaced item keeps its own. */
 export interface ItemInput {
   readonly title: string;
@@ -38,22 +33,39 @@ export interface ItemInput {
 
 /**
  * Creates or replaces an item. A replacement that does not state labels keeps the ones the item has, so a
- * document never becomes readable by everyone because its labels were left out. Triggers keep the full-text
- * index and item_labels in step.
+ * document never becomes readable by everyone because its labels were left out. A trigger keeps item_labels in
+ * step; the search index is kept here, in the same transaction.
  */
 export async function putItem(tx: Tx, id: string, input: ItemInput, now = Date.now()): Promise<{ item: Item; created: boolean }> {
+  const { row, created, reindex } = await writeItem(tx, id, input, now);
+  if (reindex) await indexItem(tx, row.seq, row);
+  return { item: toItem(row), created };
+}
+
+/** Writes the item; `reindex`: its postings are to be added. */
+async function writeItem(
+  tx: Tx,
+  id: string,
+  input: ItemInput,
+  now: number,
+): Promise<{ row: typeof items.$inferSelect; created: boolean; reindex: boolean }> {
   const { title, text } = input;
   const labels = input.labels === undefined ? null : formatLabels(input.labels);
-  const existed = await tx.select({ seq: items.seq }).from(items).where(eq(items.id, id)).get();
+  const existed = await tx.select({ title: items.title, text: items.text, labels: items.labels }).from(items).where(eq(items.id, id)).get();
   const rows = await tx
     .insert(items)
     .values({ id, title, text, labels: labels ?? '', createdAt: now, updatedAt: now })
     .onConflictDoUpdate({ target: items.id, set: { title, text, ...(labels === null ? {} : { labels }), updatedAt: now } })
     .returning();
-  return { item: toItem(rows[0]!), created: existed === undefined };
+  const row = rows[0]!;
+  // A change of words or labels has had its old postings removed by a trigger; an unchanged item is indexed only if
+  // it has no postings (an older svc wrote it).
+  const same = existed !== undefined && existed.title === row.title && existed.text === row.text && existed.labels === row.labels;
+  return { row, created: existed === undefined, reindex: !same || !(await isIndexed(tx, row.seq)) };
 }
 
 export async function removeItem(tx: Tx, id: string): Promise<void> {
+  // A trigger removes its postings.
   const rows = await tx.delete(items).where(eq(items.id, id)).returning({ seq: items.seq });
   if (rows.length === 0) throw notFound(`no item "${id}"`);
 }
@@ -110,51 +122,6 @@ export async function listVisible(
   };
 }
 
-/**
- * How many matches a search ranks at most. FTS5 ranks every match before it can return the best, so a term found in
- * a tenth of a million documents would cost a tenth of a second per search. Past this many matches svc ranks the
- * newest RANK_WINDOW of them (by insertion order): every result is still one the caller may read, and every
- * visible match of a rarer query is still ranked.
- */
-export const RANK_WINDOW = 20_000;
-
-/**
- * Full-text search, best first. The query is reduced to words, each quoted, so no user input is ever FTS5
- * syntax. Ordering by the FTS table's own rank lets SQLite stop after `limit` visible hits.
- */
-export async function searchVisible(db: Db, query: string, access: Access, limit: number, window = RANK_WINDOW): Promise<SearchHit[]> {
-  const match = ftsQuery(query);
-  if (match === null) return [];
-  const ranked = (from: number | null) =>
-    db.all<SearchHit>(sql`
-      SELECT i.id AS id, i.title AS title, snippet(items_fts, 1, '', '', '…', 24) AS snippet
-      FROM items_fts JOIN items i ON i.seq = items_fts.rowid
-      WHERE items_fts MATCH ${match} ${from === null ? sql`` : sql`AND items_fts.rowid >= ${sql.raw(String(from))}`} AND ${accessSql(sql`i.seq`, access)}
-      ORDER BY items_fts.rank
-      LIMIT ${limit}`);
-  // Walking the matches newest first costs no ranking: it finds where the window starts, if there are that many.
-  const [edge] = await db.all<{ seq: number }>(sql`
-    SELECT rowid AS seq FROM items_fts WHERE items_fts MATCH ${match} ORDER BY rowid DESC LIMIT 1 OFFSET ${window - 1}`);
-  if (edge === undefined) return ranked(null);
-  // Written into the statement, not bound: FTS5 narrows its scan by a rowid bound only when it is a literal (a
-  // bound one costs the whole scan, measured here). It is an integer read from the database.
-  if (!Number.isSafeInteger(edge.seq)) return ranked(null);
-  const hits = await ranked(edge.seq);
-  // A caller who may read few of the newest matches gets the whole ranking: slower, never fewer results.
-  return hits.length === limit ? hits : ranked(null);
-}
-
-const MAX_TERMS = 32;
-
-export function ftsQuery(query: string): string | null {
-  const words = query.match(/[\p{L}\p{N}]+/gu);
-  if (!words) return null;
-  return words
-    .slice(0, MAX_TERMS)
-    .map((w) => `"${w}"`)
-    .join(' ');
-}
-
 function toItem(row: typeof items.$inferSelect): Item {
   return {
     id: row.id,
@@ -166,9 +133,20 @@ function toItem(row: typeof items.$inferSelect): Item {
   };
 }
 
-/** Creates or replaces the items; call it inside one write so an import is whole or not at all. */
+/**
+ * Creates or replaces the items; call it inside one write so an import is whole or not at all. Their postings are
+ * added together at the end, sorted, which costs far less than one item at a time.
+ */
 export async function putItems(tx: Tx, docs: readonly { id: string; input: ItemInput }[]): Promise<{ id: string; created: boolean }[]> {
   const results = [];
-  for (const d of docs) results.push({ id: d.id, created: (await putItem(tx, d.id, d.input)).created });
+  const toIndex = new Map<number, typeof items.$inferSelect>();
+  const now = Date.now();
+  for (const d of docs) {
+    const { row, created, reindex } = await writeItem(tx, d.id, d.input, now);
+    // An item written twice in one import is indexed once, as its last version (the first was never indexed).
+    if (reindex) toIndex.set(row.seq, row);
+    results.push({ id: d.id, created });
+  }
+  await indexItems(tx, [...toIndex.values()]);
   return results;
 }
