@@ -2,7 +2,8 @@ CREATE TABLE `search_docs` (
 	`item_seq` integer PRIMARY KEY NOT NULL,
 	`set_id` integer NOT NULL,
 	`length` integer NOT NULL,
-	`terms` text NOT NULL
+	`terms` text NOT NULL,
+	FOREIGN KEY (`item_seq`) REFERENCES `items`(`seq`) ON UPDATE no action ON DELETE cascade
 );
 --> statement-breakpoint
 CREATE TABLE `search_sets` (
@@ -16,8 +17,8 @@ CREATE UNIQUE INDEX `search_sets_labels_unique` ON `search_sets` (`labels`);
 --> statement-breakpoint
 -- The postings: one row per (term, label set, item) with the term's count in the item and the item's length, so a
 -- search reads only the label sets its caller may see and scores every match with BM25 over what that caller sees.
--- svc adds them (store/search.ts) with its own tokenizer; items written before this migration are indexed when svc
--- starts.
+-- svc adds them (store/search.ts) with its own tokenizer; items written before this migration are indexed in the
+-- background once svc serves.
 CREATE TABLE `search_postings` (
 	`term` text NOT NULL,
 	`set_id` integer NOT NULL,
@@ -36,6 +37,14 @@ CREATE TABLE `search_terms` (
 	PRIMARY KEY (`set_id`, `term`)
 ) WITHOUT ROWID;
 --> statement-breakpoint
+-- Items to index: every item an svc without the index wrote, and any item written by another writer than svc (an
+-- older svc during an upgrade, plain SQL). svc's background job indexes them; svc's own writes index at once.
+CREATE TABLE `search_pending` (
+	`item_seq` integer PRIMARY KEY NOT NULL REFERENCES `items`(`seq`) ON DELETE cascade
+);
+--> statement-breakpoint
+INSERT INTO search_pending (item_seq) SELECT seq FROM items;
+--> statement-breakpoint
 -- FTS5 is no longer used: its index read every match of a word, hidden ones included, before the access rule.
 DROP TRIGGER `items_after_insert`;
 --> statement-breakpoint
@@ -45,10 +54,13 @@ DROP TRIGGER `items_after_delete`;
 --> statement-breakpoint
 DROP TABLE `items_fts`;
 --> statement-breakpoint
+-- An inserted item has no index rows yet: any left for its seq (a REPLACE by a writer with foreign keys off) go.
 CREATE TRIGGER items_after_insert AFTER INSERT ON items
 BEGIN
   INSERT INTO item_labels (item_seq, label)
     SELECT NEW.seq, value FROM json_each('["' || replace(NEW.labels, ',', '","') || '"]') WHERE NEW.labels <> '';
+  DELETE FROM search_docs WHERE item_seq = NEW.seq;
+  INSERT INTO search_pending (item_seq) SELECT NEW.seq WHERE NOT EXISTS (SELECT 1 FROM search_pending WHERE item_seq = NEW.seq);
 END;
 --> statement-breakpoint
 -- An item's index rows go when its words or labels change or it goes, whoever writes it (an older svc, plain SQL),
@@ -67,6 +79,7 @@ CREATE TRIGGER items_unindex_after_update AFTER UPDATE OF title, text, labels ON
 WHEN OLD.title IS NOT NEW.title OR OLD.text IS NOT NEW.text OR OLD.labels IS NOT NEW.labels
 BEGIN
   DELETE FROM search_docs WHERE item_seq = OLD.seq;
+  INSERT INTO search_pending (item_seq) SELECT NEW.seq WHERE NOT EXISTS (SELECT 1 FROM search_pending WHERE item_seq = NEW.seq);
 END;
 --> statement-breakpoint
 CREATE TRIGGER items_after_delete AFTER DELETE ON items

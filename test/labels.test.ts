@@ -127,6 +127,8 @@ async function indexProblems(database: Database): Promise<string[]> {
   const [c] = await database.db.all<Record<string, number>>(sql`SELECT
     (SELECT count(*) FROM items) AS items,
     (SELECT count(*) FROM search_docs) AS docs,
+    (SELECT count(*) FROM search_pending) AS pending,
+    (SELECT count(*) FROM search_pending p JOIN search_docs d ON d.item_seq = p.item_seq) AS both,
     (SELECT coalesce(sum(docs), 0) FROM search_sets) AS setDocs,
     (SELECT coalesce(sum(length), 0) FROM search_sets) AS setWords,
     (SELECT coalesce(sum(length), 0) FROM search_docs) AS docWords,
@@ -138,9 +140,11 @@ async function indexProblems(database: Database): Promise<string[]> {
     (SELECT count(*) FROM search_docs d JOIN items i ON i.seq = d.item_seq
       JOIN search_sets s ON s.id = d.set_id WHERE s.labels <> i.labels) AS wrongSet,
     (SELECT count(*) FROM search_sets WHERE docs <= 0) + (SELECT count(*) FROM search_terms WHERE docs <= 0) AS empty`);
-  const n = { ...c! };
+  const n = { ...c! } as Record<string, number> & { items: number; docs: number; pending: number };
   const problems: string[] = [];
   if (n.docs !== n.items) problems.push(`${n.docs} indexed of ${n.items} items`);
+  if (n.docs + n.pending !== n.items) problems.push(`${n.items - n.docs - n.pending} items neither indexed nor waiting`);
+  if (n.both) problems.push(`${n.both} items indexed and waiting`);
   if (n.setDocs !== n.docs) problems.push(`label sets count ${n.setDocs} items, ${n.docs} indexed`);
   if (n.setWords !== n.docWords) problems.push(`label sets count ${n.setWords} words, items ${n.docWords}`);
   if (n.postings !== n.docTerms) problems.push(`${n.postings} postings for ${n.docTerms} indexed words`);
@@ -300,6 +304,17 @@ for (const driver of DRIVERS) {
         assert.deepEqual(await search(database, 'merger', ['eng', 'vault']), []);
         await put(database, 'memo', 'nothing left', 'vault');
         assert.deepEqual(await search(database, 'nothing', ['vault']), ['memo'], 'written again by svc, with no key clash');
+        assert.deepEqual(await indexProblems(database), []);
+        // REPLACE deletes the old row without the delete triggers: the foreign key's cascade removes its index rows.
+        await put(database, 'pub', 'zebra stripes');
+        await raw(
+          sql`REPLACE INTO items (id, title, text, labels, created_at, updated_at) VALUES ('pub', 'pub', 'price list', 'board', 0, 0)`,
+        );
+        assert.deepEqual(await search(database, 'zebra', []), []);
+        assert.deepEqual(await search(database, 'zebra', ['board']), []);
+        assert.deepEqual(await indexProblems(database), ['1 indexed of 2 items'], 'not indexed, and nothing stale');
+        await indexUnindexedItems(database, silentLogger);
+        assert.deepEqual(await search(database, 'price', ['board']), ['pub']);
         assert.deepEqual(await indexProblems(database), []);
       } finally {
         await close();

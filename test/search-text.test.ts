@@ -63,3 +63,18 @@ describe('the tokenizer on the edges', () => {
     assert.equal(term, Buffer.from(term, 'utf8').toString('utf8'), 'well-formed text');
   });
 });
+
+describe('snippets keep every word of the passage they chose', () => {
+  test('a match at the far end of the passage stays in it', () => {
+    const words = [
+      ...Array.from({ length: 10 }, (_, i) => `a${i}`),
+      'alpha',
+      ...Array.from({ length: 22 }, (_, i) => `m${i}`),
+      'beta',
+      'tail',
+    ];
+    const s = snippet(words.join(' '), ['alpha', 'beta']);
+    assert.match(s, /alpha/);
+    assert.match(s, /beta/);
+  });
+});

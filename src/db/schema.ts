@@ -106,7 +106,9 @@ export const searchSets = sqliteTable('search_sets', {
  * which is what the triggers remove when the item changes or goes (an item without a row is not indexed yet).
  */
 export const searchDocs = sqliteTable('search_docs', {
-  itemSeq: integer('item_seq').primaryKey(),
+  itemSeq: integer('item_seq')
+    .primaryKey()
+    .references(() => items.seq, { onDelete: 'cascade' }),
   setId: integer('set_id').notNull(),
   length: integer('length').notNull(),
   terms: text('terms').notNull(),

@@ -12,8 +12,11 @@ export const MAX_TERM_LENGTH = 64;
 /** How many distinct words of a query count; the rest are ignored. */
 export const MAX_QUERY_TERMS = 32;
 
+const ASCII = /^[\x00-\x7f]*$/;
+
 export function fold(word: string): string {
-  const folded = word.normalize('NFD').replace(MARKS, '').toLowerCase();
+  // Plain ASCII has nothing to decompose: the common case skips the normalization.
+  const folded = ASCII.test(word) ? word.toLowerCase() : word.normalize('NFD').replace(MARKS, '').toLowerCase();
   // Cut by code points, never inside a surrogate pair.
   return folded.length > MAX_TERM_LENGTH ? Array.from(folded).slice(0, MAX_TERM_LENGTH).join('') : folded;
 }
@@ -80,8 +83,10 @@ export function snippet(text: string, terms: readonly string[]): string {
     enter(start, -1);
     enter(start + SNIPPET_WORDS, 1);
   }
-  // A little of what comes before the first match, as a reader would want.
-  const start = Math.max(0, Math.min(best - 3, words.length - SNIPPET_WORDS));
+  // A little of what comes before the first match, as a reader would want, but never past the window's last match.
+  let lastMatch = best;
+  for (let i = best; i < Math.min(words.length, best + SNIPPET_WORDS); i++) if (wanted.has(words[i]!.term)) lastMatch = i;
+  const start = Math.max(0, Math.min(Math.max(best - 3, lastMatch - SNIPPET_WORDS + 1), words.length - SNIPPET_WORDS));
   const end = Math.min(words.length, start + SNIPPET_WORDS);
   const body = text.slice(words[start]!.at, words[end - 1]!.end);
   return `${start > 0 ? '…' : ''}${body}${end < words.length ? '…' : ''}`;

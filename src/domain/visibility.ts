@@ -19,7 +19,12 @@ export function effectiveLabels(access: Access): LabelSet {
 }
 
 export function visible(itemLabels: LabelSet, userLabels: LabelSet, restriction: LabelSet | null = null): boolean {
-  const mine = new Set(userLabels);
-  const allowed = restriction === null ? null : new Set(restriction);
-  return itemLabels.every((l) => mine.has(l) && (allowed === null || allowed.has(l)));
+  return visibleTo({ labels: userLabels, restriction })(itemLabels);
+}
+
+/** `visible` for one access, made once to judge many label sets. */
+export function visibleTo(access: Access): (itemLabels: LabelSet) => boolean {
+  const mine = new Set(access.labels);
+  const allowed = access.restriction === null ? null : new Set(access.restriction);
+  return (itemLabels) => itemLabels.every((l) => mine.has(l) && (allowed === null || allowed.has(l)));
 }

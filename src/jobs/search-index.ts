@@ -1,7 +1,8 @@
-// Items written by an svc older than its search index (or straight into the database) have no postings yet. They are
-// indexed in the background once svc serves, a batch per transaction, found by reads so that no write lock is held
-// while looking; until then a search does not find them. Several instances may run this at once: each batch
-// indexes only what is still without postings inside its transaction.
+// Items written by an svc older than its search index, or by any writer other than svc (an older svc during an
+// upgrade, plain SQL), wait in search_pending, listed by triggers. They are indexed in the background once svc serves
+// and every minute after, a batch per transaction, found by reads so that no write lock is held while looking; until
+// then a search does not find them. Several instances may run this at once: each batch indexes only what is still
+// waiting inside its transaction.
 import type { Database } from '../db/open.ts';
 import { indexUnindexed, unindexedItems } from '../store/search.ts';
 import { safeDatabaseMessage } from '../db/errors.ts';
@@ -24,16 +25,25 @@ export async function indexUnindexedItems(database: Database, log: Logger, stopp
   return indexed;
 }
 
-/** Starts indexing in the background; `stop` ends it after the batch under way. */
+/** How often the job looks for items another writer than svc wrote. */
+const EVERY_MS = 60_000;
+
+/** Indexes in the background at start and then every minute; `stop` ends it after the batch under way. */
 export function startSearchIndexing(database: Database, log: Logger): { stop(): Promise<void> } {
   let stop = false;
-  const running = indexUnindexedItems(database, log, () => stop).then(
-    () => undefined,
-    (e: unknown) => log.warn('search_indexing_failed', { error: safeDatabaseMessage(e) }),
-  );
+  let running: Promise<void> = Promise.resolve();
+  const run = () => {
+    running = indexUnindexedItems(database, log, () => stop).then(
+      () => undefined,
+      (e: unknown) => log.warn('search_indexing_failed', { error: safeDatabaseMessage(e) }),
+    );
+  };
+  run();
+  const timer = setInterval(() => void running.then(run), EVERY_MS).unref();
   return {
     async stop() {
       stop = true;
+      clearInterval(timer);
       await running;
     },
   };

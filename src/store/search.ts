@@ -12,7 +12,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { BM25, documentTerms, inverseFrequency, queryTerms, snippet } from '../domain/search-text.ts';
 import { storedLabels } from '../domain/labels.ts';
-import { visible, type Access } from '../domain/visibility.ts';
+import { visibleTo, type Access } from '../domain/visibility.ts';
 import { accessSql } from './visibility-sql.ts';
 
 /** What an indexed item is made of; labels as stored (canonical, comma-joined). */
@@ -67,6 +67,7 @@ export async function indexItems(tx: Tx, docs: readonly ({ readonly seq: number 
       }
     }
   }
+  await tx.run(sql`DELETE FROM search_pending WHERE item_seq IN (SELECT value FROM json_each(${JSON.stringify(docs.map((d) => d.seq))}))`);
   await tx.run(sql`
     INSERT INTO search_docs (item_seq, set_id, length, terms)
     SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(${JSON.stringify(docRows)})`);
@@ -84,24 +85,38 @@ export async function indexItems(tx: Tx, docs: readonly ({ readonly seq: number 
 }
 
 /**
- * Up to `batch` items without postings after seq `after` (an older svc wrote them), found by a read so that no write
- * lock is held while looking: their seqs, and where the next look starts (null: none left).
+ * Up to `batch` items waiting to be indexed after seq `after` (written by another writer than svc: the triggers list
+ * them), found by a read so that no write lock is held while looking: their seqs, and where the next look starts
+ * (null: none left).
  */
 export async function unindexedItems(db: Db, after: number, batch: number): Promise<{ seqs: number[]; last: number | null }> {
-  const rows = await db.all<{ seq: number }>(sql`
-    SELECT seq FROM items i WHERE seq > ${after} AND NOT EXISTS (SELECT 1 FROM search_docs d WHERE d.item_seq = i.seq)
-    ORDER BY seq LIMIT ${batch}`);
-  const seqs = rows.map((r) => r.seq);
+  const rows = await db.all<{ seq: number; size: number }>(sql`
+    SELECT p.item_seq AS seq, length(i.title) + length(i.text) AS size FROM search_pending p JOIN items i ON i.seq = p.item_seq
+    WHERE p.item_seq > ${after} ORDER BY p.item_seq LIMIT ${batch}`);
+  // A batch's texts are held in memory with their postings: large documents make smaller batches.
+  const seqs: number[] = [];
+  let size = 0;
+  for (const r of rows) {
+    if (seqs.length > 0 && size + r.size > BATCH_TEXT_CHARS) return { seqs, last: seqs[seqs.length - 1]! };
+    seqs.push(r.seq);
+    size += r.size;
+  }
   return { seqs, last: seqs.length < batch ? null : seqs[seqs.length - 1]! };
 }
 
-/** Indexes those of `seqs` still without postings (another instance may have indexed some); returns how many. */
+/** How much text one batch of background indexing takes at most (one item is always taken, however large). */
+const BATCH_TEXT_CHARS = 4 * 1024 * 1024;
+
+/** Indexes those of `seqs` still waiting (another instance may have indexed some); returns how many. */
 export async function indexUnindexed(tx: Tx, seqs: readonly number[]): Promise<number> {
+  // As text whatever plain SQL stored: a BLOB would stop every batch after it.
   const rows = await tx.all<{ seq: number } & IndexedText>(sql`
-    SELECT seq, title, text, labels FROM items i
-    WHERE seq IN (SELECT value FROM json_each(${JSON.stringify(seqs)}))
+    SELECT seq, CAST(title AS TEXT) AS title, CAST(text AS TEXT) AS text, CAST(labels AS TEXT) AS labels FROM items i
+    WHERE seq IN (SELECT item_seq FROM search_pending WHERE item_seq IN (SELECT value FROM json_each(${JSON.stringify(seqs)})))
       AND NOT EXISTS (SELECT 1 FROM search_docs d WHERE d.item_seq = i.seq)`);
   await indexItems(tx, rows);
+  // Waiting but indexed already (nothing else writes search_docs, but a pending row must never stay forever).
+  await tx.run(sql`DELETE FROM search_pending WHERE item_seq IN (SELECT value FROM json_each(${JSON.stringify(seqs)}))`);
   return rows.length;
 }
 
@@ -119,8 +134,9 @@ async function visibleSets(db: Db, access: Access): Promise<{ ids: number[]; doc
   const ids: number[] = [];
   let docs = 0;
   let length = 0;
+  const mayRead = visibleTo(access);
   for (const s of sets) {
-    if (!visible(storedLabels(s.labels), access.labels, access.restriction)) continue;
+    if (!mayRead(storedLabels(s.labels))) continue;
     ids.push(s.id);
     docs += s.docs;
     length += s.words;
@@ -164,7 +180,8 @@ async function weighed(db: Db, terms: string[], setsJson: string, documents: num
 
 /**
  * The `limit` best items' seqs by BM25 summed over the words. The first (rarest) word's visible postings drive; each
- * further word is a lookup of the same item in the same label set, which ends the row at the first word it lacks.
+ * further word is a lookup of the same item in the same label set (a subquery: a join of 33 tables would take SQLite
+ * longer to plan than to run), and an item lacking one is dropped at the first it lacks.
  */
 async function rank(
   db: Db,
@@ -173,24 +190,27 @@ async function rank(
   avgLength: number,
   limit: number,
 ): Promise<number[]> {
-  const score = (p: SQL, weight: number) =>
-    sql`${weight} * ${p}.tf * ${BM25.k1plus} / (${p}.tf + ${BM25.k1} * (${BM25.norm} + ${BM25.slope(avgLength)} * ${p}.len))`;
-  const alias = (i: number) => sql.raw(`p${i}`);
-  const joins = words.slice(1).map((_, i) => sql` CROSS JOIN search_postings ${alias(i + 1)}`);
-  const matches = words
+  const score = (tf: SQL, weight: number) =>
+    sql`${weight} * ${tf} * ${BM25.k1plus} / (${tf} + ${BM25.k1} * (${BM25.norm} + ${BM25.slope(avgLength)} * len))`;
+  const column = (i: number) => sql.raw(`tf${i}`);
+  const lookups = words
     .slice(1)
     .map(
       (w, i) =>
-        sql` AND ${alias(i + 1)}.term = ${w.term} AND ${alias(i + 1)}.set_id = p0.set_id AND ${alias(i + 1)}.item_seq = p0.item_seq`,
+        sql`, (SELECT p.tf FROM search_postings p WHERE p.term = ${w.term} AND p.set_id = p0.set_id AND p.item_seq = p0.item_seq) AS ${column(i + 1)}`,
     );
+  const present = words.slice(1).map((_, i) => sql` AND ${column(i + 1)} IS NOT NULL`);
   const total = sql.join(
-    words.map((w, i) => score(alias(i), w.weight)),
+    words.map((w, i) => score(column(i), w.weight)),
     sql` + `,
   );
   const rows = await db.all<{ seq: number }>(sql`
-    SELECT p0.item_seq AS seq FROM json_each(${setsJson}) s CROSS JOIN search_postings p0${sql.join(joins)}
-    WHERE p0.term = ${words[0]!.term} AND p0.set_id = s.value${sql.join(matches)}
-    ORDER BY ${total} DESC, p0.item_seq DESC LIMIT ${limit}`);
+    SELECT seq FROM (
+      SELECT p0.item_seq AS seq, p0.len AS len, p0.tf AS tf0${sql.join(lookups)}
+      FROM json_each(${setsJson}) s CROSS JOIN search_postings p0
+      WHERE p0.term = ${words[0]!.term} AND p0.set_id = s.value
+    ) WHERE true${sql.join(present)}
+    ORDER BY ${total} DESC, seq DESC LIMIT ${limit}`);
   return rows.map((r) => r.seq);
 }
 
