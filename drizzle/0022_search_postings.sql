@@ -1,11 +1,13 @@
 CREATE TABLE `search_docs` (
 	`item_seq` integer PRIMARY KEY NOT NULL,
+	`item_id` text NOT NULL,
 	`set_id` integer NOT NULL,
 	`length` integer NOT NULL,
 	`terms` text NOT NULL,
 	FOREIGN KEY (`item_seq`) REFERENCES `items`(`seq`) ON UPDATE no action ON DELETE cascade
 );
 --> statement-breakpoint
+CREATE INDEX `search_docs_item_id` ON `search_docs` (`item_id`);--> statement-breakpoint
 CREATE TABLE `search_sets` (
 	`id` integer PRIMARY KEY AUTOINCREMENT NOT NULL,
 	`labels` text NOT NULL,
@@ -13,8 +15,7 @@ CREATE TABLE `search_sets` (
 	`length` integer NOT NULL
 );
 --> statement-breakpoint
-CREATE UNIQUE INDEX `search_sets_labels_unique` ON `search_sets` (`labels`);
---> statement-breakpoint
+CREATE UNIQUE INDEX `search_sets_labels_unique` ON `search_sets` (`labels`);--> statement-breakpoint
 -- The postings: one row per (term, label set, item) with the term's count in the item and the item's length, so a
 -- search reads only the label sets its caller may see and scores every match with BM25 over what that caller sees.
 -- svc adds them (store/search.ts) with its own tokenizer; items written before this migration are indexed in the
@@ -54,12 +55,35 @@ DROP TRIGGER `items_after_delete`;
 --> statement-breakpoint
 DROP TABLE `items_fts`;
 --> statement-breakpoint
--- An inserted item has no index rows yet: any left for its seq (a REPLACE by a writer with foreign keys off) go.
+-- Labels are text, whoever writes them: a label set read back as bytes would stop every search. Items plain SQL
+-- stored otherwise are made text first (their item_labels follow, by the trigger on labels).
+UPDATE items SET labels = CAST(labels AS TEXT) WHERE typeof(labels) <> 'text';
+--> statement-breakpoint
+CREATE TRIGGER items_labels_text BEFORE INSERT ON items WHEN typeof(NEW.labels) <> 'text'
+BEGIN
+  SELECT RAISE(ABORT, 'items.labels must be text: ACL labels joined by commas');
+END;
+--> statement-breakpoint
+CREATE TRIGGER items_labels_text_update BEFORE UPDATE OF labels ON items WHEN typeof(NEW.labels) <> 'text'
+BEGIN
+  SELECT RAISE(ABORT, 'items.labels must be text: ACL labels joined by commas');
+END;
+--> statement-breakpoint
+-- item_labels and the search index are keyed by seq: an item whose seq changed (foreign keys off) would lose its
+-- labels, and so be readable by everyone.
+CREATE TRIGGER items_seq_stable BEFORE UPDATE OF seq ON items WHEN NEW.seq IS NOT OLD.seq
+BEGIN
+  SELECT RAISE(ABORT, 'items.seq cannot change: the ACL labels and the search index are kept by it');
+END;
+--> statement-breakpoint
+-- An inserted item has no index rows yet. Any left for its seq, or for its id under another seq (a REPLACE by a
+-- writer with foreign keys off deletes the old row without its triggers or the cascade), go.
 CREATE TRIGGER items_after_insert AFTER INSERT ON items
 BEGIN
   INSERT INTO item_labels (item_seq, label)
     SELECT NEW.seq, value FROM json_each('["' || replace(NEW.labels, ',', '","') || '"]') WHERE NEW.labels <> '';
   DELETE FROM search_docs WHERE item_seq = NEW.seq;
+  DELETE FROM search_docs WHERE item_id = NEW.id;
   INSERT INTO search_pending (item_seq) SELECT NEW.seq WHERE NOT EXISTS (SELECT 1 FROM search_pending WHERE item_seq = NEW.seq);
 END;
 --> statement-breakpoint
@@ -75,8 +99,8 @@ BEGIN
   DELETE FROM search_sets WHERE id = OLD.set_id AND docs <= 0;
 END;
 --> statement-breakpoint
-CREATE TRIGGER items_unindex_after_update AFTER UPDATE OF title, text, labels ON items
-WHEN OLD.title IS NOT NEW.title OR OLD.text IS NOT NEW.text OR OLD.labels IS NOT NEW.labels
+CREATE TRIGGER items_unindex_after_update AFTER UPDATE OF id, title, text, labels ON items
+WHEN OLD.id IS NOT NEW.id OR OLD.title IS NOT NEW.title OR OLD.text IS NOT NEW.text OR OLD.labels IS NOT NEW.labels
 BEGIN
   DELETE FROM search_docs WHERE item_seq = OLD.seq;
   INSERT INTO search_pending (item_seq) SELECT NEW.seq WHERE NOT EXISTS (SELECT 1 FROM search_pending WHERE item_seq = NEW.seq);

@@ -10,6 +10,13 @@ import { indexUnindexedItems } from '../src/jobs/search-index.ts';
 import { silentLogger } from '../src/log.ts';
 import type { Database } from '../src/db/open.ts';
 import { DRIVERS, openFresh } from './helpers/drivers.ts';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openDatabase } from '../src/db/open.ts';
+import { applyMigrations, loadMigrations } from '../src/db/migrations.ts';
+import { ROOT } from './helpers/workspace.ts';
 import { itemRecord } from './helpers/records.ts';
 
 describe('ACL label strings', () => {
@@ -104,7 +111,7 @@ describe('visibility', () => {
               .sort();
             const fetched = [];
             for (const id of Object.keys(ITEMS)) if (await fetchVisible(database.db, id, access)) fetched.push(id);
-            const searched = (await searchVisible(database.db, 'shared word', access, 50)).map((h) => h.id).sort();
+            const searched = (await searchVisible(database.db, 'shared word', access, 50, 1)).map((h) => h.id).sort();
             const listed = (await listVisible(database.db, access, null, 50)).items.map((i) => i.id).sort();
             assert.deepEqual(fetched.sort(), expected, `fetch for ${who}`);
             assert.deepEqual(searched, expected, `search for ${who}`);
@@ -139,7 +146,9 @@ async function indexProblems(database: Database): Promise<string[]> {
       (SELECT 1 FROM search_docs d WHERE d.item_seq = p.item_seq AND d.set_id = p.set_id)) AS orphans,
     (SELECT count(*) FROM search_docs d JOIN items i ON i.seq = d.item_seq
       JOIN search_sets s ON s.id = d.set_id WHERE s.labels <> i.labels) AS wrongSet,
-    (SELECT count(*) FROM search_sets WHERE docs <= 0) + (SELECT count(*) FROM search_terms WHERE docs <= 0) AS empty`);
+    (SELECT count(*) FROM search_sets WHERE docs <= 0) + (SELECT count(*) FROM search_terms WHERE docs <= 0) AS empty,
+    (SELECT count(*) FROM search_docs d WHERE NOT EXISTS (SELECT 1 FROM items i WHERE i.seq = d.item_seq)) AS ghosts,
+    (SELECT count(*) FROM search_docs d JOIN items i ON i.seq = d.item_seq WHERE d.item_id IS NOT i.id) AS wrongId`);
   const n = { ...c! } as Record<string, number> & { items: number; docs: number; pending: number };
   const problems: string[] = [];
   if (n.docs !== n.items) problems.push(`${n.docs} indexed of ${n.items} items`);
@@ -152,13 +161,21 @@ async function indexProblems(database: Database): Promise<string[]> {
   if (n.orphans) problems.push(`${n.orphans} postings of no indexed item`);
   if (n.wrongSet) problems.push(`${n.wrongSet} items indexed under other labels`);
   if (n.empty) problems.push(`${n.empty} empty label sets or word counts`);
+  if (n.ghosts) problems.push(`${n.ghosts} indexed items that are gone`);
+  if (n.wrongId) problems.push(`${n.wrongId} items indexed under another id`);
   return problems;
 }
+
+/** An error whose message, or its cause's (the query builder wraps the driver's), matches. */
+const saying = (message: RegExp) => (e: unknown) => {
+  const cause = (e as { cause?: { message?: string } }).cause?.message ?? '';
+  return message.test(`${(e as Error).message} ${cause}`);
+};
 
 for (const driver of DRIVERS) {
   describe(`search ranks every visible match, by what the caller may see (${driver} driver)`, () => {
     const search = (database: Database, query: string, labels: string[], limit = 10) =>
-      searchVisible(database.db, query, { labels, restriction: null }, limit).then((hits) => hits.map((h) => h.id));
+      searchVisible(database.db, query, { labels, restriction: null }, limit, 1).then((hits) => hits.map((h) => h.id));
     const put = (database: Database, id: string, text: string, labels = '') =>
       database.write((tx) => putItem(tx, id, itemRecord({ title: id, text, labels })));
 
@@ -316,9 +333,135 @@ for (const driver of DRIVERS) {
         await indexUnindexedItems(database, silentLogger);
         assert.deepEqual(await search(database, 'price', ['board']), ['pub']);
         assert.deepEqual(await indexProblems(database), []);
+        // Renamed behind svc's back: indexed again under its new id.
+        await raw(sql`UPDATE items SET id = 'pub-renamed' WHERE id = 'pub'`);
+        await indexUnindexedItems(database, silentLogger);
+        assert.deepEqual(await search(database, 'price', ['board']), ['pub-renamed']);
+        assert.deepEqual(await indexProblems(database), []);
+      } finally {
+        await close();
+      }
+    });
+
+    test('labels that are not text, and a changed seq, are refused whoever writes them', async () => {
+      const { database, close } = await openFresh(driver);
+      try {
+        await database.migrate();
+        await put(database, 'memo', 'layoffs planned', 'hr');
+        const raw = (statement: SQL) =>
+          database.write(async (tx) => {
+            await tx.run(statement);
+          });
+        // The seq keys the item's labels: were it changed, the memo would have none, and be readable by everyone.
+        await assert.rejects(raw(sql`UPDATE items SET seq = seq + 1000 WHERE id = 'memo'`), saying(/items\.seq cannot change/));
+        // Labels as bytes would make a label set no search can read.
+        await assert.rejects(
+          raw(sql`INSERT INTO items (id, title, text, labels, created_at, updated_at) VALUES ('b', 'b', 'layoffs', X'6872', 0, 0)`),
+          saying(/items\.labels must be text/),
+        );
+        await assert.rejects(raw(sql`UPDATE items SET labels = X'6872' WHERE id = 'memo'`), saying(/items\.labels must be text/));
+        assert.equal(await fetchVisible(database.db, 'memo', { labels: [], restriction: null }), null);
+        assert.deepEqual(await search(database, 'layoffs', ['hr']), ['memo']);
+        assert.deepEqual(await search(database, 'layoffs', []), []);
+        assert.deepEqual(await indexProblems(database), []);
+      } finally {
+        await close();
+      }
+    });
+
+    test('indexing in the background lets the event loop turn between batches', async () => {
+      const { database, close } = await openFresh(driver);
+      try {
+        await database.migrate();
+        // 400 items of ~1 KB, as an older svc wrote them: about 25 batches.
+        await database.write(async (tx) => {
+          await tx.run(sql`
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400)
+            INSERT INTO items (id, title, text, labels, created_at, updated_at)
+            SELECT 'old-' || i, 'old ' || i, replace(printf('%.1000c', 'x'), 'x', 'word' || (i % 7) || ' '), '', 0, 0 FROM n`);
+        });
+        let turns = 0;
+        let ticking = true;
+        const tick = () => {
+          if (!ticking) return;
+          turns++;
+          setImmediate(tick);
+        };
+        setImmediate(tick);
+        assert.equal(await indexUnindexedItems(database, silentLogger), 400);
+        ticking = false;
+        assert.ok(turns >= 20, `the event loop turned ${turns} times while 400 items were indexed`);
+        assert.equal((await search(database, 'word3', [], 100)).length, 57);
+        assert.deepEqual(await indexProblems(database), []);
       } finally {
         await close();
       }
     });
   });
 }
+
+describe('a REPLACE and a changed seq by the sqlite3 shell (foreign keys off)', () => {
+  test('leave no index row behind, and cannot move an item out from under its labels', async () => {
+    const { database, close } = await openFresh('embedded');
+    try {
+      await database.migrate();
+      const put = (id: string, text: string, labels = '') =>
+        database.write((tx) => putItem(tx, id, itemRecord({ title: id, text, labels })));
+      const search = (query: string, labels: string[], limit = 10) =>
+        searchVisible(database.db, query, { labels, restriction: null }, limit, 1).then((hits) => hits.map((h) => h.id));
+      const shell = (statement: string) =>
+        execFileSync('sqlite3', ['-bail', database.location, statement], { encoding: 'utf8', stdio: 'pipe' });
+      assert.equal(shell('PRAGMA foreign_keys;').trim(), '0', "the shell's default");
+      await put('doc', 'zebra stripes');
+      await put('other', 'zebra crossing');
+      shell(`REPLACE INTO items (id, title, text, labels, created_at, updated_at) VALUES ('doc', 'doc', 'price list', 'board', 0, 0);`);
+      assert.deepEqual(await search('zebra', [], 1), ['other'], "the old version's rows take no place in the ranking");
+      assert.deepEqual(await indexProblems(database), ['1 indexed of 2 items'], 'not indexed yet, and nothing stale');
+      await indexUnindexedItems(database, silentLogger);
+      assert.deepEqual(await search('price', ['board']), ['doc']);
+      assert.deepEqual(await indexProblems(database), []);
+      await put('memo', 'layoffs planned', 'hr');
+      assert.throws(() => shell(`UPDATE items SET seq = seq + 1000 WHERE id = 'memo';`), /items\.seq cannot change/);
+      assert.equal(await fetchVisible(database.db, 'memo', { labels: [], restriction: null }), null, 'still hidden from who lacks hr');
+    } finally {
+      await close();
+    }
+  });
+});
+
+describe('upgrading a database whose items an older svc or plain SQL wrote', () => {
+  test('labels stored as bytes become text, keep their ACL and are indexed', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-upgrade-'));
+    try {
+      const all = loadMigrations((path) => readFileSync(join(ROOT, 'drizzle', path), 'utf8'));
+      const index = all.findIndex((m) => m.tag.endsWith('_search_postings'));
+      assert.ok(index > 0);
+      const database = await openDatabase(`file:${join(dir, 'svc.db')}`, null);
+      try {
+        await database.write(async (tx) => {
+          await applyMigrations(tx, all.slice(0, index));
+          await tx.run(
+            sql`INSERT INTO items (id, title, text, labels, created_at, updated_at) VALUES ('memo', 'memo', 'layoffs planned', X'6872', 0, 0)`,
+          );
+          await tx.run(
+            sql`INSERT INTO items (id, title, text, labels, created_at, updated_at) VALUES ('note', 'note', 'layoffs rumoured', '', 0, 0)`,
+          );
+        });
+        await database.migrate();
+        const [row] = await database.db.all<{ kind: string }>(sql`SELECT typeof(labels) AS kind FROM items WHERE id = 'memo'`);
+        assert.equal(row!.kind, 'text');
+        assert.equal(await fetchVisible(database.db, 'memo', { labels: [], restriction: null }), null);
+        assert.equal(await indexUnindexedItems(database, silentLogger), 2);
+        const search = (labels: string[]) =>
+          searchVisible(database.db, 'layoffs', { labels, restriction: null }, 10, 1).then((hits) => hits.map((h) => h.id).sort());
+        assert.deepEqual(await search([]), ['note']);
+        assert.deepEqual(await search(['hr']), ['memo', 'note']);
+        assert.deepEqual(await indexProblems(database), []);
+      } finally {
+        database.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

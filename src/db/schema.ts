@@ -105,14 +105,20 @@ export const searchSets = sqliteTable('search_sets', {
  * One row per indexed item: its label set, length in words and the JSON array of the words it was indexed under,
  * which is what the triggers remove when the item changes or goes (an item without a row is not indexed yet).
  */
-export const searchDocs = sqliteTable('search_docs', {
-  itemSeq: integer('item_seq')
-    .primaryKey()
-    .references(() => items.seq, { onDelete: 'cascade' }),
-  setId: integer('set_id').notNull(),
-  length: integer('length').notNull(),
-  terms: text('terms').notNull(),
-});
+export const searchDocs = sqliteTable(
+  'search_docs',
+  {
+    itemSeq: integer('item_seq')
+      .primaryKey()
+      .references(() => items.seq, { onDelete: 'cascade' }),
+    /** the item's id: a REPLACE by a writer with foreign keys off leaves the old seq's row, found by its id */
+    itemId: text('item_id').notNull(),
+    setId: integer('set_id').notNull(),
+    length: integer('length').notNull(),
+    terms: text('terms').notNull(),
+  },
+  (t) => [index('search_docs_item_id').on(t.itemId)],
+);
 
 /** One row per (item, label): the ACL filter in SQL looks for a label of the item the user lacks. */
 export const itemLabels = sqliteTable(

@@ -1,14 +1,16 @@
 // Items written by an svc older than its search index, or by any writer other than svc (an older svc during an
 // upgrade, plain SQL), wait in search_pending, listed by triggers. They are indexed in the background once svc serves
-// and every minute after, a batch per transaction, found by reads so that no write lock is held while looking; until
-// then a search does not find them. Several instances may run this at once: each batch indexes only what is still
-// waiting inside its transaction.
+// and every minute after, a small batch per transaction (up to 16 KiB of text), found by reads so that no write lock
+// is held while looking, with the event loop free between two batches: requests are served while a million items
+// are indexed. Until then a search does not find them. Several instances may run this at once: each batch indexes
+// only what is still waiting inside its transaction.
+import { setImmediate } from 'node:timers/promises';
 import type { Database } from '../db/open.ts';
 import { indexUnindexed, unindexedItems } from '../store/search.ts';
 import { safeDatabaseMessage } from '../db/errors.ts';
 import type { Logger } from '../log.ts';
 
-const BATCH = 500;
+const BATCH = 100;
 
 /** Indexes every item that lacks postings; returns how many it indexed. `stopped()` ends it between batches. */
 export async function indexUnindexedItems(database: Database, log: Logger, stopped: () => boolean = () => false): Promise<number> {
@@ -18,6 +20,8 @@ export async function indexUnindexedItems(database: Database, log: Logger, stopp
     after = found.last;
     if (found.seqs.length === 0) continue;
     const n = await database.write((tx) => indexUnindexed(tx, found.seqs));
+    // On the embedded file a batch holds the event loop while it runs: what arrived meanwhile is served first.
+    await setImmediate();
     if (Math.floor((indexed + n) / 50_000) > Math.floor(indexed / 50_000)) log.info('search_indexing', { indexed: indexed + n });
     indexed += n;
   }
@@ -31,15 +35,21 @@ const EVERY_MS = 60_000;
 /** Indexes in the background at start and then every minute; `stop` ends it after the batch under way. */
 export function startSearchIndexing(database: Database, log: Logger): { stop(): Promise<void> } {
   let stop = false;
-  let running: Promise<void> = Promise.resolve();
+  let running: Promise<void> | null = null;
+  // A run still under way when the minute comes is not joined by another.
   const run = () => {
-    running = indexUnindexedItems(database, log, () => stop).then(
-      () => undefined,
-      (e: unknown) => log.warn('search_indexing_failed', { error: safeDatabaseMessage(e) }),
+    running ??= indexUnindexedItems(database, log, () => stop).then(
+      () => {
+        running = null;
+      },
+      (e: unknown) => {
+        running = null;
+        log.warn('search_indexing_failed', { error: safeDatabaseMessage(e) });
+      },
     );
   };
   run();
-  const timer = setInterval(() => void running.then(run), EVERY_MS).unref();
+  const timer = setInterval(run, EVERY_MS).unref();
   return {
     async stop() {
       stop = true;

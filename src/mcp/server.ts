@@ -20,6 +20,7 @@ import { accessOf, type Principal } from '../auth/core.ts';
 import { effectiveLabels, type Access } from '../domain/visibility.ts';
 import { fetchVisible, listVisible } from '../store/items.ts';
 import { searchVisible } from '../store/search.ts';
+import { AppError } from '../domain/errors.ts';
 import { ITEM_ID_MAX } from '../domain/item-id.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import type { UpstreamGateway } from '../upstream/gateway.ts';
@@ -224,7 +225,7 @@ function registerWhoami(server: McpServer, { principal, access, log }: Context):
   );
 }
 
-function registerSearch(server: McpServer, { db, access, log }: Context): void {
+function registerSearch(server: McpServer, { db, principal, access, log }: Context): void {
   server.registerTool(
     'search',
     {
@@ -236,8 +237,14 @@ function registerSearch(server: McpServer, { db, access, log }: Context): void {
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     guarded(log, 'search', async ({ query, limit }) => {
-      const results = await searchVisible(db, query, access, limit);
-      return { content: json(results), structuredContent: { results } };
+      try {
+        const results = await searchVisible(db, query, access, limit, principal.user.id);
+        return { content: json(results), structuredContent: { results } };
+      } catch (e) {
+        // A search too broad to rank, or one broad search too many at once: the caller is told what to do.
+        if (e instanceof AppError) return { content: [{ type: 'text' as const, text: e.message }], isError: true };
+        throw e;
+      }
     }),
   );
 }

@@ -14,9 +14,12 @@ import { BM25, documentTerms, inverseFrequency, queryTerms, snippet } from '../d
 import { storedLabels } from '../domain/labels.ts';
 import { visibleTo, type Access } from '../domain/visibility.ts';
 import { accessSql } from './visibility-sql.ts';
+import { AppError } from '../domain/errors.ts';
+import { BROAD_SEARCHES_PER_CALLER, SearchTurns, type Turns } from './search-turns.ts';
 
 /** What an indexed item is made of; labels as stored (canonical, comma-joined). */
 export interface IndexedText {
+  readonly id: string;
   readonly title: string;
   readonly text: string;
   readonly labels: string;
@@ -32,7 +35,7 @@ export async function isIndexed(tx: Tx, seq: number): Promise<boolean> {
   return (await tx.all(sql`SELECT 1 FROM search_docs WHERE item_seq = ${seq}`)).length > 0;
 }
 
-type Counted = { docs: number; length: number; items: [number, number, ReadonlyMap<string, number>][] };
+type Counted = { docs: number; length: number; items: [number, string, number, ReadonlyMap<string, number>][] };
 
 /**
  * Adds the postings of items not indexed yet, in one statement per table: the postings go in sorted by their key,
@@ -46,11 +49,11 @@ export async function indexItems(tx: Tx, docs: readonly ({ readonly seq: number 
     const set = bySet.get(d.labels) ?? { docs: 0, length: 0, items: [] };
     set.docs++;
     set.length += length;
-    set.items.push([d.seq, length, counts]);
+    set.items.push([d.seq, d.id, length, counts]);
     bySet.set(d.labels, set);
   }
   const postings: [string, number, number, number, number][] = [];
-  const docRows: [number, number, number, string][] = [];
+  const docRows: [number, string, number, number, string][] = [];
   const termDocs = new Map<number, Map<string, number>>();
   for (const [labels, set] of bySet) {
     const { id } = await tx.get<{ id: number }>(sql`
@@ -59,8 +62,8 @@ export async function indexItems(tx: Tx, docs: readonly ({ readonly seq: number 
       RETURNING id`);
     const inSet = termDocs.get(id) ?? new Map<string, number>();
     termDocs.set(id, inSet);
-    for (const [seq, length, counts] of set.items) {
-      docRows.push([seq, id, length, JSON.stringify([...counts.keys()])]);
+    for (const [seq, itemId, length, counts] of set.items) {
+      docRows.push([seq, itemId, id, length, JSON.stringify([...counts.keys()])]);
       for (const [term, tf] of counts) {
         postings.push([term, id, seq, tf, length]);
         inSet.set(term, (inSet.get(term) ?? 0) + 1);
@@ -69,8 +72,8 @@ export async function indexItems(tx: Tx, docs: readonly ({ readonly seq: number 
   }
   await tx.run(sql`DELETE FROM search_pending WHERE item_seq IN (SELECT value FROM json_each(${JSON.stringify(docs.map((d) => d.seq))}))`);
   await tx.run(sql`
-    INSERT INTO search_docs (item_seq, set_id, length, terms)
-    SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(${JSON.stringify(docRows)})`);
+    INSERT INTO search_docs (item_seq, item_id, set_id, length, terms)
+    SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(${JSON.stringify(docRows)})`);
   if (postings.length === 0) return;
   await tx.run(sql`
     INSERT INTO search_postings (term, set_id, item_seq, tf, len)
@@ -91,7 +94,8 @@ export async function indexItems(tx: Tx, docs: readonly ({ readonly seq: number 
  */
 export async function unindexedItems(db: Db, after: number, batch: number): Promise<{ seqs: number[]; last: number | null }> {
   const rows = await db.all<{ seq: number; size: number }>(sql`
-    SELECT p.item_seq AS seq, length(i.title) + length(i.text) AS size FROM search_pending p JOIN items i ON i.seq = p.item_seq
+    SELECT p.item_seq AS seq, min(length(i.title) + length(i.text), ${INDEXED_CHARS}) AS size
+    FROM search_pending p JOIN items i ON i.seq = p.item_seq
     WHERE p.item_seq > ${after} ORDER BY p.item_seq LIMIT ${batch}`);
   // A batch's texts are held in memory with their postings: large documents make smaller batches.
   const seqs: number[] = [];
@@ -104,14 +108,20 @@ export async function unindexedItems(db: Db, after: number, batch: number): Prom
   return { seqs, last: seqs.length < batch ? null : seqs[seqs.length - 1]! };
 }
 
-/** How much text one batch of background indexing takes at most (one item is always taken, however large). */
-const BATCH_TEXT_CHARS = 4 * 1024 * 1024;
+/**
+ * How much text one batch of background indexing takes at most (one item is always taken, however large): about
+ * 30 ms of the event loop here, since a batch is one transaction.
+ */
+const BATCH_TEXT_CHARS = 16 * 1024;
+/** How much of an item another writer stored is indexed: what svc itself accepts (requests/items.ts). */
+const INDEXED_CHARS = 1024 * 1024;
 
 /** Indexes those of `seqs` still waiting (another instance may have indexed some); returns how many. */
 export async function indexUnindexed(tx: Tx, seqs: readonly number[]): Promise<number> {
-  // As text whatever plain SQL stored: a BLOB would stop every batch after it.
+  // As text whatever plain SQL stored (a BLOB would stop every batch after it), and no more than svc would take.
   const rows = await tx.all<{ seq: number } & IndexedText>(sql`
-    SELECT seq, CAST(title AS TEXT) AS title, CAST(text AS TEXT) AS text, CAST(labels AS TEXT) AS labels FROM items i
+    SELECT seq, CAST(id AS TEXT) AS id, substr(CAST(title AS TEXT), 1, ${INDEXED_CHARS}) AS title,
+      substr(CAST(text AS TEXT), 1, ${INDEXED_CHARS}) AS text, CAST(labels AS TEXT) AS labels FROM items i
     WHERE seq IN (SELECT item_seq FROM search_pending WHERE item_seq IN (SELECT value FROM json_each(${JSON.stringify(seqs)})))
       AND NOT EXISTS (SELECT 1 FROM search_docs d WHERE d.item_seq = i.seq)`);
   await indexItems(tx, rows);
@@ -136,7 +146,8 @@ async function visibleSets(db: Db, access: Access): Promise<{ ids: number[]; doc
   let length = 0;
   const mayRead = visibleTo(access);
   for (const s of sets) {
-    if (!mayRead(storedLabels(s.labels))) continue;
+    // Labels are text (a trigger refuses anything else); a set that is not could only be hidden.
+    if (typeof s.labels !== 'string' || !mayRead(storedLabels(s.labels))) continue;
     ids.push(s.id);
     docs += s.docs;
     length += s.words;
@@ -145,10 +156,41 @@ async function visibleSets(db: Db, access: Access): Promise<{ ids: number[]; doc
 }
 
 /**
+ * What one search may cost. A statement of a broad search reads about `slice` postings' worth of work (a posting of
+ * the first word counts 1, each further word's lookup LOOKUP more: about 6 ms here either way), and a search may
+ * take `slices` such statements (about 3 s); a broader one is refused before it starts.
+ */
+export interface SearchLimits {
+  readonly slice: number;
+  readonly slices: number;
+}
+export const SEARCH_LIMITS: SearchLimits = { slice: 60_000, slices: 500 };
+/** A further word's lookup costs about six times reading one posting of the first (measured at a million items). */
+const LOOKUP = 6;
+
+/** The turns broad searches take, one process-wide set (store/search-turns.ts). */
+const broadSearches = new SearchTurns();
+
+export interface SearchOptions {
+  readonly limits?: SearchLimits;
+  readonly turns?: SearchTurns;
+}
+
+/**
  * Full-text search, best first: every visible item holding all the query's words, ranked by BM25 over what the
  * caller may see. The query is reduced to words by the index's own tokenizer, so no user input is ever syntax.
+ * `caller` (the user's id) is who takes turns when the search is broad; a search too broad to rank, or past the broad
+ * searches one caller may have under way, is refused with an AppError that says what to do.
  */
-export async function searchVisible(db: Db, query: string, access: Access, limit: number): Promise<SearchHit[]> {
+export async function searchVisible(
+  db: Db,
+  query: string,
+  access: Access,
+  limit: number,
+  caller: number,
+  options: SearchOptions = {},
+): Promise<SearchHit[]> {
+  const { limits = SEARCH_LIMITS, turns = broadSearches } = options;
   const terms = queryTerms(query);
   if (terms.length === 0 || limit <= 0) return [];
   const sets = await visibleSets(db, access);
@@ -157,7 +199,22 @@ export async function searchVisible(db: Db, query: string, access: Access, limit
   // One word's weight multiplies every score alike, so it cannot change the order: only several words need theirs.
   const words = terms.length === 1 ? [{ term: terms[0]!, weight: 1 }] : await weighed(db, terms, setsJson, sets.docs);
   if (words === null) return [];
-  const ranked = await rank(db, words, setsJson, sets.length / sets.docs, limit);
+  const plan = slices(await postingsBySet(db, words[0]!.term, setsJson), words.length, limits);
+  if (plan.statements === 0) return [];
+  if (plan.statements > limits.slices)
+    throw new AppError('bad_request', 'This search matches too many of the documents you may read to rank them all: add a rarer word.');
+  const ranking: Ranking = { db, words, avgLength: sets.length / sets.docs, limit };
+  const ranked =
+    plan.statements === 1
+      ? (await rankSlice(ranking, plan.pieces[0]!.sets, null, null)).map((r) => r.seq)
+      : await turns.run(caller, (turn) => rankBroad(ranking, plan, turn));
+  if (ranked === null)
+    throw new AppError(
+      'too_many_requests',
+      `You have ${BROAD_SEARCHES_PER_CALLER} broad searches under way already: wait for one to finish, or add a rarer word.`,
+      undefined,
+      1,
+    );
   if (ranked.length === 0) return [];
   return hits(db, ranked, terms, access);
 }
@@ -178,44 +235,135 @@ async function weighed(db: Db, terms: string[], setsJson: string, documents: num
     .map((f) => ({ term: terms[f.i]!, weight: inverseFrequency(documents, f.df) }));
 }
 
+/** How many postings the word has in each visible label set that holds it, in the sets' order. */
+async function postingsBySet(db: Db, term: string, setsJson: string): Promise<{ id: number; postings: number }[]> {
+  return db.all<{ id: number; postings: number }>(sql`
+    SELECT d.set_id AS id, d.docs AS postings FROM json_each(${setsJson}) s CROSS JOIN search_terms d
+    WHERE d.set_id = s.value AND d.term = ${term}
+    ORDER BY s.key`);
+}
+
 /**
- * The `limit` best items' seqs by BM25 summed over the words. The first (rarest) word's visible postings drive; each
- * further word is a lookup of the same item in the same label set (a subquery: a join of 33 tables would take SQLite
- * longer to plan than to run), and an item lacking one is dropped at the first it lacks.
+ * The statements a ranking takes: label sets together while their postings of the first word fit in one slice, and
+ * a set with more cut into slices of its items (by seq, each slice's end found when it comes).
  */
-async function rank(
-  db: Db,
-  words: { term: string; weight: number }[],
-  setsJson: string,
-  avgLength: number,
-  limit: number,
-): Promise<number[]> {
-  const score = (tf: SQL, weight: number) =>
-    sql`${weight} * ${tf} * ${BM25.k1plus} / (${tf} + ${BM25.k1} * (${BM25.norm} + ${BM25.slope(avgLength)} * len))`;
-  const column = (i: number) => sql.raw(`tf${i}`);
-  const lookups = words
-    .slice(1)
-    .map(
-      (w, i) =>
-        sql`, (SELECT p.tf FROM search_postings p WHERE p.term = ${w.term} AND p.set_id = p0.set_id AND p.item_seq = p0.item_seq) AS ${column(i + 1)}`,
-    );
-  const present = words.slice(1).map((_, i) => sql` AND ${column(i + 1)} IS NOT NULL`);
-  const total = sql.join(
-    words.map((w, i) => score(column(i), w.weight)),
-    sql` + `,
-  );
-  const rows = await db.all<{ seq: number }>(sql`
-    SELECT seq FROM (
-      SELECT p0.item_seq AS seq, p0.len AS len, p0.tf AS tf0${sql.join(lookups)}
-      FROM json_each(${setsJson}) s CROSS JOIN search_postings p0
-      WHERE p0.term = ${words[0]!.term} AND p0.set_id = s.value
-    ) WHERE true${sql.join(present)}
-    ORDER BY ${total} DESC, seq DESC LIMIT ${limit}`);
-  return rows.map((r) => r.seq);
+interface Plan {
+  readonly pieces: { readonly sets: number[]; readonly postings: number }[];
+  /** postings of the first word per statement */
+  readonly perSlice: number;
+  readonly statements: number;
+}
+
+function slices(bySet: { id: number; postings: number }[], words: number, limits: SearchLimits): Plan {
+  const perSlice = Math.max(1, Math.floor(limits.slice / (1 + LOOKUP * (words - 1))));
+  const pieces: { sets: number[]; postings: number }[] = [];
+  let statements = 0;
+  let group: { sets: number[]; postings: number } | null = null;
+  for (const { id, postings } of bySet) {
+    if (postings <= 0) continue;
+    if (postings > perSlice) {
+      pieces.push({ sets: [id], postings });
+      statements += Math.ceil(postings / perSlice);
+      continue;
+    }
+    if (group === null || group.postings + postings > perSlice) {
+      group = { sets: [], postings: 0 };
+      pieces.push(group);
+      statements++;
+    }
+    group.sets.push(id);
+    group.postings += postings;
+  }
+  return { pieces, perSlice, statements };
+}
+
+interface Ranking {
+  readonly db: Db;
+  readonly words: readonly { term: string; weight: number }[];
+  readonly avgLength: number;
+  readonly limit: number;
+}
+
+type Scored = { seq: number; score: number };
+
+/** Best first, ties by the newer item, as every statement orders them. */
+const better = (a: Scored, b: Scored) => b.score - a.score || b.seq - a.seq;
+
+/** A broad ranking, a statement per turn: each slice's best, kept to the `limit` best of all. */
+async function rankBroad(ranking: Ranking, plan: Plan, turn: Turns): Promise<number[]> {
+  let best: Scored[] = [];
+  const keep = (rows: Scored[]) => {
+    best = [...best, ...rows].sort(better).slice(0, ranking.limit);
+  };
+  const term = ranking.words[0]!.term;
+  for (const piece of plan.pieces) {
+    if (piece.postings <= plan.perSlice) {
+      await turn.take();
+      try {
+        keep(await rankSlice(ranking, piece.sets, null, null));
+      } finally {
+        turn.done();
+      }
+      continue;
+    }
+    const set = piece.sets[0]!;
+    for (let after: number | null = null, more = true; more; ) {
+      await turn.take();
+      try {
+        const upto = await sliceEnd(ranking.db, term, set, after, plan.perSlice);
+        keep(await rankSlice(ranking, piece.sets, after, upto));
+        after = upto;
+        more = upto !== null;
+      } finally {
+        turn.done();
+      }
+    }
+  }
+  return best.map((r) => r.seq);
+}
+
+/** The seq of the `count`th posting of `term` in one label set after seq `after`; null when fewer are left. */
+async function sliceEnd(db: Db, term: string, set: number, after: number | null, count: number): Promise<number | null> {
+  const from = after === null ? sql`` : sql` AND item_seq > ${after}`;
+  const [row] = await db.all<{ seq: number }>(sql`
+    SELECT item_seq AS seq FROM search_postings WHERE term = ${term} AND set_id = ${set}${from}
+    ORDER BY item_seq LIMIT 1 OFFSET ${count - 1}`);
+  return row?.seq ?? null;
+}
+
+/**
+ * The `limit` best of the given label sets' items (those after seq `after` up to `upto`, where given) by BM25 summed
+ * over the words. The first (rarest) word's visible postings drive; each further word is one step of a chain that
+ * looks the item up in the same label set and adds its score, or makes it null: a step reads only what the one
+ * before kept, so an item is dropped at the first word it lacks, and each lookup is made once (`LIMIT -1` keeps
+ * SQLite from merging the steps, which would repeat a lookup wherever its score is used; a join of 33 tables would
+ * take it longer to plan than to run).
+ */
+async function rankSlice(ranking: Ranking, sets: number[], after: number | null, upto: number | null): Promise<Scored[]> {
+  const { db, words, avgLength, limit } = ranking;
+  const score = (p: SQL, weight: number) =>
+    sql`${weight} * ${p}.tf * ${BM25.k1plus} / (${p}.tf + ${BM25.k1} * (${BM25.norm} + ${BM25.slope(avgLength)} * ${p}.len))`;
+  const step = (i: number) => sql.raw(`w${i}`);
+  const from = after === null ? sql`` : sql` AND p0.item_seq > ${after}`;
+  const to = upto === null ? sql`` : sql` AND p0.item_seq <= ${upto}`;
+  const steps = [
+    sql`w0 AS (SELECT p0.item_seq AS seq, p0.set_id AS set_id, ${score(sql`p0`, words[0]!.weight)} AS score
+      FROM json_each(${JSON.stringify(sets)}) s CROSS JOIN search_postings p0
+      WHERE p0.term = ${words[0]!.term} AND p0.set_id = s.value${from}${to} LIMIT -1)`,
+    ...words.slice(1).map(
+      (w, i) => sql`${step(i + 1)} AS (SELECT seq, set_id, score + (SELECT ${score(sql`p`, w.weight)} FROM search_postings p
+        WHERE p.term = ${w.term} AND p.set_id = ${step(i)}.set_id AND p.item_seq = ${step(i)}.seq) AS score
+      FROM ${step(i)} WHERE score IS NOT NULL LIMIT -1)`,
+    ),
+  ];
+  return db.all<Scored>(sql`
+    WITH ${sql.join(steps, sql`, `)}
+    SELECT seq, score FROM ${step(words.length - 1)} WHERE score IS NOT NULL
+    ORDER BY score DESC, seq DESC LIMIT ${limit}`);
 }
 
 /** How much of a hit's text its snippet is cut from: the snippet of a very long text comes from its beginning. */
-const SNIPPET_SOURCE_CHARS = 65_536;
+const SNIPPET_SOURCE_CHARS = 16_384;
 
 /** The ranked items the caller may read (the access rule again, inside the query), in rank order, with snippets. */
 async function hits(db: Db, ranked: number[], terms: string[], access: Access): Promise<SearchHit[]> {

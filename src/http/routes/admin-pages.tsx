@@ -78,7 +78,9 @@ async function userPage(services: Services, c: SignedCtx, user: User, status: 20
   // The same queries the MCP tools run for this user.
   const access = { labels: user.labels, restriction: null };
   const query = (c.req.query('see') ?? '').trim();
-  const items = query ? await searchVisible(db, query, access, 50) : (await listVisible(db, access, null, 50)).items;
+  const items = query
+    ? await searchVisible(db, query, access, 50, c.var.principal.user.id)
+    : (await listVisible(db, access, null, 50)).items;
   const sees = { count: await countVisible(db, access), query, items };
   const appsPage = pageRequest(c, 'apps_page');
   const grants = services.config.auth.oauth
