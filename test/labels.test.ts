@@ -343,6 +343,29 @@ for (const driver of DRIVERS) {
       }
     });
 
+    test('label sets made, emptied and made again between searches are seen at once', async () => {
+      const { database, close } = await openFresh(driver);
+      try {
+        await database.migrate();
+        await put(database, 'a', 'kiwi', 'eng');
+        assert.deepEqual(await search(database, 'kiwi', ['eng', 'hr']), ['a']);
+        await put(database, 'b', 'kiwi kiwi', 'hr');
+        await put(database, 'c', 'kiwi', 'eng,hr');
+        assert.deepEqual(await search(database, 'kiwi', ['eng', 'hr']), ['b', 'c', 'a'], 'sets made after the last search');
+        assert.deepEqual(await search(database, 'kiwi', ['hr']), ['b']);
+        await database.write((tx) => removeItem(tx, 'b'));
+        assert.deepEqual(await search(database, 'kiwi', ['eng', 'hr']), ['c', 'a'], 'the hr set went');
+        await put(database, 'b', 'kiwi kiwi', 'hr');
+        assert.deepEqual(await search(database, 'kiwi', ['hr']), ['b'], 'made again, under a new id');
+        await put(database, 'c', 'kiwi', 'finance');
+        assert.deepEqual(await search(database, 'kiwi', ['eng', 'hr']), ['b', 'a'], 'relabelled into a set eng and hr cannot see');
+        assert.deepEqual(await search(database, 'kiwi', ['finance']), ['c']);
+        assert.deepEqual(await indexProblems(database), []);
+      } finally {
+        await close();
+      }
+    });
+
     test('labels that are not text, and a changed seq, are refused whoever writes them', async () => {
       const { database, close } = await openFresh(driver);
       try {

@@ -334,6 +334,44 @@ async function benchSearch(): Promise<void> {
   say(
     `   ratio ACL / bare: p50 ${fmt(pct(times.acl, 50) / pct(times.bare, 50))}, p99 ${fmt(pct(times.acl, 99) / pct(times.bare, 99))}   (target <= 1.5)`,
   );
+  await hiddenSetsTiming();
+}
+
+/**
+ * Whether a search's time tells how many label sets its caller may not see: two databases with the same 200 visible
+ * items, one with 10,000 hidden label sets (an item each) besides; the same searches on both, alternating.
+ */
+async function hiddenSetsTiming(): Promise<void> {
+  const HIDDEN_SETS = 10_000;
+  const made = await Promise.all(
+    [0, HIDDEN_SETS].map(async (hidden) => {
+      const { path, database, db, close } = await prepareDb(`sets-${hidden}`);
+      const raw = new Sqlite(path);
+      const insert = raw.prepare('INSERT INTO items (id, title, text, labels, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)');
+      raw.exec('BEGIN');
+      for (let i = 0; i < 200; i++) insert.run(`open/${i}`, `memo ${i}`, `quarterly figures ${i % 10}`, '', i, i);
+      for (let i = 0; i < hidden; i++) insert.run(`hidden/${i}`, `memo ${i}`, 'quarterly figures', `vault,x${i}`, i, i);
+      raw.exec('COMMIT');
+      raw.close();
+      await indexAll(database);
+      return { db, close };
+    }),
+  );
+  const access = { labels: [], restriction: null };
+  const times: number[][] = [[], []];
+  for (let round = 0; round < 2200; round++) {
+    for (const k of [0, 1]) {
+      const at = performance.now();
+      const hits = await searchVisible(made[k]!.db, 'quarterly figures', access, 10, 1);
+      if (round >= 200) times[k]!.push(performance.now() - at);
+      if (hits.length !== 10 || hits.some((h) => !h.id.startsWith('open/'))) throw new Error('wrong hits');
+    }
+  }
+  for (const m of made) m.close();
+  const [none, many] = [pct(times[0]!, 50), pct(times[1]!, 50)];
+  say(
+    `   a search by a caller who sees 1 label set, beside 0 vs. ${HIDDEN_SETS.toLocaleString('en')} label sets it cannot see: p50 ${fmt(none, 3)} vs. ${fmt(many, 3)} ms, ratio ${fmt(many / none)}   (target <= 1.2)`,
+  );
 }
 
 // ---------- 2b. search at scale: 1,000,000 items ----------

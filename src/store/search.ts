@@ -136,23 +136,78 @@ export interface SearchHit {
   readonly snippet: string;
 }
 
-/** The label sets `access` may see, with their item count and words in all. */
-async function visibleSets(db: Db, access: Access): Promise<{ ids: number[]; docs: number; length: number }> {
-  const sets = await db.all<{ id: number; labels: string; docs: number; words: number }>(
-    sql`SELECT id, labels, docs, length AS words FROM search_sets`,
-  );
-  const ids: number[] = [];
-  let docs = 0;
-  let length = 0;
-  const mayRead = visibleTo(access);
-  for (const s of sets) {
-    // Labels are text (a trigger refuses anything else); a set that is not could only be hidden.
-    if (typeof s.labels !== 'string' || !mayRead(storedLabels(s.labels))) continue;
-    ids.push(s.id);
-    docs += s.docs;
-    length += s.words;
+/**
+ * The label sets this process knows, per database. A set's labels never change (an item relabelled moves to another
+ * set) and ids only grow (AUTOINCREMENT), so the sets made since the last look are those past the largest id known.
+ * A search reads that id, the new sets' rows if any, and then only the rows of the sets it may see: how many sets it
+ * may not see changes neither its work nor its time. A set that went stays known and matches nothing.
+ */
+interface KnownSets {
+  last: number;
+  /** labels by id, in the order the ids were learnt */
+  readonly labels: Map<number, string>;
+  /** per access, the ids of the known sets it may see, as of the first `seen` known */
+  readonly byAccess: Map<string, { seen: number; ids: number[] }>;
+}
+const knownSets = new WeakMap<Db, KnownSets>();
+/** How many accesses' visible sets are kept; the oldest goes first. */
+const ACCESSES_KEPT = 1000;
+/** What stands for labels that are not text (a trigger refuses them): no access may read it. */
+const UNREADABLE = '\u0000';
+const asLabels = (labels: unknown) => (typeof labels === 'string' ? labels : UNREADABLE);
+
+async function knownSetsOf(db: Db): Promise<KnownSets> {
+  let known = knownSets.get(db);
+  const [row] = await db.all<{ last: number }>(sql`SELECT coalesce(max(id), 0) AS last FROM search_sets`);
+  const last = row?.last ?? 0;
+  // Fewer ids than known: the database was replaced (a backup restored); start again.
+  if (known === undefined || last < known.last) {
+    known = { last: 0, labels: new Map(), byAccess: new Map() };
+    knownSets.set(db, known);
   }
-  return { ids, docs, length };
+  if (last > known.last) {
+    const added = await db.all<{ id: number; labels: unknown }>(
+      sql`SELECT id, labels FROM search_sets WHERE id > ${known.last} ORDER BY id`,
+    );
+    for (const s of added) {
+      known.labels.set(s.id, asLabels(s.labels));
+      if (s.id > known.last) known.last = s.id;
+    }
+  }
+  return known;
+}
+
+/** The label sets `access` may see, with their item count and words in all. */
+async function visibleSets(db: Db, access: Access, again = true): Promise<{ ids: number[]; docs: number; length: number }> {
+  const known = await knownSetsOf(db);
+  const key = JSON.stringify([access.labels, access.restriction]);
+  const memo = known.byAccess.get(key) ?? { seen: 0, ids: [] };
+  known.byAccess.delete(key);
+  known.byAccess.set(key, memo);
+  if (known.byAccess.size > ACCESSES_KEPT) known.byAccess.delete(known.byAccess.keys().next().value!);
+  if (memo.seen < known.labels.size) {
+    const mayRead = visibleTo(access);
+    let i = 0;
+    for (const [id, labels] of known.labels) {
+      if (i++ < memo.seen) continue;
+      if (labels !== UNREADABLE && mayRead(storedLabels(labels))) memo.ids.push(id);
+    }
+    memo.seen = known.labels.size;
+  }
+  const rows = await db.all<{ id: number; labels: unknown; docs: number; words: number }>(sql`
+    SELECT s.id AS id, s.labels AS labels, s.docs AS docs, s.length AS words
+    FROM json_each(${JSON.stringify(memo.ids)}) j CROSS JOIN search_sets s WHERE s.id = j.value`);
+  // A set whose labels are not those known: this is not the database this process knew. Learn it again, once.
+  if (rows.some((r) => asLabels(r.labels) !== known.labels.get(r.id))) {
+    knownSets.delete(db);
+    if (again) return visibleSets(db, access, false);
+    throw new Error('the search index changed its label sets under svc');
+  }
+  return {
+    ids: rows.map((r) => r.id),
+    docs: rows.reduce((n, r) => n + r.docs, 0),
+    length: rows.reduce((n, r) => n + r.words, 0),
+  };
 }
 
 /**
