@@ -396,7 +396,7 @@ for (const driver of DRIVERS) {
       const { database, close } = await openFresh(driver);
       try {
         await database.migrate();
-        // 400 items of ~1 KB, as an older svc wrote them: about 25 batches.
+        // 400 items of ~1 KB, as an older svc wrote them: batches of 16, 32, 64, … items, or fewer where slow.
         await database.write(async (tx) => {
           await tx.run(sql`
             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400)
@@ -413,7 +413,7 @@ for (const driver of DRIVERS) {
         setImmediate(tick);
         assert.equal(await indexUnindexedItems(database, silentLogger), 400);
         ticking = false;
-        assert.ok(turns >= 20, `the event loop turned ${turns} times while 400 items were indexed`);
+        assert.ok(turns >= 5, `the event loop turned ${turns} times while 400 items were indexed`);
         assert.equal((await search(database, 'word3', [], 100)).length, 57);
         assert.deepEqual(await indexProblems(database), []);
       } finally {

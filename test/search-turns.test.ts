@@ -23,17 +23,27 @@ const TINY: SearchLimits = { slice: 7, slices: 100_000 };
 class WatchedTurns extends SearchTurns {
   taken = 0;
   readonly firstTurn = new Map<number, () => void>();
+  private readonly admitted = new Map<number, number>();
+  private readonly admissions: { caller: number; count: number; resolve: () => void }[] = [];
   override run<T>(caller: number, search: (turns: Turns) => Promise<T>): Promise<T | null> {
-    return super.run(caller, (turns) =>
-      search({
+    return super.run(caller, (turns) => {
+      const count = (this.admitted.get(caller) ?? 0) + 1;
+      this.admitted.set(caller, count);
+      for (const w of this.admissions.filter((w) => w.caller === caller && w.count <= count)) w.resolve();
+      return search({
         take: async () => {
           await turns.take();
           this.taken++;
           this.firstTurn.get(caller)?.();
         },
         done: () => turns.done(),
-      }),
-    );
+      });
+    });
+  }
+  /** Resolves once `count` searches of `caller` have been admitted in all. */
+  admittedOf(caller: number, count: number): Promise<void> {
+    if ((this.admitted.get(caller) ?? 0) >= count) return Promise.resolve();
+    return new Promise((resolve) => this.admissions.push({ caller, count, resolve }));
   }
   /** Resolves when `caller` next takes a turn. */
   nextTurnOf(caller: number): Promise<void> {
@@ -138,7 +148,8 @@ for (const driver of DRIVERS) {
       const search = (caller: number) => searchVisible(database.db, 'alpha', everyone, 10, caller, { limits: TINY, turns });
       const first = search(1);
       const second = search(1);
-      await turns.nextTurnOf(1);
+      // On a database server each search reads its label sets first, over the network: wait until both are under way.
+      await turns.admittedOf(1, 2);
       await assert.rejects(
         search(1),
         (e: unknown) =>

@@ -1,26 +1,37 @@
 // Items written by an svc older than its search index, or by any writer other than svc (an older svc during an
 // upgrade, plain SQL), wait in search_pending, listed by triggers. They are indexed in the background once svc serves
-// and every minute after, a small batch per transaction (up to 16 KiB of text), found by reads so that no write lock
-// is held while looking, with the event loop free between two batches: requests are served while a million items
-// are indexed. Until then a search does not find them. Several instances may run this at once: each batch indexes
-// only what is still waiting inside its transaction.
+// and every minute after, a batch per transaction, found by reads so that no write lock is held while looking; until
+// then a search does not find them. Several instances may run this at once: each batch indexes only what is still
+// waiting inside its transaction.
+//
+// On the embedded file a batch holds the event loop while it runs, so batches are sized to take about BATCH_MS (the
+// next is halved after a slower one and doubled after a quicker one) and the event loop turns between two: requests
+// are served while a million items are indexed. Larger batches index faster (their postings, written sorted, share
+// the index's pages), so they grow as far as that allows.
 import { setImmediate } from 'node:timers/promises';
 import type { Database } from '../db/open.ts';
 import { indexUnindexed, unindexedItems } from '../store/search.ts';
 import { safeDatabaseMessage } from '../db/errors.ts';
 import type { Logger } from '../log.ts';
 
-const BATCH = 100;
+const BATCH_MS = 80;
+const MAX_BATCH = 500;
+/** A batch takes at most this much text per item it may hold: large documents make smaller batches. */
+const CHARS_PER_ITEM = 2048;
 
 /** Indexes every item that lacks postings; returns how many it indexed. `stopped()` ends it between batches. */
 export async function indexUnindexedItems(database: Database, log: Logger, stopped: () => boolean = () => false): Promise<number> {
   let indexed = 0;
+  let batch = 16;
   for (let after: number | null = 0; after !== null && !stopped(); ) {
-    const found = await unindexedItems(database.db, after, BATCH);
+    const found = await unindexedItems(database.db, after, batch, batch * CHARS_PER_ITEM);
     after = found.last;
     if (found.seqs.length === 0) continue;
+    const started = performance.now();
     const n = await database.write((tx) => indexUnindexed(tx, found.seqs));
-    // On the embedded file a batch holds the event loop while it runs: what arrived meanwhile is served first.
+    const took = performance.now() - started;
+    if (took > BATCH_MS * 1.5) batch = Math.max(1, Math.floor(batch / 2));
+    else if (took < BATCH_MS / 2 && found.seqs.length === batch) batch = Math.min(MAX_BATCH, batch * 2);
     await setImmediate();
     if (Math.floor((indexed + n) / 50_000) > Math.floor(indexed / 50_000)) log.info('search_indexing', { indexed: indexed + n });
     indexed += n;

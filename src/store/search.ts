@@ -89,30 +89,29 @@ export async function indexItems(tx: Tx, docs: readonly ({ readonly seq: number 
 
 /**
  * Up to `batch` items waiting to be indexed after seq `after` (written by another writer than svc: the triggers list
- * them), found by a read so that no write lock is held while looking: their seqs, and where the next look starts
- * (null: none left).
+ * them), with at most `chars` of text in all (one item is always taken, however large), found by a read so that no
+ * write lock is held while looking: their seqs, and where the next look starts (null: none left).
  */
-export async function unindexedItems(db: Db, after: number, batch: number): Promise<{ seqs: number[]; last: number | null }> {
+export async function unindexedItems(
+  db: Db,
+  after: number,
+  batch: number,
+  chars: number,
+): Promise<{ seqs: number[]; last: number | null }> {
   const rows = await db.all<{ seq: number; size: number }>(sql`
     SELECT p.item_seq AS seq, min(length(i.title) + length(i.text), ${INDEXED_CHARS}) AS size
     FROM search_pending p JOIN items i ON i.seq = p.item_seq
     WHERE p.item_seq > ${after} ORDER BY p.item_seq LIMIT ${batch}`);
-  // A batch's texts are held in memory with their postings: large documents make smaller batches.
   const seqs: number[] = [];
   let size = 0;
   for (const r of rows) {
-    if (seqs.length > 0 && size + r.size > BATCH_TEXT_CHARS) return { seqs, last: seqs[seqs.length - 1]! };
+    if (seqs.length > 0 && size + r.size > chars) return { seqs, last: seqs[seqs.length - 1]! };
     seqs.push(r.seq);
     size += r.size;
   }
   return { seqs, last: seqs.length < batch ? null : seqs[seqs.length - 1]! };
 }
 
-/**
- * How much text one batch of background indexing takes at most (one item is always taken, however large): about
- * 30 ms of the event loop here, since a batch is one transaction.
- */
-const BATCH_TEXT_CHARS = 16 * 1024;
 /** How much of an item another writer stored is indexed: what svc itself accepts (requests/items.ts). */
 const INDEXED_CHARS = 1024 * 1024;
 
@@ -154,7 +153,9 @@ const knownSets = new WeakMap<Db, KnownSets>();
 const ACCESSES_KEPT = 1000;
 /** What stands for labels that are not text (a trigger refuses them): no access may read it. */
 const UNREADABLE = '\u0000';
-const asLabels = (labels: unknown) => (typeof labels === 'string' ? labels : UNREADABLE);
+/** Labels as a row holds them: text, or bytes that plain SQL stored before labels had to be text. */
+type StoredLabels = string | Uint8Array;
+const asLabels = (labels: StoredLabels) => (typeof labels === 'string' ? labels : UNREADABLE);
 
 async function knownSetsOf(db: Db): Promise<KnownSets> {
   let known = knownSets.get(db);
@@ -166,7 +167,7 @@ async function knownSetsOf(db: Db): Promise<KnownSets> {
     knownSets.set(db, known);
   }
   if (last > known.last) {
-    const added = await db.all<{ id: number; labels: unknown }>(
+    const added = await db.all<{ id: number; labels: StoredLabels }>(
       sql`SELECT id, labels FROM search_sets WHERE id > ${known.last} ORDER BY id`,
     );
     for (const s of added) {
@@ -194,7 +195,7 @@ async function visibleSets(db: Db, access: Access, again = true): Promise<{ ids:
     }
     memo.seen = known.labels.size;
   }
-  const rows = await db.all<{ id: number; labels: unknown; docs: number; words: number }>(sql`
+  const rows = await db.all<{ id: number; labels: StoredLabels; docs: number; words: number }>(sql`
     SELECT s.id AS id, s.labels AS labels, s.docs AS docs, s.length AS words
     FROM json_each(${JSON.stringify(memo.ids)}) j CROSS JOIN search_sets s WHERE s.id = j.value`);
   // A set whose labels are not those known: this is not the database this process knew. Learn it again, once.
