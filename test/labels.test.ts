@@ -111,7 +111,7 @@ describe('visibility', () => {
               .sort();
             const fetched = [];
             for (const id of Object.keys(ITEMS)) if (await fetchVisible(database.db, id, access)) fetched.push(id);
-            const searched = (await searchVisible(database.db, 'shared word', access, 50, 1)).map((h) => h.id).sort();
+            const searched = (await searchVisible(database.db, 'shared word', access, 50, TESTER)).map((h) => h.id).sort();
             const listed = (await listVisible(database.db, access, null, 50)).items.map((i) => i.id).sort();
             assert.deepEqual(fetched.sort(), expected, `fetch for ${who}`);
             assert.deepEqual(searched, expected, `search for ${who}`);
@@ -166,6 +166,9 @@ async function indexProblems(database: Database): Promise<string[]> {
   return problems;
 }
 
+/** Who the searches here are for. */
+const TESTER = { user: 1, credential: 'test' };
+
 /** An error whose message, or its cause's (the query builder wraps the driver's), matches. */
 const saying = (message: RegExp) => (e: unknown) => {
   const cause = (e as { cause?: { message?: string } }).cause?.message ?? '';
@@ -175,7 +178,7 @@ const saying = (message: RegExp) => (e: unknown) => {
 for (const driver of DRIVERS) {
   describe(`search ranks every visible match, by what the caller may see (${driver} driver)`, () => {
     const search = (database: Database, query: string, labels: string[], limit = 10) =>
-      searchVisible(database.db, query, { labels, restriction: null }, limit, 1).then((hits) => hits.map((h) => h.id));
+      searchVisible(database.db, query, { labels, restriction: null }, limit, TESTER).then((hits) => hits.map((h) => h.id));
     const put = (database: Database, id: string, text: string, labels = '') =>
       database.write((tx) => putItem(tx, id, itemRecord({ title: id, text, labels })));
 
@@ -423,6 +426,45 @@ for (const driver of DRIVERS) {
   });
 }
 
+describe('which label sets a search may read', () => {
+  test('a set made is read once; the newest set going makes no search read every set again', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-sets-'));
+    let reads = 0;
+    const events = {
+      busyRetry() {},
+      databaseError() {},
+      databaseStatements(kind: 'read' | 'write', count: number) {
+        if (kind === 'read') reads += count;
+      },
+    };
+    const database = await openDatabase(`file:${join(dir, 'svc.db')}`, null, { events });
+    try {
+      await database.migrate();
+      const put = (id: string, labels: string) => database.write((tx) => putItem(tx, id, itemRecord({ title: id, text: 'kiwi', labels })));
+      await put('open', '');
+      for (let i = 0; i < 20; i++) await put(`hidden-${i}`, `vault,x${i}`);
+      const statements = async () => {
+        reads = 0;
+        assert.deepEqual(
+          (await searchVisible(database.db, 'kiwi', { labels: [], restriction: null }, 10, TESTER)).map((h) => h.id),
+          ['open'],
+        );
+        return reads;
+      };
+      await statements();
+      const quiet = await statements();
+      await put('hidden-new', 'vault,y');
+      assert.equal(await statements(), quiet + 1, 'the set made since is read, once');
+      assert.equal(await statements(), quiet);
+      await database.write((tx) => removeItem(tx, 'hidden-new'));
+      assert.equal(await statements(), quiet, 'no set is read again when the newest goes');
+    } finally {
+      database.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('a REPLACE and a changed seq by the sqlite3 shell (foreign keys off)', () => {
   test('leave no index row behind, and cannot move an item out from under its labels', async () => {
     const { database, close } = await openFresh('embedded');
@@ -431,7 +473,7 @@ describe('a REPLACE and a changed seq by the sqlite3 shell (foreign keys off)', 
       const put = (id: string, text: string, labels = '') =>
         database.write((tx) => putItem(tx, id, itemRecord({ title: id, text, labels })));
       const search = (query: string, labels: string[], limit = 10) =>
-        searchVisible(database.db, query, { labels, restriction: null }, limit, 1).then((hits) => hits.map((h) => h.id));
+        searchVisible(database.db, query, { labels, restriction: null }, limit, TESTER).then((hits) => hits.map((h) => h.id));
       const shell = (statement: string) =>
         execFileSync('sqlite3', ['-bail', database.location, statement], { encoding: 'utf8', stdio: 'pipe' });
       assert.equal(shell('PRAGMA foreign_keys;').trim(), '0', "the shell's default");
@@ -476,7 +518,7 @@ describe('upgrading a database whose items an older svc or plain SQL wrote', () 
         assert.equal(await fetchVisible(database.db, 'memo', { labels: [], restriction: null }), null);
         assert.equal(await indexUnindexedItems(database, silentLogger), 2);
         const search = (labels: string[]) =>
-          searchVisible(database.db, 'layoffs', { labels, restriction: null }, 10, 1).then((hits) => hits.map((h) => h.id).sort());
+          searchVisible(database.db, 'layoffs', { labels, restriction: null }, 10, TESTER).then((hits) => hits.map((h) => h.id).sort());
         assert.deepEqual(await search([]), ['note']);
         assert.deepEqual(await search(['hr']), ['memo', 'note']);
         assert.deepEqual(await indexProblems(database), []);

@@ -5,9 +5,9 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { putItems } from '../src/store/items.ts';
+import { putItem, putItems } from '../src/store/items.ts';
 import { searchVisible, type SearchLimits } from '../src/store/search.ts';
-import { SearchTurns, type Turns } from '../src/store/search-turns.ts';
+import { SearchTurns, type SearchCaller, type Turns } from '../src/store/search-turns.ts';
 import { AppError } from '../src/domain/errors.ts';
 import type { Database } from '../src/db/open.ts';
 import { DRIVERS, openFresh } from './helpers/drivers.ts';
@@ -19,42 +19,51 @@ const WHOLE: SearchLimits = { slice: 1e12, slices: 1e12 };
 /** A slice of 7 postings of one word (1 for several): many statements, label sets grouped and cut by seq. */
 const TINY: SearchLimits = { slice: 7, slices: 100_000 };
 
-/** Turns that count what they gave, and say when a caller took one. */
+/** Who a search is for: `user`'s credential `credential`. */
+const who = (user: number, credential = 'token') => ({ user, credential });
+
+/** Turns that count what they gave, say when a user took one, and may run a step while a turn is held. */
 class WatchedTurns extends SearchTurns {
   taken = 0;
+  /** runs after each turn is given, before its statement */
+  onTurn: ((taken: number) => Promise<void>) | null = null;
   readonly firstTurn = new Map<number, () => void>();
   private readonly admitted = new Map<number, number>();
-  private readonly admissions: { caller: number; count: number; resolve: () => void }[] = [];
-  override run<T>(caller: number, search: (turns: Turns) => Promise<T>): Promise<T | null> {
+  private readonly admissions: { user: number; count: number; resolve: () => void }[] = [];
+  override run<T>(caller: SearchCaller, search: (turns: Turns) => Promise<T>) {
     return super.run(caller, (turns) => {
-      const count = (this.admitted.get(caller) ?? 0) + 1;
-      this.admitted.set(caller, count);
-      for (const w of this.admissions.filter((w) => w.caller === caller && w.count <= count)) w.resolve();
+      const count = (this.admitted.get(caller.user) ?? 0) + 1;
+      this.admitted.set(caller.user, count);
+      for (const w of this.admissions.filter((w) => w.user === caller.user && w.count <= count)) w.resolve();
       return search({
         take: async () => {
           await turns.take();
           this.taken++;
-          this.firstTurn.get(caller)?.();
+          this.firstTurn.get(caller.user)?.();
+          await this.onTurn?.(this.taken);
         },
         done: () => turns.done(),
       });
     });
   }
-  /** Resolves once `count` searches of `caller` have been admitted in all. */
-  admittedOf(caller: number, count: number): Promise<void> {
-    if ((this.admitted.get(caller) ?? 0) >= count) return Promise.resolve();
-    return new Promise((resolve) => this.admissions.push({ caller, count, resolve }));
+  /** Resolves once `count` searches of `user` have been admitted in all. */
+  admittedOf(user: number, count: number): Promise<void> {
+    if ((this.admitted.get(user) ?? 0) >= count) return Promise.resolve();
+    return new Promise((resolve) => this.admissions.push({ user, count, resolve }));
   }
-  /** Resolves when `caller` next takes a turn. */
-  nextTurnOf(caller: number): Promise<void> {
+  /** Resolves when `user` next takes a turn. */
+  nextTurnOf(user: number): Promise<void> {
     return new Promise((resolve) =>
-      this.firstTurn.set(caller, () => {
-        this.firstTurn.delete(caller);
+      this.firstTurn.set(user, () => {
+        this.firstTurn.delete(user);
         resolve();
       }),
     );
   }
 }
+
+const refusedFor = (what: RegExp) => (e: unknown) =>
+  e instanceof AppError && e.code === 'too_many_requests' && e.retryAfter === 1 && what.test(e.message);
 
 const everyone = { labels: ['a', 'b', 'c', 'vault'], restriction: null };
 const notVault = { labels: ['a', 'b', 'c'], restriction: null };
@@ -94,8 +103,8 @@ for (const driver of DRIVERS) {
           for (const limit of [1, 10, 50]) {
             const whole = new WatchedTurns();
             const tiny = new WatchedTurns();
-            const one = ids(await searchVisible(database.db, query, access, limit, 1, { limits: WHOLE, turns: whole }));
-            const sliced = ids(await searchVisible(database.db, query, access, limit, 1, { limits: TINY, turns: tiny }));
+            const one = ids(await searchVisible(database.db, query, access, limit, who(1), { limits: WHOLE, turns: whole }));
+            const sliced = ids(await searchVisible(database.db, query, access, limit, who(1), { limits: TINY, turns: tiny }));
             const what = `${query} for [${access.labels}] restricted to ${access.restriction}, limit ${limit}`;
             assert.deepEqual(sliced, one, what);
             assert.equal(whole.taken, 0, `one statement takes no turn: ${what}`);
@@ -104,7 +113,7 @@ for (const driver of DRIVERS) {
         }
       }
       // The hidden set holds alpha too: sliced or not, nothing of it comes back.
-      const seen = ids(await searchVisible(database.db, 'alpha', notVault, 50, 1, { limits: TINY, turns: new WatchedTurns() }));
+      const seen = ids(await searchVisible(database.db, 'alpha', notVault, 50, who(1), { limits: TINY, turns: new WatchedTurns() }));
       assert.equal(seen.length, 50);
       assert.ok(
         seen.every((id) => Number(id.slice(4)) % 10 !== 8),
@@ -116,51 +125,141 @@ for (const driver of DRIVERS) {
       const limits = { slice: 7, slices: 10 };
       const turns = new WatchedTurns();
       await assert.rejects(
-        searchVisible(database.db, 'alpha', everyone, 10, 1, { limits, turns }),
+        searchVisible(database.db, 'alpha', everyone, 10, who(1), { limits, turns }),
         (e: unknown) =>
           e instanceof AppError && e.code === 'bad_request' && /too many of the documents you may read.*rarer word/.test(e.message),
       );
       assert.equal(turns.taken, 0, 'refused before any ranking');
       assert.deepEqual(
-        ids(await searchVisible(database.db, 'gamma', everyone, 50, 1, { limits, turns })).length,
+        ids(await searchVisible(database.db, 'gamma', everyone, 50, who(1), { limits, turns })).length,
         11,
         'gamma is in 11 documents: ten statements at most',
       );
       // What decides is what the caller may see: the team that sees only c reads few enough.
-      assert.ok((await searchVisible(database.db, 'alpha', { labels: ['c'], restriction: null }, 10, 1, { limits, turns })).length > 0);
+      assert.ok(
+        (await searchVisible(database.db, 'alpha', { labels: ['c'], restriction: null }, 10, who(1), { limits, turns })).length > 0,
+      );
     });
 
     test('callers take turns round robin: a short broad search started later ends first', async () => {
       const turns = new WatchedTurns();
       const order: string[] = [];
-      const long = searchVisible(database.db, 'alpha', everyone, 10, 1, { limits: TINY, turns }).then(() => order.push('long'));
+      const long = searchVisible(database.db, 'alpha', everyone, 10, who(1), { limits: TINY, turns }).then(() => order.push('long'));
       await turns.nextTurnOf(1);
       // The c set alone: 30 postings, five statements, against the long search's 43.
-      const short = searchVisible(database.db, 'alpha', { labels: ['c'], restriction: null }, 10, 2, { limits: TINY, turns }).then(() =>
-        order.push('short'),
+      const short = searchVisible(database.db, 'alpha', { labels: ['c'], restriction: null }, 10, who(2), { limits: TINY, turns }).then(
+        () => order.push('short'),
       );
       await Promise.all([long, short]);
       assert.deepEqual(order, ['short', 'long']);
     });
 
-    test('one caller has at most two broad searches under way; others are not held by it', async () => {
+    test('a credential has at most two broad searches under way, a user eight; others are not held by them', async () => {
       const turns = new WatchedTurns();
-      const search = (caller: number) => searchVisible(database.db, 'alpha', everyone, 10, caller, { limits: TINY, turns });
+      const search = (user: number, credential = 'token') =>
+        searchVisible(database.db, 'alpha', everyone, 10, who(user, credential), { limits: TINY, turns });
       const first = search(1);
       const second = search(1);
       // On a database server each search reads its label sets first, over the network: wait until both are under way.
       await turns.admittedOf(1, 2);
-      await assert.rejects(
-        search(1),
-        (e: unknown) =>
-          e instanceof AppError && e.code === 'too_many_requests' && e.retryAfter === 1 && /2 broad searches under way/.test(e.message),
-      );
+      await assert.rejects(search(1), refusedFor(/This token or session has 2 broad searches under way/));
       const other = await search(2);
-      assert.equal(other.length, 10, 'another caller is served meanwhile');
+      assert.equal(other.length, 10, 'another user is served meanwhile');
+      assert.equal((await search(1, 'another token')).length, 10, "the same user's other credential is served meanwhile");
       const [a, b] = await Promise.all([first, second]);
       assert.deepEqual(ids(a), ids(other));
       assert.deepEqual(ids(b), ids(other));
-      assert.equal((await search(1)).length, 10, 'once they ended, the caller may search again');
+      assert.equal((await search(1)).length, 10, 'once they ended, the credential may search again');
+      // Per user: with four per user, a fifth over three credentials is refused.
+      const few = new WatchedTurns({ perCredential: 2, perUser: 4 });
+      const under = ['a', 'a', 'b', 'b'].map((c) =>
+        searchVisible(database.db, 'alpha', everyone, 10, who(3, c), { limits: TINY, turns: few }),
+      );
+      await few.admittedOf(3, 4);
+      await assert.rejects(
+        searchVisible(database.db, 'alpha', everyone, 10, who(3, 'c'), { limits: TINY, turns: few }),
+        refusedFor(/You have 4 broad searches under way already, over all your tokens and sessions/),
+      );
+      await Promise.all(under);
+    });
+
+    test('a broad search whose caller went stops at its next turn, and gives its place back', async () => {
+      const turns = new WatchedTurns();
+      const gone = new AbortController();
+      turns.onTurn = async (taken) => {
+        if (taken === 3) gone.abort();
+      };
+      await assert.rejects(
+        searchVisible(database.db, 'alpha', everyone, 10, who(1), { limits: TINY, turns, signal: gone.signal }),
+        /cancelled/,
+      );
+      assert.equal(turns.taken, 3, 'no turn after the caller went');
+      turns.onTurn = null;
+      const again = await Promise.all([1, 2].map(() => searchVisible(database.db, 'alpha', everyone, 10, who(1), { limits: TINY, turns })));
+      assert.deepEqual(
+        again.map((h) => h.length),
+        [10, 10],
+      );
+    });
+  });
+}
+
+for (const driver of DRIVERS) {
+  describe(`broad searches while documents are written (${driver} driver)`, () => {
+    test('a document moved to a later slice during a search counts once', async () => {
+      const { database, close } = await openFresh(driver);
+      try {
+        await database.migrate();
+        const put = (id: string, text: string, labels: string) =>
+          database.write((tx) => putItem(tx, id, itemRecord({ title: id, text, labels })));
+        // star is the best match and the first item of set a, ranked in its first slice; b's slices come after.
+        await put('star', 'omega omega omega omega', 'a');
+        for (let i = 0; i < 10; i++) await put(`a${i}`, `omega and more words ${i}`, 'a');
+        for (let i = 0; i < 10; i++) await put(`b${i}`, `omega and other words ${i}`, 'b');
+        const turns = new WatchedTurns();
+        turns.onTurn = async (taken) => {
+          if (taken === 2) await put('star', 'omega omega omega omega', 'b');
+        };
+        const hits = ids(
+          await searchVisible(database.db, 'omega', { labels: ['a', 'b'], restriction: null }, 5, who(1), { limits: TINY, turns }),
+        );
+        assert.ok(turns.taken >= 3, `${turns.taken} turns`);
+        assert.equal(hits.filter((id) => id === 'star').length, 1, JSON.stringify(hits));
+        assert.equal(hits[0], 'star');
+        assert.equal(new Set(hits).size, hits.length);
+      } finally {
+        await close();
+      }
+    });
+
+    test('documents written into a set while it is ranked cannot keep the search going past its plan', async () => {
+      const { database, close } = await openFresh(driver);
+      try {
+        await database.migrate();
+        await database.write((tx) =>
+          putItems(
+            tx,
+            Array.from({ length: 14 }, (_, i) => ({ id: `d${i}`, input: itemRecord({ title: `d${i}`, text: 'omega', labels: 'a' }) })),
+          ),
+        );
+        // 14 postings, slices of 7: two statements planned. Each turn adds two more, for at most 200 turns.
+        const turns = new WatchedTurns();
+        let added = 0;
+        turns.onTurn = async () => {
+          if (added >= 400) return;
+          await database.write((tx) =>
+            putItems(
+              tx,
+              [0, 1].map((k) => ({ id: `new${added + k}`, input: itemRecord({ title: 'new', text: 'omega', labels: 'a' }) })),
+            ),
+          );
+          added += 2;
+        };
+        await searchVisible(database.db, 'omega', { labels: ['a'], restriction: null }, 5, who(1), { limits: TINY, turns });
+        assert.ok(turns.taken <= 2, `${turns.taken} statements for a plan of 2`);
+      } finally {
+        await close();
+      }
     });
   });
 }

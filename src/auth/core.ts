@@ -98,3 +98,11 @@ export function permits(principal: Principal, scope: Scope): boolean {
 export function accessOf(principal: Principal): Access {
   return { labels: principal.user.labels, restriction: principal.restriction ?? null };
 }
+
+/** The credential the caller came with (an OAuth grant, a token, a session), for limits counted per credential. */
+export function credentialOf(principal: Principal): string {
+  if (principal.grantId) return `grant:${principal.grantId}`;
+  if (principal.tokenId) return `token:${principal.tokenId}`;
+  if (principal.sessionId) return `session:${principal.sessionId}`;
+  return principal.via;
+}

@@ -16,7 +16,7 @@ import { z } from 'zod';
 import type { Db } from '../db/open.ts';
 import { isBusy, isUnreachable, safeDatabaseMessage } from '../db/errors.ts';
 import type { Logger } from '../log.ts';
-import { accessOf, type Principal } from '../auth/core.ts';
+import { accessOf, credentialOf, type Principal } from '../auth/core.ts';
 import { effectiveLabels, type Access } from '../domain/visibility.ts';
 import { fetchVisible, listVisible } from '../store/items.ts';
 import { searchVisible } from '../store/search.ts';
@@ -87,6 +87,8 @@ interface Context {
   readonly access: Access;
   readonly cursorKey: Buffer;
   readonly log: Logger;
+  /** aborted when the request's client has gone */
+  readonly signal: AbortSignal | undefined;
 }
 
 export interface McpOptions {
@@ -100,6 +102,8 @@ export interface McpOptions {
   readonly urlElicitation?: boolean;
   /** the caller's client address, for the audit rows of upstream calls */
   readonly peer?: string;
+  /** aborted when the request's client has gone: a broad search stops at its next turn */
+  readonly signal?: AbortSignal;
 }
 
 export function buildMcpServer(db: Db, principal: Principal, options: McpOptions): McpServer {
@@ -113,7 +117,7 @@ export function buildMcpServer(db: Db, principal: Principal, options: McpOptions
     instructions:
       'svc holds documents you may be allowed to read. Use `search` to find documents by words, then `fetch` to read one in full by its id. `whoami` tells whose access you are using.',
   });
-  const context: Context = { db, principal, access, cursorKey, log };
+  const context: Context = { db, principal, access, cursorKey, log, signal: options.signal };
   const own = options.upstreams ? ownToolHandlers(server) : null;
   registerWhoami(server, context);
   registerSearch(server, context);
@@ -225,7 +229,7 @@ function registerWhoami(server: McpServer, { principal, access, log }: Context):
   );
 }
 
-function registerSearch(server: McpServer, { db, principal, access, log }: Context): void {
+function registerSearch(server: McpServer, { db, principal, access, log, signal }: Context): void {
   server.registerTool(
     'search',
     {
@@ -238,7 +242,8 @@ function registerSearch(server: McpServer, { db, principal, access, log }: Conte
     },
     guarded(log, 'search', async ({ query, limit }) => {
       try {
-        const results = await searchVisible(db, query, access, limit, principal.user.id);
+        const caller = { user: principal.user.id, credential: credentialOf(principal) };
+        const results = await searchVisible(db, query, access, limit, caller, { signal });
         return { content: json(results), structuredContent: { results } };
       } catch (e) {
         // A search too broad to rank, or one broad search too many at once: the caller is told what to do.

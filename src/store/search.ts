@@ -11,11 +11,11 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { BM25, documentTerms, inverseFrequency, queryTerms, snippet } from '../domain/search-text.ts';
-import { storedLabels } from '../domain/labels.ts';
-import { visibleTo, type Access } from '../domain/visibility.ts';
+import type { Access } from '../domain/visibility.ts';
 import { accessSql } from './visibility-sql.ts';
 import { AppError } from '../domain/errors.ts';
-import { BROAD_SEARCHES_PER_CALLER, SearchTurns, type Turns } from './search-turns.ts';
+import { SearchTurns, type SearchCaller, type Turns } from './search-turns.ts';
+import { visibleSets } from './search-sets.ts';
 
 /** What an indexed item is made of; labels as stored (canonical, comma-joined). */
 export interface IndexedText {
@@ -136,82 +136,6 @@ export interface SearchHit {
 }
 
 /**
- * The label sets this process knows, per database. A set's labels never change (an item relabelled moves to another
- * set) and ids only grow (AUTOINCREMENT), so the sets made since the last look are those past the largest id known.
- * A search reads that id, the new sets' rows if any, and then only the rows of the sets it may see: how many sets it
- * may not see changes neither its work nor its time. A set that went stays known and matches nothing.
- */
-interface KnownSets {
-  last: number;
-  /** labels by id, in the order the ids were learnt */
-  readonly labels: Map<number, string>;
-  /** per access, the ids of the known sets it may see, as of the first `seen` known */
-  readonly byAccess: Map<string, { seen: number; ids: number[] }>;
-}
-const knownSets = new WeakMap<Db, KnownSets>();
-/** How many accesses' visible sets are kept; the oldest goes first. */
-const ACCESSES_KEPT = 1000;
-/** What stands for labels that are not text (a trigger refuses them): no access may read it. */
-const UNREADABLE = '\u0000';
-/** Labels as a row holds them: text, or bytes that plain SQL stored before labels had to be text. */
-type StoredLabels = string | Uint8Array;
-const asLabels = (labels: StoredLabels) => (typeof labels === 'string' ? labels : UNREADABLE);
-
-async function knownSetsOf(db: Db): Promise<KnownSets> {
-  let known = knownSets.get(db);
-  const [row] = await db.all<{ last: number }>(sql`SELECT coalesce(max(id), 0) AS last FROM search_sets`);
-  const last = row?.last ?? 0;
-  // Fewer ids than known: the database was replaced (a backup restored); start again.
-  if (known === undefined || last < known.last) {
-    known = { last: 0, labels: new Map(), byAccess: new Map() };
-    knownSets.set(db, known);
-  }
-  if (last > known.last) {
-    const added = await db.all<{ id: number; labels: StoredLabels }>(
-      sql`SELECT id, labels FROM search_sets WHERE id > ${known.last} ORDER BY id`,
-    );
-    for (const s of added) {
-      known.labels.set(s.id, asLabels(s.labels));
-      if (s.id > known.last) known.last = s.id;
-    }
-  }
-  return known;
-}
-
-/** The label sets `access` may see, with their item count and words in all. */
-async function visibleSets(db: Db, access: Access, again = true): Promise<{ ids: number[]; docs: number; length: number }> {
-  const known = await knownSetsOf(db);
-  const key = JSON.stringify([access.labels, access.restriction]);
-  const memo = known.byAccess.get(key) ?? { seen: 0, ids: [] };
-  known.byAccess.delete(key);
-  known.byAccess.set(key, memo);
-  if (known.byAccess.size > ACCESSES_KEPT) known.byAccess.delete(known.byAccess.keys().next().value!);
-  if (memo.seen < known.labels.size) {
-    const mayRead = visibleTo(access);
-    let i = 0;
-    for (const [id, labels] of known.labels) {
-      if (i++ < memo.seen) continue;
-      if (labels !== UNREADABLE && mayRead(storedLabels(labels))) memo.ids.push(id);
-    }
-    memo.seen = known.labels.size;
-  }
-  const rows = await db.all<{ id: number; labels: StoredLabels; docs: number; words: number }>(sql`
-    SELECT s.id AS id, s.labels AS labels, s.docs AS docs, s.length AS words
-    FROM json_each(${JSON.stringify(memo.ids)}) j CROSS JOIN search_sets s WHERE s.id = j.value`);
-  // A set whose labels are not those known: this is not the database this process knew. Learn it again, once.
-  if (rows.some((r) => asLabels(r.labels) !== known.labels.get(r.id))) {
-    knownSets.delete(db);
-    if (again) return visibleSets(db, access, false);
-    throw new Error('the search index changed its label sets under svc');
-  }
-  return {
-    ids: rows.map((r) => r.id),
-    docs: rows.reduce((n, r) => n + r.docs, 0),
-    length: rows.reduce((n, r) => n + r.words, 0),
-  };
-}
-
-/**
  * What one search may cost. A statement of a broad search reads about `slice` postings' worth of work (a posting of
  * the first word counts 1, each further word's lookup LOOKUP more: about 6 ms here either way), and a search may
  * take `slices` such statements (about 3 s); a broader one is refused before it starts.
@@ -230,6 +154,8 @@ const broadSearches = new SearchTurns();
 export interface SearchOptions {
   readonly limits?: SearchLimits;
   readonly turns?: SearchTurns;
+  /** aborted when the caller has gone: a broad search stops before its next turn */
+  readonly signal?: AbortSignal;
 }
 
 /**
@@ -243,10 +169,10 @@ export async function searchVisible(
   query: string,
   access: Access,
   limit: number,
-  caller: number,
+  caller: SearchCaller,
   options: SearchOptions = {},
 ): Promise<SearchHit[]> {
-  const { limits = SEARCH_LIMITS, turns = broadSearches } = options;
+  const { limits = SEARCH_LIMITS, turns = broadSearches, signal } = options;
   const terms = queryTerms(query);
   if (terms.length === 0 || limit <= 0) return [];
   const sets = await visibleSets(db, access);
@@ -260,19 +186,23 @@ export async function searchVisible(
   if (plan.statements > limits.slices)
     throw new AppError('bad_request', 'This search matches too many of the documents you may read to rank them all: add a rarer word.');
   const ranking: Ranking = { db, words, avgLength: sets.length / sets.docs, limit };
-  const ranked =
-    plan.statements === 1
-      ? (await rankSlice(ranking, plan.pieces[0]!.sets, null, null)).map((r) => r.seq)
-      : await turns.run(caller, (turn) => rankBroad(ranking, plan, turn));
-  if (ranked === null)
-    throw new AppError(
-      'too_many_requests',
-      `You have ${BROAD_SEARCHES_PER_CALLER} broad searches under way already: wait for one to finish, or add a rarer word.`,
-      undefined,
-      1,
-    );
+  let ranked: number[];
+  if (plan.statements === 1) ranked = (await rankSlice(ranking, plan.pieces[0]!.sets, null, null)).map((r) => r.seq);
+  else {
+    const broad = await turns.run(caller, (turn) => rankBroad(ranking, plan, turn, signal));
+    if ('refused' in broad) throw tooMany(broad.refused, broad.limit);
+    ranked = broad.done;
+  }
   if (ranked.length === 0) return [];
   return hits(db, ranked, terms, access);
+}
+
+function tooMany(refused: 'credential' | 'user', limit: number): AppError {
+  const what =
+    refused === 'credential'
+      ? `This token or session has ${limit} broad searches under way already`
+      : `You have ${limit} broad searches under way already, over all your tokens and sessions`;
+  return new AppError('too_many_requests', `${what}: wait for one to finish, or add a rarer word.`, undefined, 1);
 }
 
 /**
@@ -345,35 +275,44 @@ type Scored = { seq: number; score: number };
 /** Best first, ties by the newer item, as every statement orders them. */
 const better = (a: Scored, b: Scored) => b.score - a.score || b.seq - a.seq;
 
-/** A broad ranking, a statement per turn: each slice's best, kept to the `limit` best of all. */
-async function rankBroad(ranking: Ranking, plan: Plan, turn: Turns): Promise<number[]> {
+/**
+ * A broad ranking, a statement per turn: each slice's best, kept to the `limit` best of all. A set cut into slices
+ * takes as many as planned, the last one open-ended, so items written meanwhile cannot keep it going. An item
+ * moved from one slice to a later one while the search goes on counts once.
+ */
+async function rankBroad(ranking: Ranking, plan: Plan, turn: Turns, signal: AbortSignal | undefined): Promise<number[]> {
   let best: Scored[] = [];
   const keep = (rows: Scored[]) => {
-    best = [...best, ...rows].sort(better).slice(0, ranking.limit);
+    const seen = new Set<number>();
+    best = [...best, ...rows]
+      .sort(better)
+      .filter((r) => !seen.has(r.seq) && seen.add(r.seq))
+      .slice(0, ranking.limit);
+  };
+  const inTurn = async (step: () => Promise<void>) => {
+    if (signal?.aborted) throw new AppError('bad_request', 'The search was cancelled.');
+    await turn.take();
+    try {
+      await step();
+    } finally {
+      turn.done();
+    }
   };
   const term = ranking.words[0]!.term;
   for (const piece of plan.pieces) {
     if (piece.postings <= plan.perSlice) {
-      await turn.take();
-      try {
-        keep(await rankSlice(ranking, piece.sets, null, null));
-      } finally {
-        turn.done();
-      }
+      await inTurn(async () => keep(await rankSlice(ranking, piece.sets, null, null)));
       continue;
     }
     const set = piece.sets[0]!;
-    for (let after: number | null = null, more = true; more; ) {
-      await turn.take();
-      try {
-        const upto = await sliceEnd(ranking.db, term, set, after, plan.perSlice);
+    const slices = Math.ceil(piece.postings / plan.perSlice);
+    let after: number | null = null;
+    for (let i = 0; i < slices && (i === 0 || after !== null); i++)
+      await inTurn(async () => {
+        const upto = i === slices - 1 ? null : await sliceEnd(ranking.db, term, set, after, plan.perSlice);
         keep(await rankSlice(ranking, piece.sets, after, upto));
         after = upto;
-        more = upto !== null;
-      } finally {
-        turn.done();
-      }
-    }
+      });
   }
   return best.map((r) => r.seq);
 }

@@ -12,6 +12,7 @@ import { listUsers, getUser, signInSummaries, type User } from '../../store/user
 import { listAudit } from '../../store/audit.ts';
 import { listVisible } from '../../store/items.ts';
 import { searchVisible } from '../../store/search.ts';
+import { credentialOf } from '../../auth/core.ts';
 import { countVisible } from '../../store/item-access.ts';
 import { createUserAs, updateUserAs, adminRemoveUser, adminRevokeTokens, adminEndSessions, adminRevokeGrant } from '../../admin/actions.ts';
 import { listGrants } from '../../store/oauth.ts';
@@ -79,7 +80,7 @@ async function userPage(services: Services, c: SignedCtx, user: User, status: 20
   const access = { labels: user.labels, restriction: null };
   const query = (c.req.query('see') ?? '').trim();
   const items = query
-    ? await searchVisible(db, query, access, 50, c.var.principal.user.id)
+    ? await searchVisible(db, query, access, 50, { user: c.var.principal.user.id, credential: credentialOf(c.var.principal) })
     : (await listVisible(db, access, null, 50)).items;
   const sees = { count: await countVisible(db, access), query, items };
   const appsPage = pageRequest(c, 'apps_page');

@@ -102,6 +102,7 @@ export function mcpRoutes(services: Services): Hono<Env> {
       upstreams: services.upstreams ?? null,
       peer: c.get('client'),
       urlElicitation,
+      signal: c.req.raw.signal,
     });
     const transport = new Transport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
