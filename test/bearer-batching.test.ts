@@ -16,6 +16,7 @@ import { scrape } from './helpers/metrics.ts';
 import { sql } from 'drizzle-orm';
 import { startTestServer } from './helpers/server.ts';
 import { tokenRecord, userRecord } from './helpers/records.ts';
+import { readCounter } from './helpers/drivers.ts';
 import { openDatabase } from '../src/db/open.ts';
 import { checkToken, createToken } from '../src/store/tokens.ts';
 import { createUser } from '../src/store/users.ts';
@@ -157,22 +158,15 @@ describe('bearer lookups on sqld beside reads that run past their deadline', () 
 describe('bearer lookups on sqld while it does not answer', () => {
   test('the lookups waiting behind the two statements on their way fail with them, not 5 s each after', async () => {
     const sqld = await startSqld({ auth: true });
-    let reads = 0;
-    const events = {
-      busyRetry() {},
-      databaseError() {},
-      databaseStatements(kind: 'read' | 'write', count: number) {
-        if (kind === 'read') reads += count;
-      },
-    };
-    const database = await openDatabase(sqld.url, sqld.token, { events });
+    const counter = readCounter();
+    const database = await openDatabase(sqld.url, sqld.token, { events: counter.events });
     try {
       await database.migrate();
       const user = await database.write((tx) => createUser(tx, userRecord({ uid: 'alice', email: 'alice@example.com' })));
       const { token } = await database.write(async (tx) => createToken(tx, user.id, tokenRecord('agent'), await database.tokenEpoch(tx)));
       assert.equal((await checkToken(database, token)).ok, true);
       await sqld.freeze();
-      const before = reads;
+      const before = counter.reads;
       // 1,000 lookups: two statements of 200 go out, 600 wait for a free one.
       const outcomes = await Promise.all(
         Array.from({ length: 1000 }, () =>
@@ -183,7 +177,7 @@ describe('bearer lookups on sqld while it does not answer', () => {
         ),
       );
       assert.deepEqual([...new Set(outcomes)], ['failed'], 'no lookup found the token while sqld did not answer');
-      assert.equal(reads - before, 2, 'the two statements on their way were the only ones sent; the rest failed with them');
+      assert.equal(counter.reads - before, 2, 'the two statements on their way were the only ones sent; the rest failed with them');
       sqld.resume();
       assert.equal((await checkToken(database, token)).ok, true, 'once sqld answers, the next lookup reads it');
     } finally {

@@ -9,7 +9,7 @@ import { searchVisible } from '../src/store/search.ts';
 import { indexUnindexedItems } from '../src/jobs/search-index.ts';
 import { silentLogger } from '../src/log.ts';
 import type { Database } from '../src/db/open.ts';
-import { DRIVERS, openFresh } from './helpers/drivers.ts';
+import { DRIVERS, openFresh, readCounter } from './helpers/drivers.ts';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -429,27 +429,20 @@ for (const driver of DRIVERS) {
 describe('which label sets a search may read', () => {
   test('a set made is read once; the newest set going makes no search read every set again', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-sets-'));
-    let reads = 0;
-    const events = {
-      busyRetry() {},
-      databaseError() {},
-      databaseStatements(kind: 'read' | 'write', count: number) {
-        if (kind === 'read') reads += count;
-      },
-    };
-    const database = await openDatabase(`file:${join(dir, 'svc.db')}`, null, { events });
+    const counter = readCounter();
+    const database = await openDatabase(`file:${join(dir, 'svc.db')}`, null, { events: counter.events });
     try {
       await database.migrate();
       const put = (id: string, labels: string) => database.write((tx) => putItem(tx, id, itemRecord({ title: id, text: 'kiwi', labels })));
       await put('open', '');
       for (let i = 0; i < 20; i++) await put(`hidden-${i}`, `vault,x${i}`);
       const statements = async () => {
-        reads = 0;
+        const before = counter.reads;
         assert.deepEqual(
           (await searchVisible(database.db, 'kiwi', { labels: [], restriction: null }, 10, TESTER)).map((h) => h.id),
           ['open'],
         );
-        return reads;
+        return counter.reads - before;
       };
       await statements();
       const quiet = await statements();

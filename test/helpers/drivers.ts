@@ -3,7 +3,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDatabase, type Database } from '../../src/db/open.ts';
+import { openDatabase, type Database, type DatabaseEvents } from '../../src/db/open.ts';
 import { startSqld } from './sqld.ts';
 
 export const DRIVERS = ['embedded', '@libsql/client', 'sqld'] as const;
@@ -30,4 +30,19 @@ export async function openFresh(driver: Driver): Promise<{ database: Database; c
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** Database events that count the read statements sent (`reads`), for openDatabase's `events`. */
+export function readCounter(): { readonly events: DatabaseEvents; reads: number } {
+  const counter = {
+    reads: 0,
+    events: {
+      busyRetry() {},
+      databaseError() {},
+      databaseStatements(kind: 'read' | 'write', count: number) {
+        if (kind === 'read') counter.reads += count;
+      },
+    },
+  };
+  return counter;
 }
