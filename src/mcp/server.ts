@@ -88,7 +88,7 @@ interface Context {
   readonly cursorKey: Buffer;
   readonly log: Logger;
   /** aborted when the request's client has gone */
-  readonly signal: AbortSignal | undefined;
+  readonly signal: (() => AbortSignal) | undefined;
 }
 
 export interface McpOptions {
@@ -103,7 +103,7 @@ export interface McpOptions {
   /** the caller's client address, for the audit rows of upstream calls */
   readonly peer?: string;
   /** aborted when the request's client has gone: a broad search stops at its next turn */
-  readonly signal?: AbortSignal;
+  readonly signal?: () => AbortSignal;
 }
 
 export function buildMcpServer(db: Db, principal: Principal, options: McpOptions): McpServer {
@@ -243,7 +243,7 @@ function registerSearch(server: McpServer, { db, principal, access, log, signal 
     guarded(log, 'search', async ({ query, limit }) => {
       try {
         const caller = { user: principal.user.id, credential: credentialOf(principal) };
-        const results = await searchVisible(db, query, access, limit, caller, { signal });
+        const results = await searchVisible(db, query, access, limit, caller, signal ? { signal: signal() } : {});
         return { content: json(results), structuredContent: { results } };
       } catch (e) {
         // A search too broad to rank, or one broad search too many at once: the caller is told what to do.

@@ -102,7 +102,8 @@ export function mcpRoutes(services: Services): Hono<Env> {
       upstreams: services.upstreams ?? null,
       peer: c.get('client'),
       urlElicitation,
-      signal: c.req.raw.signal,
+      // Read only by a broad search: the request makes its AbortSignal when first asked.
+      signal: () => c.req.raw.signal,
     });
     const transport = new Transport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
