@@ -15,8 +15,10 @@
 //   7. an upstream tool call through svc vs. straight to the upstream (scripts/bench/upstream.ts)
 //   8. the statements svc sends to its database per request, on the file and on sqld, beside the throughput: /mcp,
 //      the token page and a mint from it, the OAuth token endpoint (scripts/bench/statements.ts)
+//   9. the bytes svc allocates per request and the functions that allocate most, for /mcp whoami and an upstream
+//      call (scripts/bench/allocations.ts)
 // Options: --quick (smaller sizes and shorter runs, for a smoke check), --rounds N, --seconds S, --node-flags=… (part 1),
-// --only mcp|workers|search|scale|backfill|lookup|writes|binary|remote|upstream|statements (one part).
+// --only mcp|workers|search|scale|backfill|lookup|writes|binary|remote|upstream|statements|allocations (one part).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -40,6 +42,7 @@ import { storedHash } from '../../src/domain/secrets.ts';
 import { benchRemote } from './remote.ts';
 import { benchStatements } from './statements.ts';
 import { benchUpstream } from './upstream.ts';
+import { benchAllocations } from './allocations.ts';
 
 const { values: opts } = parseArgs({
   options: {
@@ -725,6 +728,7 @@ try {
     remote: () => benchRemote(say, work, SECONDS, QUICK),
     upstream: () => benchUpstream({ say, pin, work, seconds: SECONDS, rounds: ROUNDS, userDb: benchUserDb }),
     statements: () => benchStatements(say, work, SECONDS, QUICK),
+    allocations: () => benchAllocations({ say, pin, work, seconds: SECONDS, userDb: benchUserDb }),
   };
   for (const [name, run] of Object.entries(parts)) {
     if (opts.only !== undefined && opts.only !== name) continue;
