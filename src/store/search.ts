@@ -161,8 +161,9 @@ export interface SearchOptions {
 /**
  * Full-text search, best first: every visible item holding all the query's words, ranked by BM25 over what the
  * caller may see. The query is reduced to words by the index's own tokenizer, so no user input is ever syntax.
- * `caller` (the user's id) is who takes turns when the search is broad; a search too broad to rank, or past the broad
- * searches one caller may have under way, is refused with an AppError that says what to do.
+ * `caller` (the user, and the credential they came with) takes turns when the search is broad; a search too broad to
+ * rank, or past the broad searches a credential or user may have under way, is refused with an AppError that says
+ * what to do.
  */
 export async function searchVisible(
   db: Db,
@@ -206,8 +207,8 @@ function tooMany(refused: 'credential' | 'user', limit: number): AppError {
 }
 
 /**
- * Each word with its BM25 weight from how many visible items hold it, rarest first (the order `rank` joins them
- * in, so the rarest word drives); null when a word is in none (every word is required).
+ * Each word with its BM25 weight from how many visible items hold it, rarest first (the order `rankSlice` chains
+ * them in, so the rarest word drives); null when a word is in none (every word is required).
  */
 async function weighed(db: Db, terms: string[], setsJson: string, documents: number): Promise<{ term: string; weight: number }[] | null> {
   const frequencies = await db.all<{ i: number; df: number }>(sql`
@@ -230,11 +231,12 @@ async function postingsBySet(db: Db, term: string, setsJson: string): Promise<{ 
 }
 
 /**
- * The statements a ranking takes: label sets together while their postings of the first word fit in one slice, and
- * a set with more cut into slices of its items (by seq, each slice's end found when it comes).
+ * The statements a ranking takes: label sets together while their postings of the first word fit in one slice (one
+ * statement), and a set with more cut into `statements` slices of its items (by seq, each slice's end found when it
+ * comes).
  */
 interface Plan {
-  readonly pieces: { readonly sets: number[]; readonly postings: number }[];
+  readonly pieces: { readonly sets: number[]; readonly statements: number }[];
   /** postings of the first word per statement */
   readonly perSlice: number;
   readonly statements: number;
@@ -242,25 +244,22 @@ interface Plan {
 
 function slices(bySet: { id: number; postings: number }[], words: number, limits: SearchLimits): Plan {
   const perSlice = Math.max(1, Math.floor(limits.slice / (1 + LOOKUP * (words - 1))));
-  const pieces: { sets: number[]; postings: number }[] = [];
-  let statements = 0;
-  let group: { sets: number[]; postings: number } | null = null;
+  const pieces: { sets: number[]; statements: number }[] = [];
+  let group: { sets: number[]; statements: number; postings: number } | null = null;
   for (const { id, postings } of bySet) {
     if (postings <= 0) continue;
     if (postings > perSlice) {
-      pieces.push({ sets: [id], postings });
-      statements += Math.ceil(postings / perSlice);
+      pieces.push({ sets: [id], statements: Math.ceil(postings / perSlice) });
       continue;
     }
     if (group === null || group.postings + postings > perSlice) {
-      group = { sets: [], postings: 0 };
+      group = { sets: [], statements: 1, postings: 0 };
       pieces.push(group);
-      statements++;
     }
     group.sets.push(id);
     group.postings += postings;
   }
-  return { pieces, perSlice, statements };
+  return { pieces, perSlice, statements: pieces.reduce((n, p) => n + p.statements, 0) };
 }
 
 interface Ranking {
@@ -300,16 +299,11 @@ async function rankBroad(ranking: Ranking, plan: Plan, turn: Turns, signal: Abor
   };
   const term = ranking.words[0]!.term;
   for (const piece of plan.pieces) {
-    if (piece.postings <= plan.perSlice) {
-      await inTurn(async () => keep(await rankSlice(ranking, piece.sets, null, null)));
-      continue;
-    }
-    const set = piece.sets[0]!;
-    const slices = Math.ceil(piece.postings / plan.perSlice);
+    // A piece of several statements is one label set: its slices end where sliceEnd says, the last one open.
     let after: number | null = null;
-    for (let i = 0; i < slices && (i === 0 || after !== null); i++)
+    for (let i = 0; i < piece.statements && (i === 0 || after !== null); i++)
       await inTurn(async () => {
-        const upto = i === slices - 1 ? null : await sliceEnd(ranking.db, term, set, after, plan.perSlice);
+        const upto = i === piece.statements - 1 ? null : await sliceEnd(ranking.db, term, piece.sets[0]!, after, plan.perSlice);
         keep(await rankSlice(ranking, piece.sets, after, upto));
         after = upto;
       });
