@@ -174,6 +174,48 @@ describe('/mcp', () => {
     }
   });
 
+  test('every user at once, calls interleaved on the reused MCP servers: each answer is its own caller', async () => {
+    const rpc = async (uid: string, method: string, params: Record<string, unknown>) => {
+      const r = await post(s.url, bearer(tokens[uid]!), JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }));
+      assert.equal(r.status, 200, `${method} as ${uid}`);
+      return ((await r.json()) as { result: Record<string, unknown> }).result;
+    };
+    // Rounds of 40 calls at once: one address may hold at most 100 connections.
+    for (let round = 0; round < 6; round++) {
+      const calls: Promise<void>[] = [];
+      for (const [uid, labels] of Object.entries(USERS)) {
+        const expected = Object.keys(ITEMS)
+          .filter((id) => visible(ITEMS[id]!, labels))
+          .sort();
+        calls.push(
+          (async () => {
+            const who = await rpc(uid, 'tools/call', { name: 'whoami', arguments: {} });
+            assert.equal((who.structuredContent as { uid: string }).uid, uid);
+          })(),
+          (async () => {
+            const found = await rpc(uid, 'tools/call', { name: 'search', arguments: { query: 'quarterly report', limit: 50 } });
+            const ids = (found.structuredContent as { results: { id: string }[] }).results.map((r) => r.id).sort();
+            assert.deepEqual(ids, expected, `search as ${uid}`);
+          })(),
+          (async () => {
+            const listed = await rpc(uid, 'resources/list', {});
+            const uris = (listed.resources as { uri: string }[]).map((r) => r.uri).sort();
+            assert.deepEqual(
+              uris,
+              expected.map((id) => `svc://items/${id}`),
+              `resources as ${uid}`,
+            );
+          })(),
+          ...Object.keys(ITEMS).map(async (id) => {
+            const fetched = await rpc(uid, 'tools/call', { name: 'fetch', arguments: { id } });
+            assert.equal(fetched.isError === true, !expected.includes(id), `${uid} fetches ${id}`);
+          }),
+        );
+      }
+      await Promise.all(calls);
+    }
+  });
+
   test('a label granted is visible on the next call; a label removed is gone', async () => {
     const { client } = await connectAs(s.url, bearer(tokens.nolabels!));
     assert.equal((await call(client, 'fetch', { id: 'eng' })).isError, true);
@@ -409,6 +451,13 @@ describe('/mcp', () => {
       /2025-06-18/,
     );
     await refused(await send([]), /empty batch/);
+    // A repeated id would end the request while a call under it still runs; a batch cancelling its own call would
+    // never be answered.
+    await refused(await send([search(1), message(1, 'tools/call', { name: 'whoami', arguments: {} })]), /id 1 is used twice/);
+    await refused(
+      await send([search(7), { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 7 } }]),
+      /cannot cancel one of its own requests/,
+    );
 
     // Ten messages, each with the caller's own visibility and a single call's limits.
     const batch = [

@@ -577,6 +577,35 @@ identity = jwt
     await bobs.close();
   });
 
+  test('two callers at once on the reused MCP servers: each lists and calls exactly its own tools', async () => {
+    const alices = await mcpClient(svc.url, await svc.tokenFor(alice));
+    const bobs = await mcpClient(svc.url, await svc.tokenFor(bob));
+    const calls: Promise<void>[] = [];
+    for (let i = 0; i < 20; i++) {
+      calls.push(
+        (async () =>
+          assert.ok(
+            (await alices.listTools()).tools.some((t) => t.name === 'everything__echo'),
+            'alice lists echo',
+          ))(),
+        (async () => assert.ok(!(await bobs.listTools()).tools.some((t) => t.name === 'everything__echo'), 'bob does not'))(),
+        (async () => {
+          const r = await alices.callTool({ name: 'everything__echo', arguments: { message: `a${i}` } });
+          assert.notEqual(r.isError, true, 'alice calls echo');
+          assert.match(text(r), new RegExp(`a${i}`));
+        })(),
+        (async () => {
+          const r = await bobs.callTool({ name: 'everything__echo', arguments: { message: `b${i}` } });
+          assert.equal(r.isError, true, 'bob cannot call echo');
+          assert.doesNotMatch(text(r), new RegExp(`b${i}`));
+        })(),
+      );
+    }
+    await Promise.all(calls);
+    await alices.close();
+    await bobs.close();
+  });
+
   test("the caller's credential never reaches an upstream: only token_env's value, as Authorization", async () => {
     const token = await svc.tokenFor(carol);
     const agent = await mcpClient(svc.url, token);

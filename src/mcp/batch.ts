@@ -27,5 +27,25 @@ export function batchRefusal(body: unknown, protocolVersion: string | undefined)
   }
   if (body.length === 0) return 'Invalid Request: an empty batch';
   if (body.length > MAX_BATCH) return `Invalid Request: a batch holds at most ${MAX_BATCH} messages; send the rest in further requests`;
+  // The transport answers a body once every id it holds has an answer, so a repeated id would end the request
+  // while a call under that id still runs, and a cancel of one of the batch's own calls would leave it unanswered.
+  const ids = new Set<string>();
+  for (const m of body) {
+    if (m === null || typeof m !== 'object' || !('id' in m) || !('method' in m)) continue;
+    const id = JSON.stringify((m as { id: unknown }).id);
+    if (ids.has(id)) return `Invalid Request: the id ${id.slice(0, 40)} is used twice in this batch; give each request its own id`;
+    ids.add(id);
+  }
+  for (const m of body) {
+    const { method, params } = (m ?? {}) as { method?: unknown; params?: { requestId?: unknown } };
+    if (method === 'notifications/cancelled' && ids.has(JSON.stringify(params?.requestId)))
+      return 'Invalid Request: a batch cannot cancel one of its own requests; send the cancellation in a request of its own';
+  }
   return null;
+}
+
+/** Whether the body (one message or a batch) holds an `initialize`: the request that opens a session. */
+export function opensSession(body: unknown): boolean {
+  const messages = Array.isArray(body) ? body : [body];
+  return messages.some((m) => m !== null && typeof m === 'object' && (m as { method?: unknown }).method === 'initialize');
 }

@@ -1,7 +1,11 @@
-// The MCP server one authenticated caller talks to: tools whoami/search/fetch and items as resources, every
-// read filtered by the caller's labels inside the query. A fresh McpServer per request (stateless); the JSON
-// schema validator is built once and shared, since building one costs more than the rest of a request.
+// The MCP server an authenticated caller talks to: tools whoami/search/fetch and items as resources, every read
+// filtered by the caller's labels inside the query. Stateless: each request gets a fresh transport, on a server
+// taken from a small pool. A server holds nothing of any caller: who is calling travels with each message (the
+// transport hands it to every handler), so a handler can only ever read its own request's caller. The JSON schema
+// validator is built once and shared, since building one costs more than the rest of a request.
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import {
   CallToolRequestSchema,
@@ -23,6 +27,7 @@ import { searchVisible } from '../store/search.ts';
 import { AppError } from '../domain/errors.ts';
 import { ITEM_ID_MAX } from '../domain/item-id.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
+import { opensSession } from './batch.ts';
 import type { UpstreamGateway } from '../upstream/gateway.ts';
 
 const validator = new AjvJsonSchemaValidator();
@@ -80,54 +85,111 @@ function guarded<A extends unknown[], R>(log: Logger, what: string, handler: (..
   };
 }
 
-/** What every handler of one request reads with: the caller, its access, and where failures are told. */
-interface Context {
+/** What the handlers of every request share: the store, the cursor key, and where failures are told. */
+interface Shared {
   readonly db: Db;
-  readonly principal: Principal;
-  readonly access: Access;
   readonly cursorKey: Buffer;
   readonly log: Logger;
-  /** aborted when the request's client has gone */
+}
+
+/** Who is calling, for one request: what its handlers read with. */
+interface Caller {
+  readonly principal: Principal;
+  readonly access: Access;
+  /** the client declared URL elicitation when it opened its session: a needed connection is asked for that way */
+  readonly urlElicitation: boolean;
+  /** the caller's client address, for the audit rows of upstream calls */
+  readonly peer: string;
+  /** aborted when the request's client has gone: a broad search stops at its next turn */
   readonly signal: (() => AbortSignal) | undefined;
 }
 
 export interface McpOptions {
+  readonly db: Db;
   /** signs resources/list cursors (see cursor.ts) */
   readonly cursorKey: Buffer;
   /** gets what a failed handler could not tell */
   readonly log: Logger;
   /** the upstreams' tools, merged after svc's own; null without [upstream] sections */
-  readonly upstreams?: UpstreamGateway | null;
-  /** the client declared URL elicitation when it opened its session: a needed connection is asked for that way */
-  readonly urlElicitation?: boolean;
-  /** the caller's client address, for the audit rows of upstream calls */
-  readonly peer?: string;
-  /** aborted when the request's client has gone: a broad search stops at its next turn */
+  readonly upstreams: UpstreamGateway | null;
+}
+
+export interface McpRequest {
+  readonly principal: Principal;
+  readonly urlElicitation: boolean;
+  readonly peer: string;
+  /** read only by a broad search, so the request makes its AbortSignal only when asked */
   readonly signal?: () => AbortSignal;
 }
 
-export function buildMcpServer(db: Db, principal: Principal, options: McpOptions): McpServer {
-  const { cursorKey, log } = options;
-  // Labels come from the user record read for this very request, so a label change applies on the next call; a
-  // token's restriction narrows them inside every query.
-  const access = accessOf(principal);
+/** The key under which a message's caller travels in the AuthInfo the transport hands each handler. */
+const CALLER = 'svc.caller';
+
+/**
+ * The caller of the request this message came in: set by `answer` for this request's transport, so it is never
+ * another request's. Without one (which `answer` never allows) the handler fails rather than guess.
+ */
+function callerOf(extra: { authInfo?: AuthInfo }): Caller {
+  const caller = extra.authInfo?.extra?.[CALLER];
+  if (caller === undefined) throw new McpError(ErrorCode.InternalError, 'svc failed to answer this call; its log has details');
+  return caller as Caller;
+}
+
+/** Idle servers kept for the next requests; more at once are built, and dropped when done. */
+const POOL_MAX = 64;
+
+export interface McpEndpoint {
+  /** Answers one request's parsed body for its caller, on a fresh transport. */
+  answer(request: Request, parsedBody: unknown, caller: McpRequest): Promise<Response>;
+}
+
+/**
+ * The /mcp endpoint: servers built once with svc's tools (and the upstreams'), each answering one request at a time.
+ * A server that answered an `initialize` is not kept: it would remember that client's capabilities.
+ */
+export function mcpEndpoint(options: McpOptions): McpEndpoint {
+  const idle: McpServer[] = [];
+  return {
+    async answer(request, parsedBody, { principal, urlElicitation, peer, signal }) {
+      // Labels come from the user record read for this very request, so a label change applies on the next call; a
+      // token's restriction narrows them inside every query.
+      const caller: Caller = { principal, access: accessOf(principal), urlElicitation, peer, signal };
+      const server = idle.pop() ?? buildMcpServer(options);
+      const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      await server.connect(transport);
+      // Not the caller's credential: only who they are, for svc's own handlers.
+      const authInfo: AuthInfo = { token: '', clientId: '', scopes: [], extra: { [CALLER]: caller } };
+      let response: Response;
+      try {
+        // Stateless JSON: the response exists once every request id of the body has its answer. A batch holds each id
+        // once (batch.ts refuses a repeated one, or a cancel of its own call), so every handler of this request has
+        // ended by then; close() would abort one that had not, and its answer would go to this request's transport.
+        response = await transport.handleRequest(request, { parsedBody, authInfo });
+      } catch (e) {
+        await server.close();
+        throw e;
+      }
+      await server.close();
+      if (idle.length < POOL_MAX && !opensSession(parsedBody)) idle.push(server);
+      return response;
+    },
+  };
+}
+
+function buildMcpServer(options: McpOptions): McpServer {
   const server = new McpServer(SERVER_INFO, {
     jsonSchemaValidator: validator,
     capabilities: { resources: {} },
     instructions:
       'svc holds documents you may be allowed to read. Use `search` to find documents by words, then `fetch` to read one in full by its id. `whoami` tells whose access you are using.',
   });
-  const context: Context = { db, principal, access, cursorKey, log, signal: options.signal };
+  const shared: Shared = { db: options.db, cursorKey: options.cursorKey, log: options.log };
   const own = options.upstreams ? ownToolHandlers(server) : null;
-  registerWhoami(server, context);
-  registerSearch(server, context);
-  registerFetch(server, context);
-  registerResources(server, context);
-  if (own && options.upstreams)
-    mergeUpstreamTools(server, context, own, options.upstreams, {
-      peer: options.peer ?? '',
-      urlElicitation: options.urlElicitation ?? false,
-    });
+  registerWhoami(server, shared);
+  registerSearch(server, shared);
+  registerFetch(server, shared);
+  registerResources(server, shared);
+  if (own && options.upstreams) mergeUpstreamTools(server, shared, own, options.upstreams);
   // The stateless endpoint can never send a notification, so none is announced (McpServer announces tools'
   // listChanged as soon as a tool is registered).
   server.server.registerCapabilities({ tools: { listChanged: false }, resources: { listChanged: false } });
@@ -158,13 +220,7 @@ function ownToolHandlers(server: McpServer): { list?: Handler; call?: Handler } 
  * unknown one, and an upstream tool the caller may not use or that is not approved) to McpServer's handler, so what
  * a caller may not use fails exactly like a tool that does not exist.
  */
-function mergeUpstreamTools(
-  server: McpServer,
-  { principal, access, log }: Context,
-  own: { list?: Handler; call?: Handler },
-  upstreams: UpstreamGateway,
-  { peer, urlElicitation }: { peer: string; urlElicitation: boolean },
-): void {
+function mergeUpstreamTools(server: McpServer, { log }: Shared, own: { list?: Handler; call?: Handler }, upstreams: UpstreamGateway): void {
   const low = server.server;
   delete (low as { setRequestHandler?: unknown }).setRequestHandler;
   const list = own.list as (r: unknown, e: unknown) => Promise<{ tools: unknown[] }>;
@@ -172,6 +228,7 @@ function mergeUpstreamTools(
   low.setRequestHandler(
     ListToolsRequestSchema,
     guarded(log, 'tools/list', async (request, extra) => {
+      const { principal, access } = callerOf(extra);
       const [mine, theirs] = await Promise.all([list(request, extra), upstreams.tools(access, principal.user.id)]);
       return { ...mine, tools: [...mine.tools, ...theirs] } as never;
     }),
@@ -179,6 +236,7 @@ function mergeUpstreamTools(
   low.setRequestHandler(
     CallToolRequestSchema,
     guarded(log, 'tools/call', async (request, extra) => {
+      const { principal, access, peer, urlElicitation } = callerOf(extra);
       const resolved = await upstreams.resolve(request.params.name, access);
       if (!resolved) return (await call(request, extra)) as never;
       const caller = {
@@ -200,7 +258,7 @@ function mergeUpstreamTools(
   );
 }
 
-function registerWhoami(server: McpServer, { principal, access, log }: Context): void {
+function registerWhoami(server: McpServer, { log }: Shared): void {
   server.registerTool(
     'whoami',
     {
@@ -210,7 +268,8 @@ function registerWhoami(server: McpServer, { principal, access, log }: Context):
       outputSchema: whoamiOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    guarded(log, 'whoami', async () => {
+    guarded(log, 'whoami', async (extra: { authInfo?: AuthInfo }) => {
+      const { principal, access } = callerOf(extra);
       const u = principal.user;
       const restriction = access.restriction === null ? null : [...access.restriction];
       const scopes = principal.via === 'token' ? [...(principal.scopes ?? [])] : null;
@@ -229,7 +288,7 @@ function registerWhoami(server: McpServer, { principal, access, log }: Context):
   );
 }
 
-function registerSearch(server: McpServer, { db, principal, access, log, signal }: Context): void {
+function registerSearch(server: McpServer, { db, log }: Shared): void {
   server.registerTool(
     'search',
     {
@@ -240,7 +299,8 @@ function registerSearch(server: McpServer, { db, principal, access, log, signal 
       outputSchema: searchOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    guarded(log, 'search', async ({ query, limit }) => {
+    guarded(log, 'search', async ({ query, limit }, extra) => {
+      const { principal, access, signal } = callerOf(extra);
       try {
         const caller = { user: principal.user.id, credential: credentialOf(principal) };
         const results = await searchVisible(db, query, access, limit, caller, signal ? { signal: signal() } : {});
@@ -254,7 +314,7 @@ function registerSearch(server: McpServer, { db, principal, access, log, signal 
   );
 }
 
-function registerFetch(server: McpServer, { db, access, log }: Context): void {
+function registerFetch(server: McpServer, { db, log }: Shared): void {
   server.registerTool(
     'fetch',
     {
@@ -264,8 +324,8 @@ function registerFetch(server: McpServer, { db, access, log }: Context): void {
       outputSchema: itemOutput,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    guarded(log, 'fetch', async ({ id }) => {
-      const item = await fetchVisible(db, id, access);
+    guarded(log, 'fetch', async ({ id }, extra) => {
+      const item = await fetchVisible(db, id, callerOf(extra).access);
       // Missing and not visible are the same answer, from the same single query.
       if (!item) return { content: [{ type: 'text' as const, text: `not found: no document "${id}"` }], isError: true };
       const result = { id: item.id, title: item.title, text: item.text, labels: [...item.labels] };
@@ -275,7 +335,7 @@ function registerFetch(server: McpServer, { db, access, log }: Context): void {
 }
 
 /** Resources are served by hand: McpServer's template listing cannot page with a cursor. */
-function registerResources(server: McpServer, { db, principal, access, cursorKey, log }: Context): void {
+function registerResources(server: McpServer, { db, cursorKey, log }: Shared): void {
   const low = server.server;
   low.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
     resourceTemplates: [
@@ -290,7 +350,8 @@ function registerResources(server: McpServer, { db, principal, access, cursorKey
   }));
   low.setRequestHandler(
     ListResourcesRequestSchema,
-    guarded(log, 'resources/list', async (request) => {
+    guarded(log, 'resources/list', async (request, extra) => {
+      const { principal, access } = callerOf(extra);
       const cursor = request.params?.cursor;
       const after = cursor === undefined ? null : decodeCursor(cursorKey, principal.user.id, cursor);
       if (cursor !== undefined && after === null) throw new McpError(-32602, 'invalid cursor: not one this server gave you');
@@ -303,10 +364,10 @@ function registerResources(server: McpServer, { db, principal, access, cursorKey
   );
   low.setRequestHandler(
     ReadResourceRequestSchema,
-    guarded(log, 'resources/read', async (request) => {
+    guarded(log, 'resources/read', async (request, extra) => {
       const uri = request.params.uri;
       const id = uri.startsWith(RESOURCE_PREFIX) ? decodeId(uri.slice(RESOURCE_PREFIX.length)) : null;
-      const item = id === null ? null : await fetchVisible(db, id, access);
+      const item = id === null ? null : await fetchVisible(db, id, callerOf(extra).access);
       if (!item) throw new McpError(RESOURCE_NOT_FOUND, `Resource not found: ${uri}`);
       return { contents: [{ uri, mimeType: 'text/markdown', text: item.text }] };
     }),

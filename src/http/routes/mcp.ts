@@ -6,24 +6,13 @@ import { requireCaller, type GuardOptions, type SignedCtx } from '../guards.ts';
 import { MCP, policyFor } from '../policy.ts';
 import { newSessionId, checkSessionId, declaresUrlElicitation, sessionIdKey } from '../../mcp/session-id.ts';
 import { cursorKey } from '../../mcp/cursor.ts';
-import { batchRefusal } from '../../mcp/batch.ts';
+import { batchRefusal, opensSession } from '../../mcp/batch.ts';
 
 /**
  * The MCP SDK (with zod and Ajv) is loaded on the first /mcp request: a server that has not served MCP yet keeps
  * ~10 MiB less resident, and starts sooner.
  */
-let mcpModules: Promise<{
-  Transport: typeof import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js').WebStandardStreamableHTTPServerTransport;
-  buildMcpServer: typeof import('../../mcp/server.ts').buildMcpServer;
-}> | null = null;
-const loadMcp = () =>
-  (mcpModules ??= Promise.all([
-    import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'),
-    import('../../mcp/server.ts'),
-  ]).then(([transport, server]) => ({
-    Transport: transport.WebStandardStreamableHTTPServerTransport,
-    buildMcpServer: server.buildMcpServer,
-  })));
+const loadMcp = () => import('../../mcp/server.ts');
 
 function rpcError(status: number, code: number, message: string): Response {
   return new Response(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }), {
@@ -43,11 +32,6 @@ function countMessages(services: Services, body: unknown, seconds: number): void
   }
 }
 
-function isInitialize(body: unknown): boolean {
-  const messages = Array.isArray(body) ? body : [body];
-  return messages.some((m) => m !== null && typeof m === 'object' && (m as { method?: unknown }).method === 'initialize');
-}
-
 /**
  * /mcp, and with OAuth on, /oauth/mcp: the same endpoint, whose 401 names the OAuth metadata. /mcp announces OAuth
  * only with advertise_on_mcp (some static-header clients stop sending their header once a server does).
@@ -56,6 +40,7 @@ export function mcpRoutes(services: Services): Hono<Env> {
   const app = new Hono<Env>();
   // The session-id key, and the resources/list cursor key derived from it: read once, on the first request.
   let keys: Promise<{ session: Buffer; cursor: Buffer }> | null = null;
+  let endpoint: Promise<import('../../mcp/server.ts').McpEndpoint> | null = null;
   const { oauth, baseUrl } = { oauth: services.config.auth.oauth, baseUrl: services.config.server.baseUrl };
   // Each endpoint with the guard options that say how it answers: a token needs the `mcp` scope on both.
   const oauthGuard = (path: string) => ({ challenge: oauthChallenge(baseUrl, path), resourceMetadata: resourceMetadataUrl(baseUrl, path) });
@@ -95,24 +80,19 @@ export function mcpRoutes(services: Services): Hono<Env> {
     const batchRefused = batchRefusal(parsedBody, c.req.header('mcp-protocol-version'));
     if (batchRefused !== null) return rpcError(400, -32600, batchRefused);
 
-    const { Transport, buildMcpServer } = await loadMcp();
-    const server = buildMcpServer(services.database.db, principal, {
-      cursorKey: cursor,
-      log: services.log,
-      upstreams: services.upstreams ?? null,
-      peer: c.get('client'),
+    endpoint ??= loadMcp().then(({ mcpEndpoint }) =>
+      mcpEndpoint({ db: services.database.db, cursorKey: cursor, log: services.log, upstreams: services.upstreams ?? null }),
+    );
+    const started = performance.now();
+    const response = await (await endpoint).answer(c.req.raw, parsedBody, {
+      principal,
       urlElicitation,
-      // Read only by a broad search: the request makes its AbortSignal when first asked.
+      peer: c.get('client'),
+      // Read only by a broad search: the request makes its AbortController only when asked.
       signal: () => c.req.raw.signal,
     });
-    const transport = new Transport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    await server.connect(transport);
-    // Stateless JSON: once the response is built, nothing is pending, and nothing but this request holds the server
-    // and transport. Closing them would only build abort signals and errors that nobody reads; they are left to GC.
-    const started = performance.now();
-    const response = await transport.handleRequest(c.req.raw, { parsedBody });
     countMessages(services, parsedBody, (performance.now() - started) / 1000);
-    if (response.ok && isInitialize(parsedBody))
+    if (response.ok && opensSession(parsedBody))
       response.headers.set('mcp-session-id', newSessionId(key, principal.user.id, { urlElicitation: declaresUrlElicitation(parsedBody) }));
     return response;
   }
