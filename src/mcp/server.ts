@@ -166,14 +166,36 @@ export function mcpEndpoint(options: McpOptions): McpEndpoint {
         // ended by then; close() would abort one that had not, and its answer would go to this request's transport.
         response = await transport.handleRequest(request, { parsedBody, authInfo });
       } catch (e) {
-        await server.close();
+        await detach(server);
         throw e;
       }
-      await server.close();
-      if (idle.length < POOL_MAX && !opensSession(parsedBody)) idle.push(server);
+      // The SDK drops each answered call's abort controller a few microtasks after the answer exists; detached in
+      // the next turn, close() has none left to abort. Only then is the server idle again.
+      const keep = !opensSession(parsedBody);
+      setImmediate(() => {
+        void detach(server).then(
+          () => keep && idle.length < POOL_MAX && idle.push(server),
+          () => undefined,
+        );
+      });
       return response;
     },
   };
+}
+
+/**
+ * Ends the server's transport, so it can take the next one. close() builds a "connection closed" error that reaches
+ * no one (and would abort any call still running): built without a stack trace, which costs most of its time.
+ * close() does that synchronously.
+ */
+function detach(server: McpServer): Promise<void> {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return server.close();
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
 }
 
 function buildMcpServer(options: McpOptions): McpServer {
