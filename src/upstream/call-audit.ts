@@ -1,30 +1,56 @@
 // The audit rows of upstream calls, committed in groups: every call waits until its row is committed (no call is
-// answered whose row could still be lost), but the rows of calls that end while a commit is under way go together
-// in the next transaction, so a burst of calls costs a few commits, not one each.
+// answered whose row could still be lost), but the rows of calls that end while a commit is under way, or soon
+// before it, go together in one transaction, so a burst of calls costs a few commits, not one each.
 import type { Database } from '../db/open.ts';
 import { recordAudits, type AuditEvent } from '../store/audit.ts';
 
 /** At most this many rows in one transaction. */
 const GROUP_MAX = 200;
 
+/**
+ * How long a commit waits for calls still running to join it, when there are any. A commit's sync holds the event
+ * loop (the embedded driver is synchronous), so under load fewer, larger groups leave svc more time for the calls
+ * themselves; a call alone is never held (docs/performance.md, "Upstream calls").
+ */
+const GROUP_WAIT_MS = 2;
+
 export class CallAudit {
   private waiting: { event: AuditEvent; at: number; done: (e?: unknown) => void }[] = [];
   private committing = false;
+  /** calls started whose rows are not handed over yet */
+  private running = 0;
+  /** ends a commit's wait early: every running call has handed over its row, or the group is full */
+  private wake: (() => void) | null = null;
 
   constructor(private readonly database: Database) {}
+
+  /** Counts the call while it runs, so that a commit started meanwhile may wait for its row. */
+  async during<T>(call: () => Promise<T>): Promise<T> {
+    this.running++;
+    try {
+      return await call();
+    } finally {
+      this.running--;
+      // Its row is recorded in a later microtask: the wait ends once that has happened.
+      if (this.running === 0 && this.wake) setImmediate(this.wake);
+    }
+  }
 
   /** Resolves once the row is committed; rejects when its transaction failed. */
   record(event: AuditEvent): Promise<void> {
     return new Promise((resolve, reject) => {
       this.waiting.push({ event, at: this.database.now(), done: (e) => (e === undefined ? resolve() : reject(e)) });
+      if (this.waiting.length >= GROUP_MAX) this.wake?.();
       if (!this.committing) void this.commit();
     });
   }
 
   private async commit(): Promise<void> {
     this.committing = true;
-    // Let the calls that end in this turn of the event loop join the group.
+    // Let the calls that end in this turn of the event loop join the group, and while other calls are still
+    // running, wait a little for them too.
     await new Promise((r) => setImmediate(r));
+    if (this.running > 0 && this.waiting.length < GROUP_MAX) await this.joined();
     while (this.waiting.length > 0) {
       const group = this.waiting.splice(0, GROUP_MAX);
       try {
@@ -35,5 +61,18 @@ export class CallAudit {
       }
     }
     this.committing = false;
+  }
+
+  /** Up to GROUP_WAIT_MS, ended early once no call is running or the group is full. */
+  private joined(): Promise<void> {
+    return new Promise((resolve) => {
+      const end = () => {
+        clearTimeout(timer);
+        if (this.wake === end) this.wake = null;
+        resolve();
+      };
+      const timer = setTimeout(end, GROUP_WAIT_MS);
+      this.wake = end;
+    });
   }
 }

@@ -190,7 +190,7 @@ export class UpstreamGateway {
    */
   async call(tool: ToolGate, args: Record<string, unknown> | undefined, caller: Caller, urlElicitation = false): Promise<CallToolResult> {
     const started = performance.now();
-    const { answer, outcome } = await this.answer(tool, args, caller);
+    const { answer, outcome } = await this.callAudit.during(() => this.answer(tool, args, caller));
     const seconds = (performance.now() - started) / 1000;
     this.metrics.upstreamCall(tool.upstream, outcome, seconds);
     if (outcome === 'ok' || outcome === 'unavailable') this.reached(tool.upstream, outcome === 'ok');
