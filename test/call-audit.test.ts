@@ -58,8 +58,12 @@ for (const driver of DRIVERS) {
       // before both rows are committed.
       const [a, b] = [pending(), pending()];
       let answered = 0;
-      const first = audited(audit, 'up/first', () => a.promise).then((r) => (answered++, r));
-      const second = audited(audit, 'up/second', () => b.promise).then((r) => (answered++, r));
+      const counted = (r: string) => {
+        answered++;
+        return r;
+      };
+      const first = audited(audit, 'up/first', () => a.promise).then(counted);
+      const second = audited(audit, 'up/second', () => b.promise).then(counted);
       a.end();
       for (let i = 0; i < 5; i++) await turn();
       assert.equal(answered, 0, 'the first call waits for its row');
