@@ -20,7 +20,7 @@
 // Options: --quick (smaller sizes and shorter runs, for a smoke check), --rounds N, --seconds S, --node-flags=… (part 1),
 // --only mcp|workers|search|scale|backfill|lookup|writes|binary|remote|upstream|statements|allocations (one part).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { copyFileSync, mkdtempSync, rmSync, existsSync, writeFileSync } from 'node:fs';
+import { closeSync, copyFileSync, mkdtempSync, openSync, readFileSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -85,13 +85,16 @@ type Mode = 'auth' | 'direct' | 'metrics' | 'nolog' | 'bare';
 
 function startServer(mode: Mode, url: string, port: number): Promise<ChildProcess> {
   const args = [process.execPath, ...NODE_FLAGS, '--import', 'tsx', join(import.meta.dirname, 'server.ts'), mode, url, String(port)];
+  // The request log goes to a file, as to a log collector of its own, and is shown only if the server fails: were
+  // it a pipe to this process, the load generator would read every request's line on its core, and svc's write
+  // would wait whenever the load generator was too busy to read.
+  const logFile = join(work, `mcp-${mode}.log`);
+  const out = openSync(logFile, 'w');
   const child = pin
-    ? spawn('taskset', ['-c', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
-    : spawn(args[0]!, args.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
-  // The request log goes to a pipe, as to a log collector; drained, and shown only if the server fails.
-  let errors = '';
-  child.stderr!.on('data', (d: Buffer) => (errors = (errors + d.toString()).slice(-4000)));
-  child.once('exit', (code) => code && process.stderr.write(errors));
+    ? spawn('taskset', ['-c', '0', ...args], { stdio: ['ignore', 'pipe', out] })
+    : spawn(args[0]!, args.slice(1), { stdio: ['ignore', 'pipe', out] });
+  closeSync(out);
+  child.once('exit', (code) => code && process.stderr.write(readFileSync(logFile, 'utf8').slice(-4000)));
   return new Promise((resolve, reject) => {
     child.stdout!.on('data', (d: Buffer) => d.toString().includes('ready') && resolve(child));
     child.once('exit', (code) => reject(new Error(`bench server exited with ${code}`)));

@@ -51,7 +51,7 @@ if (mode === 'bare') {
     { mode: 'serve' },
   );
   const database = await openDatabase(dbUrl, null);
-  // Logging as the shipped server does: one JSON line per request, to a pipe the bench drains.
+  // Logging as the shipped server does: one JSON line per request, to a file the bench opened for it.
   const log = createLogger(undefined, mode === 'nolog' ? 'warn' : 'info');
   const metrics =
     mode === 'metrics'
