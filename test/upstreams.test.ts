@@ -7,6 +7,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
+import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -15,6 +16,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { createToken } from '../src/store/tokens.ts';
 import { getUser, type User } from '../src/store/users.ts';
 import { tokenRecord } from './helpers/records.ts';
+import { canonicalJson } from '../src/domain/canonical-json.ts';
 import { launchChromium } from './helpers/chromium.ts';
 import { scrape } from './helpers/metrics.ts';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
@@ -678,6 +680,27 @@ identity = jwt
     assert.doesNotMatch(JSON.stringify(audit), /a-secret-argument/);
     const outcomes = new Set(audit.filter((e) => e.action === 'upstream.call').map((e) => e.detail.outcome));
     for (const o of ['ok', 'timeout', 'too_large', 'rate_limited', 'unavailable']) assert.ok(outcomes.has(o), o);
+  });
+
+  test('arguments nested thousands deep: the call that reached the upstream has its audit row', async () => {
+    let deep: unknown = 'bottom';
+    for (let i = 0; i < 4000; i++) deep = i % 2 ? [deep] : { k: deep };
+    const args = { deep };
+    const before = recorder.headers.length;
+    const agent = await mcpClient(svc.url, await svc.tokenFor(carol));
+    await agent.callTool({ name: 'recorder__ping', arguments: args });
+    await agent.close();
+    assert.ok(recorder.headers.length > before, 'the call reached the upstream');
+    const audit = JSON.parse((await svc.ws.svc(['audit', 'list', '--json'])).stdout) as {
+      action: string;
+      actor: string;
+      target: string;
+      detail: Record<string, unknown>;
+    }[];
+    const hash = createHash('sha256').update(canonicalJson(args)).digest('hex');
+    const row = audit.find((e) => e.action === 'upstream.call' && e.actor === 'carol' && e.detail.arguments_sha256 === hash);
+    assert.ok(row, 'an audit row with the hash of those arguments');
+    assert.equal(row.target, 'recorder/ping');
   });
 
   test('mcp-remote, a real stdio bridge, lists and calls upstream tools through svc', async () => {

@@ -1,16 +1,43 @@
 // One JSON text per value: object keys sorted at every depth, no spaces. What a fingerprint is taken over, so two
-// definitions that differ only in key order or spacing have the same fingerprint.
+// definitions that differ only in key order or spacing have the same fingerprint. Written without recursion: a
+// caller's arguments may nest as deep as a request body allows, and their hash must never fail (an upstream call
+// is audited with it).
 import { createHash } from 'node:crypto';
 
+/** What is left to write: a piece of text, or a value. */
+type Part = { readonly text: string } | { readonly value: unknown };
+
 export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v === undefined ? null : v)).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  const out: string[] = [];
+  const todo: Part[] = [{ value }];
+  for (let next = todo.pop(); next !== undefined; next = todo.pop()) {
+    if ('text' in next) {
+      out.push(next.text);
+      continue;
+    }
+    const v = next.value;
+    const parts: Part[] = [];
+    if (Array.isArray(v)) {
+      parts.push({ text: '[' });
+      for (let i = 0; i < v.length; i++) {
+        if (i > 0) parts.push({ text: ',' });
+        parts.push({ value: v[i] === undefined ? null : v[i] });
+      }
+      parts.push({ text: ']' });
+    } else if (v !== null && typeof v === 'object') {
+      const entries = Object.entries(v as Record<string, unknown>)
+        .filter(([, x]) => x !== undefined)
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      parts.push({ text: '{' });
+      for (const [i, [k, x]] of entries.entries()) parts.push({ text: `${i > 0 ? ',' : ''}${JSON.stringify(k)}:` }, { value: x });
+      parts.push({ text: '}' });
+    } else {
+      out.push(JSON.stringify(v) ?? 'null');
+      continue;
+    }
+    for (let i = parts.length - 1; i >= 0; i--) todo.push(parts[i]!);
   }
-  return JSON.stringify(value);
+  return out.join('');
 }
 
 /** The SHA-256 (hex) of a value's canonical JSON. */

@@ -3,11 +3,11 @@
 // upstream that is down, too slow, breaks the protocol, answers too much or is over the caller's rate gives that call
 // an `isError` result naming the upstream and the cause, never the upstream's own detail. Every call is audited with
 // the SHA-256 of its arguments, never the arguments.
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { ErrorCode, McpError, UrlElicitationRequiredError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { Database } from '../db/open.ts';
-import { canonicalJson } from '../domain/canonical-json.ts';
+import { fingerprint } from '../domain/canonical-json.ts';
 import type { Access } from '../domain/visibility.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/events.ts';
@@ -189,12 +189,14 @@ export class UpstreamGateway {
    * elicitation error (-32042) when the client declared URL elicitation, else with an isError result naming the URL.
    */
   async call(tool: ToolGate, args: Record<string, unknown> | undefined, caller: Caller, urlElicitation = false): Promise<CallToolResult> {
+    // Hashed before the upstream sees the call, so its audit row can always be written.
+    const argumentsSha256 = fingerprint(args ?? {});
     const started = performance.now();
     const { answer, outcome } = await this.callAudit.during(() => this.answer(tool, args, caller));
     const seconds = (performance.now() - started) / 1000;
     this.metrics.upstreamCall(tool.upstream, outcome, seconds);
     if (outcome === 'ok' || outcome === 'unavailable') this.reached(tool.upstream, outcome === 'ok');
-    await this.audit(tool, args, caller, outcome, Math.round(seconds * 1000));
+    await this.audit(tool, argumentsSha256, caller, outcome, Math.round(seconds * 1000));
     if (outcome === 'not_connected' && urlElicitation) throw this.elicitation(this.oauthOf(tool.upstream)!);
     return answer;
   }
@@ -307,10 +309,7 @@ export class UpstreamGateway {
     this.perPerson.clear();
   }
 
-  private async audit(tool: ToolGate, args: unknown, caller: Caller, outcome: string, durationMs: number): Promise<void> {
-    const argumentsSha256 = createHash('sha256')
-      .update(canonicalJson(args ?? {}))
-      .digest('hex');
+  private async audit(tool: ToolGate, argumentsSha256: string, caller: Caller, outcome: string, durationMs: number): Promise<void> {
     const credential = caller.tokenId === null ? caller.via : caller.tokenId;
     await this.callAudit.record({
       actor: caller.uid,
