@@ -1,5 +1,6 @@
 // The audit rows of upstream calls (upstream/call-audit.ts): every call waits until its row is committed; while
-// other calls are still running, a commit waits a moment for their rows to join it, and a call alone never waits.
+// other calls started moments ago are still running, a commit waits a moment for their rows to join it, and a call
+// alone, or beside only calls that have run long, never waits.
 // setTimeout is mocked, so the short wait passes only when a test says so: what is asserted is the order of
 // events, never a time.
 import { test, describe, mock } from 'node:test';
@@ -48,11 +49,19 @@ for (const driver of DRIVERS) {
       await database.migrate();
       mock.timers.enable({ apis: ['setTimeout'] });
       t.after(() => mock.timers.reset());
+      // Counts the transactions: rows that share one are committed together.
+      let commits = 0;
+      const write = database.write.bind(database);
+      database.write = ((fn, options) => {
+        commits++;
+        return write(fn, options);
+      }) as typeof database.write;
       const audit = new CallAudit(database);
 
       // Alone: committed without the group's wait (the mocked clock never moves here).
       assert.equal(await audited(audit, 'up/alone', async () => 'answered'), 'answered');
       assert.deepEqual(await targets(database), ['up/alone']);
+      assert.equal(commits, 1);
 
       // Two at once: the first to end waits for the second, which is still running, and neither is answered
       // before both rows are committed.
@@ -71,6 +80,7 @@ for (const driver of DRIVERS) {
       b.fail();
       assert.deepEqual(await Promise.all([first, second]), ['answered', 'refused']);
       assert.deepEqual(await targets(database), ['up/alone', 'up/first', 'up/second']);
+      assert.equal(commits, 2, 'both rows in one commit');
 
       // A call that keeps running holds the others only for the group's wait.
       const [c, slow] = [pending(), pending()];
@@ -82,6 +92,10 @@ for (const driver of DRIVERS) {
       mock.timers.tick(2);
       assert.equal(await third, 'answered');
       assert.deepEqual(await targets(database), ['up/alone', 'up/first', 'up/second', 'up/third']);
+      // Once it has run longer than a call that will soon end, a call still running holds no one.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 80);
+      assert.equal(await audited(audit, 'up/later', async () => 'answered'), 'answered');
+      assert.deepEqual((await targets(database)).slice(-1), ['up/later']);
       slow.end();
       await hanging;
       assert.deepEqual((await targets(database)).slice(-1), ['up/slow']);

@@ -8,32 +8,45 @@ import { recordAudits, type AuditEvent } from '../store/audit.ts';
 const GROUP_MAX = 200;
 
 /**
- * How long a commit waits for calls still running to join it, when there are any. A commit's sync holds the event
+ * How long a commit waits for calls still running to join it, when there are young ones. A commit's sync holds the event
  * loop (the embedded driver is synchronous), so under load fewer, larger groups leave svc more time for the calls
  * themselves; a call alone is never held (docs/performance.md, "Upstream calls").
  */
 const GROUP_WAIT_MS = 2;
+/**
+ * Only calls started this recently are waited for: one running longer (a tool that takes seconds) is unlikely to
+ * end within the wait, and must not hold every other call's answer while it runs.
+ */
+const YOUNG_MS = 50;
 
 export class CallAudit {
   private waiting: { event: AuditEvent; at: number; done: (e?: unknown) => void }[] = [];
   private committing = false;
-  /** calls started whose rows are not handed over yet */
-  private running = 0;
-  /** ends a commit's wait early: every running call has handed over its row, or the group is full */
+  /** when each call still running started (its rows are not handed over yet) */
+  private readonly running = new Set<{ readonly started: number }>();
+  /** ends a commit's wait early: every young call has handed over its row, or the group is full */
   private wake: (() => void) | null = null;
 
   constructor(private readonly database: Database) {}
 
   /** Counts the call while it runs, so that a commit started meanwhile may wait for its row. */
   async during<T>(call: () => Promise<T>): Promise<T> {
-    this.running++;
+    const me = { started: performance.now() };
+    this.running.add(me);
     try {
       return await call();
     } finally {
-      this.running--;
+      this.running.delete(me);
       // Its row is recorded in a later microtask: the wait ends once that has happened.
-      if (this.running === 0 && this.wake) setImmediate(this.wake);
+      if (this.wake && !this.youngRunning()) setImmediate(this.wake);
     }
+  }
+
+  /** Whether a call started within YOUNG_MS is still running. */
+  private youngRunning(): boolean {
+    const since = performance.now() - YOUNG_MS;
+    for (const call of this.running) if (call.started >= since) return true;
+    return false;
   }
 
   /** Resolves once the row is committed; rejects when its transaction failed. */
@@ -50,7 +63,7 @@ export class CallAudit {
     // Let the calls that end in this turn of the event loop join the group, and while other calls are still
     // running, wait a little for them too.
     await new Promise((r) => setImmediate(r));
-    if (this.running > 0 && this.waiting.length < GROUP_MAX) await this.joined();
+    if (this.waiting.length < GROUP_MAX && this.youngRunning()) await this.joined();
     while (this.waiting.length > 0) {
       const group = this.waiting.splice(0, GROUP_MAX);
       try {
@@ -63,7 +76,7 @@ export class CallAudit {
     this.committing = false;
   }
 
-  /** Up to GROUP_WAIT_MS, ended early once no call is running or the group is full. */
+  /** Up to GROUP_WAIT_MS, ended early once no young call is running or the group is full. */
   private joined(): Promise<void> {
     return new Promise((resolve) => {
       const end = () => {
