@@ -88,38 +88,31 @@ function guarded<A extends unknown[], R>(log: Logger, what: string, handler: (..
 /** What the handlers of every request share: the store, the cursor key, and where failures are told. */
 interface Shared {
   readonly db: Db;
-  readonly cursorKey: Buffer;
-  readonly log: Logger;
-}
-
-/** Who is calling, for one request: what its handlers read with. */
-interface Caller {
-  readonly principal: Principal;
-  readonly access: Access;
-  /** the client declared URL elicitation when it opened its session: a needed connection is asked for that way */
-  readonly urlElicitation: boolean;
-  /** the caller's client address, for the audit rows of upstream calls */
-  readonly peer: string;
-  /** aborted when the request's client has gone: a broad search stops at its next turn */
-  readonly signal: (() => AbortSignal) | undefined;
-}
-
-export interface McpOptions {
-  readonly db: Db;
   /** signs resources/list cursors (see cursor.ts) */
   readonly cursorKey: Buffer;
   /** gets what a failed handler could not tell */
   readonly log: Logger;
+}
+
+export interface McpOptions extends Shared {
   /** the upstreams' tools, merged after svc's own; null without [upstream] sections */
   readonly upstreams: UpstreamGateway | null;
 }
 
+/** Who is calling, as the route knows it. */
 export interface McpRequest {
   readonly principal: Principal;
+  /** the client declared URL elicitation when it opened its session: a needed connection is asked for that way */
   readonly urlElicitation: boolean;
+  /** the caller's client address, for the audit rows of upstream calls */
   readonly peer: string;
-  /** read only by a broad search, so the request makes its AbortSignal only when asked */
+  /** aborted when the request's client has gone (a broad search stops at its next turn); made only when asked */
   readonly signal?: () => AbortSignal;
+}
+
+/** Who is calling, for one request: what its handlers read with. */
+interface Caller extends McpRequest {
+  readonly access: Access;
 }
 
 /** The key under which a message's caller travels in the AuthInfo the transport hands each handler. */
@@ -127,11 +120,12 @@ const CALLER = 'svc.caller';
 
 /**
  * The caller of the request this message came in: set by `answer` for this request's transport, so it is never
- * another request's. Without one (which `answer` never allows) the handler fails rather than guess.
+ * another request's. Without one (which `answer` never allows) the handler fails rather than guess: every handler
+ * calls this inside `guarded`, which logs the failure and answers in svc's own words.
  */
 function callerOf(extra: { authInfo?: AuthInfo }): Caller {
   const caller = extra.authInfo?.extra?.[CALLER];
-  if (caller === undefined) throw new McpError(ErrorCode.InternalError, 'svc failed to answer this call; its log has details');
+  if (caller === undefined) throw new Error('an MCP message came without its caller');
   return caller as Caller;
 }
 
@@ -150,10 +144,10 @@ export interface McpEndpoint {
 export function mcpEndpoint(options: McpOptions): McpEndpoint {
   const idle: McpServer[] = [];
   return {
-    async answer(request, parsedBody, { principal, urlElicitation, peer, signal }) {
+    async answer(request, parsedBody, from) {
       // Labels come from the user record read for this very request, so a label change applies on the next call; a
       // token's restriction narrows them inside every query.
-      const caller: Caller = { principal, access: accessOf(principal), urlElicitation, peer, signal };
+      const caller: Caller = { ...from, access: accessOf(from.principal) };
       const server = idle.pop() ?? buildMcpServer(options);
       const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       await server.connect(transport);
@@ -205,13 +199,12 @@ function buildMcpServer(options: McpOptions): McpServer {
     instructions:
       'svc holds documents you may be allowed to read. Use `search` to find documents by words, then `fetch` to read one in full by its id. `whoami` tells whose access you are using.',
   });
-  const shared: Shared = { db: options.db, cursorKey: options.cursorKey, log: options.log };
   const own = options.upstreams ? ownToolHandlers(server) : null;
-  registerWhoami(server, shared);
-  registerSearch(server, shared);
-  registerFetch(server, shared);
-  registerResources(server, shared);
-  if (own && options.upstreams) mergeUpstreamTools(server, shared, own, options.upstreams);
+  registerWhoami(server, options);
+  registerSearch(server, options);
+  registerFetch(server, options);
+  registerResources(server, options);
+  if (own && options.upstreams) mergeUpstreamTools(server, options, own, options.upstreams);
   // The stateless endpoint can never send a notification, so none is announced (McpServer announces tools'
   // listChanged as soon as a tool is registered).
   server.server.registerCapabilities({ tools: { listChanged: false }, resources: { listChanged: false } });

@@ -7,6 +7,7 @@ import { MCP, policyFor } from '../policy.ts';
 import { newSessionId, checkSessionId, declaresUrlElicitation, sessionIdKey } from '../../mcp/session-id.ts';
 import { cursorKey } from '../../mcp/cursor.ts';
 import { batchRefusal, opensSession } from '../../mcp/batch.ts';
+import type { McpEndpoint } from '../../mcp/server.ts';
 
 /**
  * The MCP SDK (with zod and Ajv) is loaded on the first /mcp request: a server that has not served MCP yet keeps
@@ -40,7 +41,7 @@ export function mcpRoutes(services: Services): Hono<Env> {
   const app = new Hono<Env>();
   // The session-id key, and the resources/list cursor key derived from it: read once, on the first request.
   let keys: Promise<{ session: Buffer; cursor: Buffer }> | null = null;
-  let endpoint: Promise<import('../../mcp/server.ts').McpEndpoint> | null = null;
+  let endpoint: Promise<McpEndpoint> | null = null;
   const { oauth, baseUrl } = { oauth: services.config.auth.oauth, baseUrl: services.config.server.baseUrl };
   // Each endpoint with the guard options that say how it answers: a token needs the `mcp` scope on both.
   const oauthGuard = (path: string) => ({ challenge: oauthChallenge(baseUrl, path), resourceMetadata: resourceMetadataUrl(baseUrl, path) });
