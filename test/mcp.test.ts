@@ -36,6 +36,12 @@ const ITEMS: Record<string, string[]> = {
   both: ['eng', 'finance'],
   board: ['board', 'eng', 'finance'],
 };
+/** The ids of the items a user with these labels may see, by the one access rule. */
+const visibleIds = (labels: string[]) =>
+  Object.keys(ITEMS)
+    .filter((id) => visible(ITEMS[id]!, labels))
+    .sort();
+
 const USERS: Record<string, string[]> = {
   nolabels: [],
   enguser: ['eng'],
@@ -133,9 +139,7 @@ describe('/mcp', () => {
   test('every user/item pair, both ways: search, fetch and resources agree with the rule', async () => {
     for (const [uid, labels] of Object.entries(USERS)) {
       const { client } = await connectAs(s.url, bearer(tokens[uid]!));
-      const expected = Object.keys(ITEMS)
-        .filter((id) => visible(ITEMS[id]!, labels))
-        .sort();
+      const expected = visibleIds(labels);
       const search = await call(client, 'search', { query: 'quarterly report', limit: 50 });
       const results = (search.structuredContent as { results: { id: string; title: string; snippet: string }[] }).results;
       assert.deepEqual(results.map((r) => r.id).sort(), expected, `search as ${uid}`);
@@ -184,9 +188,7 @@ describe('/mcp', () => {
     for (let round = 0; round < 6; round++) {
       const calls: Promise<void>[] = [];
       for (const [uid, labels] of Object.entries(USERS)) {
-        const expected = Object.keys(ITEMS)
-          .filter((id) => visible(ITEMS[id]!, labels))
-          .sort();
+        const expected = visibleIds(labels);
         calls.push(
           (async () => {
             const who = await rpc(uid, 'tools/call', { name: 'whoami', arguments: {} });

@@ -7,7 +7,6 @@
 // credential each was started with (the same `token_env` in the same section, a different value in each environment).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { createServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -17,7 +16,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
-import { canonicalJson, fingerprint } from '../src/domain/canonical-json.ts';
+import { fingerprint } from '../src/domain/canonical-json.ts';
 import { install, serveTogether, sourceRunner, sqlOn, type Installation, type ServeProcess } from './helpers/installation.ts';
 import { startSqld, type Sqld } from './helpers/sqld.ts';
 import { bearer } from './helpers/http.ts';
@@ -141,7 +140,6 @@ async function mcpClient(url: string, token: string): Promise<Client> {
 }
 
 const text = (r: unknown) => ((r as CallToolResult).content[0] as { text: string }).text;
-const argumentsSha256 = (args: Record<string, unknown>) => createHash('sha256').update(canonicalJson(args)).digest('hex');
 
 describe('upstream tools on two instances on one sqld', () => {
   let sqld: Sqld;
@@ -400,14 +398,14 @@ refresh = 1s
     const calls = (await audit()).filter((e) => e.action === 'upstream.call');
     assert.equal(calls.length, forwarded.length, JSON.stringify(calls));
     for (const { args } of forwarded) {
-      const mine = calls.filter((e) => e.detail?.arguments_sha256 === argumentsSha256(args));
+      const mine = calls.filter((e) => e.detail?.arguments_sha256 === fingerprint(args));
       assert.equal(mine.length, 1, `one row for the call with ${JSON.stringify(args)}`);
       assert.equal(mine[0]!.actor, 'alice');
       assert.equal(mine[0]!.target, `tracker/${'who' in args ? 'greet' : 'add'}`);
       assert.equal(mine[0]!.detail!.outcome, 'ok');
       assert.match(String(mine[0]!.detail!.credential), /^tok_/);
     }
-    const refusedHashes = new Set(refused.map(argumentsSha256));
+    const refusedHashes = new Set(refused.map((args) => fingerprint(args)));
     assert.deepEqual(
       calls.filter((e) => refusedHashes.has(String(e.detail?.arguments_sha256))),
       [],
