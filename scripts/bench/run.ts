@@ -631,11 +631,13 @@ async function hiddenWordTiming(path: string, database: Database, access: Access
 /** A database with `count` tokens and 100 real ones; returns a function timing one batch of lookups (µs each). */
 async function tokenTable(count: number): Promise<{ batch(): Promise<number>; close(): void }> {
   const { path, database, close } = await prepareDb(`tokens-${count}`);
+  // The filler tokens belong to a user of their own: one user may hold at most ACTIVE_TOKENS_MAX active tokens.
+  const filler = await database.write((tx) => createUser(tx, { ...benchUser(['eng']), uid: 'filler', email: 'filler@example.com' }));
   const user = await database.write((tx) => createUser(tx, benchUser(['eng'])));
   const raw = new Sqlite(path);
   const insert = raw.prepare('INSERT INTO tokens (id, hash, user_id, name, created_at) VALUES (?, ?, ?, ?, ?)');
   raw.exec('BEGIN');
-  for (let i = 0; i < count - 100; i++) insert.run(`tok_filler${i}`, storedHash(randomBytes(20).toString('hex')), user.id, 'filler', i);
+  for (let i = 0; i < count - 100; i++) insert.run(`tok_filler${i}`, storedHash(randomBytes(20).toString('hex')), filler.id, 'filler', i);
   raw.exec('COMMIT');
   raw.close();
   const real: string[] = [];
@@ -677,7 +679,13 @@ async function benchLookup(): Promise<void> {
 
 async function benchWrites(): Promise<void> {
   const { path, database, close } = await prepareDb('writes');
-  const user = await database.write((tx) => createUser(tx, benchUser([])));
+  // One user may hold at most ACTIVE_TOKENS_MAX active tokens: the mints go to a new user every 100, and the plain
+  // inserts to a user of their own.
+  const users: number[] = [];
+  for (let i = 0; i <= 4; i++) {
+    const made = await database.write((tx) => createUser(tx, { ...benchUser([]), uid: `writer${i}`, email: `writer${i}@example.com` }));
+    users.push(made.id);
+  }
   const plain = new Sqlite(path);
   plain.exec('PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;');
   const insert = plain.prepare('INSERT INTO tokens (id, hash, user_id, name, created_at) VALUES (?, ?, ?, ?, ?)');
@@ -686,10 +694,10 @@ async function benchWrites(): Promise<void> {
   for (let i = 0; i < n; i++) {
     // Interleaved, so both see the same disk and machine state.
     let t = performance.now();
-    await database.write((tx) => createToken(tx, user.id, benchToken(`svc${i}`)));
+    await database.write((tx) => createToken(tx, users[1 + Math.floor(i / 100)]!, benchToken(`svc${i}`)));
     times.svc.push(performance.now() - t);
     t = performance.now();
-    insert.run(`tok_plain${i}`, storedHash(randomBytes(20).toString('hex')), user.id, `plain${i}`, Date.now());
+    insert.run(`tok_plain${i}`, storedHash(randomBytes(20).toString('hex')), users[0]!, `plain${i}`, Date.now());
     times.plain.push(performance.now() - t);
   }
   plain.close();
