@@ -105,6 +105,46 @@ describe('the libsql binding (0.5.29) and the connection that replaces itself', 
     connection.close();
     void kept;
   });
+
+  test('a text is prepared once per connection: queries of it share the statement, each in its own mode, and see later commits', async () => {
+    const path = join(dir, 'kept.db');
+    execFileSync('sqlite3', [path, 'PRAGMA journal_mode = WAL; CREATE TABLE t (x); INSERT INTO t VALUES (1), (2);']);
+    let prepared = 0;
+    const connection = replacingConnection(
+      () => {
+        const raw = new Sqlite(path);
+        const prepare = raw.prepare.bind(raw);
+        raw.prepare = (text: string) => {
+          prepared++;
+          return prepare(text);
+        };
+        return raw as never;
+      },
+      { replaceOnFailure: true },
+    );
+    type Query = { raw(on?: boolean): Query; get(): unknown; all(): unknown[] };
+    const text = 'SELECT x FROM t ORDER BY x';
+    const rows = connection.prepare(text) as Query;
+    const values = (connection.prepare(text) as Query).raw();
+    assert.equal(prepared, 1, 'the second query of the same text reused the statement');
+    // Interleaved, each keeps its own shape although they share one statement.
+    assert.deepEqual(values.all(), [[1], [2]]);
+    assert.deepEqual(
+      rows.all().map((r) => ({ x: (r as { x: number }).x })),
+      [{ x: 1 }, { x: 2 }],
+    );
+    assert.deepEqual(values.get(), [1]);
+    // A get() stops after the first row; the kept statement holds no snapshot open after it.
+    await sqlite3(path, 'INSERT INTO t VALUES (0);');
+    assert.deepEqual(values.all(), [[0], [1], [2]], 'sees a row committed by another process since its last use');
+    // A replaced connection starts with none kept: the statement is prepared again, on the new connection.
+    const kept = await busyStatement(path, connection);
+    const before = prepared;
+    assert.deepEqual(values.all(), [[0], [1], [2]]);
+    assert.ok(prepared > before, 'prepared again after the connection was replaced');
+    connection.close();
+    void kept;
+  });
 });
 
 describe('Database.write', () => {

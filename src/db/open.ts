@@ -167,11 +167,12 @@ async function openEmbedded(path: string, events: DatabaseEvents): Promise<Opene
     { replaceOnFailure: false, sent: () => events.databaseStatements('write', 1) },
   );
   const writeDb = drizzle({ client: writer as never, schema });
-  // mmap: reads of large indexes (a million tokens) become page lookups instead of read() calls.
+  // No mmap: after every commit on the writer, SQLite unmaps and maps the file again at the reader's next read
+  // (~30 µs, with its pages faulted in anew), and at a million tokens it read no faster (docs/performance.md).
   const reader = inMemory
     ? writer
     : replacingConnection(
-        opener('PRAGMA foreign_keys = ON; PRAGMA mmap_size = 268435456; PRAGMA busy_timeout = 250; PRAGMA query_only = ON;'),
+        opener('PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 250; PRAGMA query_only = ON;'),
         { replaceOnFailure: true, sent: () => events.databaseStatements('read', 1) },
       );
   const readDb = inMemory ? writeDb : drizzle({ client: reader as never, schema });
