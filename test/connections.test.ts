@@ -26,6 +26,22 @@ describe('the client address behind trusted proxies', () => {
     assert.equal(clientAddress('127.0.0.1', 'unknown, 10.0.0.1', trusted), '10.0.0.1', 'garbage stops at the proxy that added it');
     assert.equal(clientAddress('127.0.0.1', '10.0.0.1, 10.0.0.2', trusted), '10.0.0.1');
   });
+
+  test('a matcher answers the same when asked again, past what it remembers, and with no entries trusts no one', () => {
+    const trusted = addressMatcher(['10.0.0.0/8', '2001:db8::/32']);
+    const expect = (a: string) => a.startsWith('10.') || a.startsWith('::ffff:10.') || a.startsWith('2001:db8:');
+    const addresses: string[] = [];
+    for (let i = 0; i < 6000; i++) {
+      const n = `${(i >> 8) & 255}.${i & 255}`;
+      addresses.push(`10.0.${n}`, `11.0.${n}`, `::ffff:10.9.${n}`, `2001:db8::${i.toString(16)}`, `2001:db9::${i.toString(16)}`);
+    }
+    for (let round = 0; round < 2; round++)
+      for (const a of addresses) assert.equal(trusted(a), expect(a), `round ${round}: ${a}`);
+    assert.equal(trusted('not an address'), false);
+    assert.equal(trusted('not an address'), false);
+    const none = addressMatcher([]);
+    for (const a of ['127.0.0.1', '::1', '10.0.0.1']) assert.equal(none(a), false);
+  });
 });
 
 describe('per-address limits count an IPv6 client by its /64', () => {

@@ -21,17 +21,33 @@ export function parseNetwork(text: string): { address: string; prefix: number; f
   return { address, prefix, family: version === 4 ? 'ipv4' : 'ipv6' };
 }
 
+/** How many answers a matcher remembers before it starts over (a peer's address repeats on every request). */
+const MATCHER_MEMORY = 4096;
+
 /** A test for "is this peer one of these addresses or networks"; entries must have passed parseNetwork. */
 export function addressMatcher(entries: readonly string[]): (address: string) => boolean {
   const list = new BlockList();
+  let networks = 0;
   for (const entry of entries) {
     const n = parseNetwork(entry);
-    if (n) list.addSubnet(n.address, n.prefix, n.family);
+    if (n) {
+      list.addSubnet(n.address, n.prefix, n.family);
+      networks++;
+    }
   }
+  if (networks === 0) return () => false;
+  // BlockList.check builds a SocketAddress each time; the answer for an address never changes, so it is kept.
+  const known = new Map<string, boolean>();
   return (address) => {
-    const a = normalizeIp(address);
-    const family = isIP(a);
-    return family !== 0 && list.check(a, family === 6 ? 'ipv6' : 'ipv4');
+    let answer = known.get(address);
+    if (answer === undefined) {
+      const a = normalizeIp(address);
+      const family = isIP(a);
+      answer = family !== 0 && list.check(a, family === 6 ? 'ipv6' : 'ipv4');
+      if (known.size >= MATCHER_MEMORY) known.clear();
+      known.set(address, answer);
+    }
+    return answer;
   };
 }
 
