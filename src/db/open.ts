@@ -171,10 +171,10 @@ async function openEmbedded(path: string, events: DatabaseEvents): Promise<Opene
   // (~30 µs, with its pages faulted in anew), and at a million tokens it read no faster (docs/performance.md).
   const reader = inMemory
     ? writer
-    : replacingConnection(
-        opener('PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 250; PRAGMA query_only = ON;'),
-        { replaceOnFailure: true, sent: () => events.databaseStatements('read', 1) },
-      );
+    : replacingConnection(opener('PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 250; PRAGMA query_only = ON;'), {
+        replaceOnFailure: true,
+        sent: () => events.databaseStatements('read', 1),
+      });
   const readDb = inMemory ? writeDb : drizzle({ client: reader as never, schema });
   const opened = inMemory ? null : fileIdentity(path);
   const transaction = embeddedTransactions(path, writer, writeDb as unknown as Tx, events);
