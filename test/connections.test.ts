@@ -35,8 +35,9 @@ describe('the client address behind trusted proxies', () => {
       const n = `${(i >> 8) & 255}.${i & 255}`;
       addresses.push(`10.0.${n}`, `11.0.${n}`, `::ffff:10.9.${n}`, `2001:db8::${i.toString(16)}`, `2001:db9::${i.toString(16)}`);
     }
-    for (let round = 0; round < 2; round++)
+    for (const round of [1, 2]) {
       for (const a of addresses) assert.equal(trusted(a), expect(a), `round ${round}: ${a}`);
+    }
     assert.equal(trusted('not an address'), false);
     assert.equal(trusted('not an address'), false);
     const none = addressMatcher([]);
