@@ -145,6 +145,53 @@ describe('the libsql binding (0.5.29) and the connection that replaces itself', 
     connection.close();
     void kept;
   });
+
+  // The binding's get() binds its values only on a statement that was reset: after an all() or a run() of the same
+  // statement, or a failed get(), it ran the last call's values again (found by a review; red with the statements
+  // shared as they were first).
+  test('a get() answers for its own values after an all(), a run() or a failed get() of the same text', async () => {
+    const path = join(dir, 'kept-values.db');
+    execFileSync('sqlite3', [
+      path,
+      "PRAGMA journal_mode = WAL; CREATE TABLE t (k TEXT PRIMARY KEY, owner TEXT); INSERT INTO t VALUES ('a', 'alice'), ('b', 'bob');",
+    ]);
+    const connection = replacingConnection(() => new Sqlite(path) as never, { replaceOnFailure: true });
+    type Query = { get(...v: unknown[]): unknown; all(...v: unknown[]): unknown[]; run(...v: unknown[]): unknown };
+    const text = 'SELECT k, owner FROM t WHERE k = ?';
+    const owner = (row: unknown) => (row as { owner?: string } | undefined)?.owner;
+    const one = connection.prepare(text) as Query;
+    const other = connection.prepare(text) as Query;
+    assert.equal(owner(one.get('a')), 'alice');
+    assert.deepEqual(
+      other.all('a').map((r) => owner(r)),
+      ['alice'],
+    );
+    assert.equal(owner(one.get('b')), 'bob', 'after an all() of the text with other values');
+    other.all('a');
+    assert.equal(one.get('nobody'), undefined, 'a key with no row finds none after an all() that found one');
+    assert.equal(owner(one.get('a')), 'alice');
+    // run() stops a statement that returns rows after its first row: the reader is replaced, later commits are seen.
+    other.run('a');
+    assert.equal(owner(one.get('b')), 'bob', 'after a run() of the text');
+    await sqlite3(path, "INSERT INTO t VALUES ('c', 'carol');");
+    assert.equal(owner(one.get('c')), 'carol', 'and a row committed since by another process');
+    connection.close();
+
+    // On the writer, a get() that fails (a unique constraint, which leaves the transaction going) leaves nothing
+    // for the next get() of its text.
+    const writer = replacingConnection(() => new Sqlite(path) as never, { replaceOnFailure: false });
+    const insert = writer.prepare('INSERT INTO t (k, owner) VALUES (?, ?) RETURNING k') as Query;
+    writer.exec('BEGIN IMMEDIATE');
+    assert.equal((insert.get('d', 'dan') as { k: string }).k, 'd');
+    assert.throws(() => insert.get('a', 'mallory'), /UNIQUE constraint failed/);
+    assert.equal((insert.get('e', 'eve') as { k: string }).k, 'e', 'inserts its own values, not the failed ones');
+    writer.exec('COMMIT');
+    writer.close();
+    assert.equal(
+      await sqlite3(path, 'SELECT group_concat(k || "=" || owner) FROM (SELECT * FROM t ORDER BY k);'),
+      'a=alice,b=bob,c=carol,d=dan,e=eve',
+    );
+  });
 });
 
 describe('Database.write', () => {

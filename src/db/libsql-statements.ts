@@ -13,10 +13,18 @@
 //
 // Drizzle prepares every query it runs (its text is the same each time, the values are bound). Preparing costs
 // SQLite a compile, ~10–40 µs for svc's statements, so each connection keeps the statements it prepared by their
-// text, and a fresh connection starts with none. Sharing one is safe: every call binds all of a statement's
-// values and runs it to its end or resets it, synchronously, and nothing here iterates.
+// text, and a fresh connection starts with none. What makes sharing one safe:
+// - The binding's run() and all() reset a statement before binding its values; its get() does not (it resets
+//   only after it succeeded). A get() on a statement left by an all(), a run() or a failure would bind nothing
+//   and answer for the last call's values, so such a get() prepares the statement anew (`ready` below).
+// - run() stops a statement that returns rows after its first row, in progress: the connection is then treated
+//   as after a failure (a reader replaced at once, the writer when its transaction ends).
+// - Every query of a text binds all of its values (drizzle does): a value bound by an earlier call is not cleared.
+// - Calls are synchronous and nothing here iterates, so no two queries use a statement at once.
 
 interface LibsqlStatement {
+  /** whether it returns rows */
+  readonly reader: boolean;
   raw(on?: boolean): LibsqlStatement;
   run(...params: unknown[]): unknown;
   get(...params: unknown[]): unknown;
@@ -48,11 +56,18 @@ const endsCleanly = (e: unknown) => String((e as { code?: unknown })?.code ?? ''
 /** How many prepared statements a connection keeps (svc runs a few dozen distinct ones). */
 const KEPT_STATEMENTS = 256;
 
-/** A statement prepared on the connection, shared by every query of its text; `raw` is the mode it is in. */
+/** A statement prepared on the connection, shared by every query of its text. */
 interface Kept {
   readonly statement: LibsqlStatement;
+  readonly returnsRows: boolean;
+  /** the row mode it is in */
   raw: boolean;
+  /** reset with nothing left of an earlier call: new, or after a get() that succeeded */
+  ready: boolean;
 }
+
+/** What a connection is told when run() left a statement in progress. */
+const LEFT_IN_PROGRESS = new Error('run() stopped a statement that returns rows after its first row');
 
 class ReplacingConnection implements Connection {
   private current: LibsqlDatabase;
@@ -81,11 +96,13 @@ class ReplacingConnection implements Connection {
     return new Statement(this, sql);
   }
 
-  /** The statement of this text on the current connection, prepared once. */
-  statement(sql: string): Kept {
-    let kept = this.kept.get(sql);
+  /** The statement of this text on the current connection, prepared once, or prepared anew when `fresh`. */
+  statement(sql: string, fresh = false): Kept {
+    let kept = fresh ? undefined : this.kept.get(sql);
     if (kept === undefined) {
-      kept = { statement: this.current.prepare(sql), raw: false };
+      const statement = this.current.prepare(sql);
+      kept = { statement, returnsRows: statement.reader, raw: false, ready: true };
+      this.kept.delete(sql);
       // The oldest goes first; a query that still holds it keeps it until the connection is replaced.
       if (this.kept.size >= KEPT_STATEMENTS) this.kept.delete(this.kept.keys().next().value as string);
       this.kept.set(sql, kept);
@@ -135,17 +152,23 @@ class Statement {
     this.generation = connection.generation;
   }
 
-  /** The statement on the current connection, in this query's mode (another query of its text may have changed it). */
-  private current(): LibsqlStatement {
+  /**
+   * The statement on the current connection, in this query's mode (another query of its text may have changed it);
+   * for a get(), one that is ready.
+   */
+  private current(forGet: boolean): Kept {
     if (this.generation !== this.connection.generation) {
       this.kept = this.connection.statement(this.sql);
       this.generation = this.connection.generation;
     }
+    if (forGet && !this.kept.ready) this.kept = this.connection.statement(this.sql, true);
     if (this.kept.raw !== this.rawMode) {
       this.kept.statement.raw(this.rawMode);
       this.kept.raw = this.rawMode;
     }
-    return this.kept.statement;
+    // Not ready until a get() has succeeded on it: whatever follows (a result, an error) leaves it unreset.
+    this.kept.ready = false;
+    return this.kept;
   }
 
   raw(on?: boolean): this {
@@ -154,15 +177,22 @@ class Statement {
   }
 
   run(...params: unknown[]): unknown {
-    return this.guard(() => this.current().run(...params));
+    const kept = this.current(false);
+    const result = this.guard(() => kept.statement.run(...params));
+    if (kept.returnsRows) this.connection.failed(LEFT_IN_PROGRESS);
+    return result;
   }
 
   get(...params: unknown[]): unknown {
-    return this.guard(() => this.current().get(...params));
+    const kept = this.current(true);
+    const row = this.guard(() => kept.statement.get(...params));
+    kept.ready = true;
+    return row;
   }
 
   all(...params: unknown[]): unknown[] {
-    return this.guard(() => this.current().all(...params));
+    const kept = this.current(false);
+    return this.guard(() => kept.statement.all(...params));
   }
 
   private guard<T>(call: () => T): T {
