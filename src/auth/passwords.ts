@@ -4,7 +4,12 @@
 // executable, unpack it).
 import { availableParallelism } from 'node:os';
 
-const argon2 = () => import('@node-rs/argon2');
+let loaded: Promise<typeof import('@node-rs/argon2')> | null = null;
+/** The addon, imported once: every later call has it after a microtask, not another trip through the loader. */
+const argon2 = () => {
+  loaded ??= import('@node-rs/argon2');
+  return loaded;
+};
 
 /**
  * Hashes at once. libuv's thread pool (UV_THREADPOOL_SIZE threads, 4 unless set) also makes every WebCrypto
