@@ -194,6 +194,40 @@ describe('the libsql binding (0.5.29) and the connection that replaces itself', 
   });
 });
 
+describe('the connection that replaces itself, when reopening fails (found by a review)', () => {
+  test('no statement of the dropped connection answers again: reads fail until the file opens, then see every commit', async () => {
+    const path = join(dir, 'reopen.db');
+    execFileSync('sqlite3', [
+      path,
+      "PRAGMA journal_mode = WAL; CREATE TABLE t (k TEXT PRIMARY KEY, revoked INTEGER); INSERT INTO t VALUES ('tok', 0);",
+    ]);
+    let refuse = false;
+    const connection = replacingConnection(
+      () => {
+        if (refuse) throw Object.assign(new Error('cannot open the database (EMFILE)'), { code: 'EMFILE' });
+        return new Sqlite(path) as never;
+      },
+      { replaceOnFailure: true },
+    );
+    type Query = { get(...v: unknown[]): unknown; run(...v: unknown[]): unknown };
+    const lookup = connection.prepare('SELECT revoked FROM t WHERE k = ?') as Query; // prepared once, as the bearer lookup
+    const revoked = () => (lookup.get('tok') as { revoked: number }).revoked;
+    assert.equal(revoked(), 0);
+    // A statement left in progress holds the old connection's snapshot, even after its close().
+    refuse = true;
+    try {
+      (connection.prepare('SELECT k FROM t') as Query).run();
+    } catch {
+      // whether the call that replaced the connection says the open failed is not the point here
+    }
+    await sqlite3(path, "UPDATE t SET revoked = 1 WHERE k = 'tok';");
+    assert.throws(() => revoked(), /EMFILE/, 'while the file cannot be opened, a read fails rather than answering from before');
+    refuse = false;
+    assert.equal(revoked(), 1, 'once it opens, the read sees the change committed meanwhile');
+    connection.close();
+  });
+});
+
 describe('Database.write', () => {
   let database: Database;
   let path: string;
@@ -226,6 +260,19 @@ describe('Database.write', () => {
     assert.equal(await sqlite3(path, "SELECT count(*) FROM uids WHERE uid = 'left-open';"), '0');
     await database.write((tx) => createUser(tx, userRecord({ uid: 'after', email: 'after@example.com' })));
     assert.match(await users(), /after/);
+  });
+
+  test('a committed write that left a statement in progress (run() of a SELECT) does not leave later writes stale', async () => {
+    await database.write((tx) => createUser(tx, userRecord({ uid: 'before-run', email: 'before-run@example.com' })));
+    await database.write(async (tx) => {
+      await tx.run(sql`SELECT uid FROM users`); // a row to stop at
+      await createUser(tx, userRecord({ uid: 'inprogress', email: 'inprogress@example.com' }));
+    });
+    // Another process commits; the writer's next transactions must not start from a snapshot older than that.
+    await sqlite3(path, "INSERT INTO uids (uid, reserved_at) VALUES ('from-cli', 1);");
+    for (const uid of ['later1', 'later2'])
+      await database.write((tx) => createUser(tx, userRecord({ uid, email: `${uid}@example.com` })), { waitMs: 500 });
+    assert.match(await users(), /inprogress.*later1.*later2/);
   });
 
   test('a failed transaction keeps nothing of what it did', async () => {

@@ -70,7 +70,9 @@ interface Kept {
 const LEFT_IN_PROGRESS = new Error('run() stopped a statement that returns rows after its first row');
 
 class ReplacingConnection implements Connection {
-  private current: LibsqlDatabase;
+  /** null after a replacement whose open failed: the next use opens it */
+  private current: LibsqlDatabase | null;
+  private closed = false;
   private kept = new Map<string, Kept>();
   generation = 0;
   suspect = false;
@@ -84,12 +86,14 @@ class ReplacingConnection implements Connection {
     this.current = open();
   }
 
-  get raw(): LibsqlDatabase {
+  private database(): LibsqlDatabase {
+    if (this.closed) throw new Error('the database connection is closed');
+    this.current ??= this.open();
     return this.current;
   }
 
   get inTransaction(): boolean {
-    return this.current.inTransaction;
+    return this.current?.inTransaction ?? false;
   }
 
   prepare(sql: string): unknown {
@@ -100,7 +104,7 @@ class ReplacingConnection implements Connection {
   statement(sql: string, fresh = false): Kept {
     let kept = fresh ? undefined : this.kept.get(sql);
     if (kept === undefined) {
-      const statement = this.current.prepare(sql);
+      const statement = this.database().prepare(sql);
       kept = { statement, returnsRows: statement.reader, raw: false, ready: true };
       this.kept.delete(sql);
       // The oldest goes first; a query that still holds it keeps it until the connection is replaced.
@@ -113,7 +117,7 @@ class ReplacingConnection implements Connection {
   exec(sql: string): void {
     // exec() finalizes what it runs, so it never leaves a statement behind.
     this.sent();
-    this.current.exec(sql);
+    this.database().exec(sql);
   }
 
   failed(e: unknown): void {
@@ -122,20 +126,32 @@ class ReplacingConnection implements Connection {
     if (this.replaceOnFailure) this.replace();
   }
 
+  /**
+   * Drops the connection and every statement prepared on it, then opens a fresh one. Statements prepared on the old
+   * one still answer after its close() (from the snapshot of one left in progress), so nothing may reach them again
+   * even when the open fails: the connection is then opened at its next use, which fails until it can be.
+   */
   replace(): void {
-    try {
-      this.current.close();
-    } catch {
-      // it is dropped either way
-    }
-    this.current = this.open();
+    const old = this.current;
+    this.current = null;
     this.kept = new Map();
     this.generation++;
     this.suspect = false;
+    try {
+      old?.close();
+    } catch {
+      // it is dropped either way
+    }
+    try {
+      this.current = this.open();
+    } catch {
+      // opened again at the next use, which then says why it cannot be
+    }
   }
 
   close(): void {
-    this.current.close();
+    this.closed = true;
+    this.current?.close();
   }
 }
 

@@ -231,6 +231,9 @@ function embeddedTransactions(path: string, writer: Connection, writeTx: Tx, eve
         committing = true;
         writer.exec('COMMIT');
         if (writer.inTransaction) throw new Error('the database did not commit');
+        // A statement left in progress (a failure, or run() of one that returns rows) may still hold a snapshot
+        // that a committed transaction does not end: later writes would find it stale.
+        if (writer.suspect) writer.replace();
         return result;
       } catch (e) {
         throw undoFailedWrite(path, writer, e, committing);
