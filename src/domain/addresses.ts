@@ -24,8 +24,20 @@ export function parseNetwork(text: string): { address: string; prefix: number; f
 /** How many answers a matcher remembers before it starts over (a peer's address repeats on every request). */
 const MATCHER_MEMORY = 4096;
 
+/** The matcher made for each list: the config's one list of trusted proxies gets one matcher, and one memory. */
+const matchers = new WeakMap<readonly string[], (address: string) => boolean>();
+
 /** A test for "is this peer one of these addresses or networks"; entries must have passed parseNetwork. */
 export function addressMatcher(entries: readonly string[]): (address: string) => boolean {
+  let matcher = matchers.get(entries);
+  if (matcher === undefined) {
+    matcher = newMatcher(entries);
+    matchers.set(entries, matcher);
+  }
+  return matcher;
+}
+
+function newMatcher(entries: readonly string[]): (address: string) => boolean {
   const list = new BlockList();
   let networks = 0;
   for (const entry of entries) {
