@@ -5,9 +5,15 @@
 import { availableParallelism } from 'node:os';
 
 let loaded: Promise<typeof import('@node-rs/argon2')> | null = null;
-/** The addon, imported once: every later call has it after a microtask, not another trip through the loader. */
+/**
+ * The addon, imported once: every later call has it after a microtask, not another trip through the loader. An
+ * import that failed is tried again by the next call, as before it was kept.
+ */
 const argon2 = () => {
-  loaded ??= import('@node-rs/argon2');
+  loaded ??= import('@node-rs/argon2').catch((e: unknown) => {
+    loaded = null;
+    throw e;
+  });
   return loaded;
 };
 
