@@ -254,10 +254,18 @@ class StalledBodies {
     private readonly log: Logger,
   ) {}
 
+  /**
+   * Looks again once the data already received has been parsed: a body that came with its headers is complete by
+   * then, and only one still arriving is held until a sweep. (Held, every request would stay reachable for up to
+   * a sweep's interval, long enough for the garbage collector to move it to the old generation.)
+   */
   watch(request: IncomingMessage): void {
     if (request.complete) return;
-    const socket = request.socket;
-    this.watched.add({ request, socket, bytesRead: socket.bytesRead, lastProgress: Date.now() });
+    setImmediate(() => {
+      const socket = request.socket;
+      if (request.complete || socket.destroyed) return;
+      this.watched.add({ request, socket, bytesRead: socket.bytesRead, lastProgress: Date.now() });
+    });
   }
 
   sweep(): void {
