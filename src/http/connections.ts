@@ -257,10 +257,11 @@ class StalledBodies {
   /**
    * Looks again once the data already received has been parsed: a body that came with its headers is complete by
    * then, and only one still arriving is held until a sweep. (Held, every request would stay reachable for up to
-   * a sweep's interval, long enough for the garbage collector to move it to the old generation.)
+   * a sweep's interval, long enough for the garbage collector to move it to the old generation.) A request with
+   * no body has nothing to wait for.
    */
   watch(request: IncomingMessage): void {
-    if (request.complete) return;
+    if (request.complete || !hasBody(request)) return;
     setImmediate(() => {
       const socket = request.socket;
       if (request.complete || socket.destroyed) return;
