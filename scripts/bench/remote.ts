@@ -5,7 +5,8 @@
 //   - `svc serve`, /mcp tools/call whoami under 50 connections: on the file, on sqld at an http:// and at a ws://
 //     URL, and two instances on one sqld vs. one; with the read statements each sent to sqld per request (bearer
 //     lookups that arrive together are one)
-// With taskset, svc runs alone on core 0, sqld and the load generator on core 1 (two instances share core 0). On
+// With taskset, svc runs alone on core 0, sqld and the load generator on core 1 (two instances share core 0); the
+// instances not under load are stopped meanwhile (turns.ts). On
 // a network with its own latency, add one round trip per bearer request.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -16,6 +17,7 @@ import { createToken, checkToken } from '../../src/store/tokens.ts';
 import { scrape } from '../../test/helpers/metrics.ts';
 import { startSqld } from '../../test/helpers/sqld.ts';
 import { benchToken, benchUser } from './records.ts';
+import { runAll, runOnly } from './turns.ts';
 
 type Say = (line?: string) => void;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -169,6 +171,10 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
     const url = (i: number) => `http://127.0.0.1:${base + i}/mcp`;
     /** A load on the instances `at` (offsets from base), with the read statements they sent per request answered. */
     const measured = async (at: number[], run: () => Promise<Load>): Promise<Measured> => {
+      runOnly(
+        servers,
+        at.map((i) => servers[i]!),
+      );
       const cpu = () => ({ svc: at.reduce((n, i) => n + cpuMicros(servers[i]!.pid), 0), sqld: cpuMicros(sqld.pid()) });
       const before = await Promise.all(at.map((i) => counters(base + i)));
       const cpuBefore = cpu();
@@ -212,7 +218,7 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
     );
     const line = (label: string, kind: Kind) =>
       say(
-        `   ${label.padEnd(40)}${fmt(m(kind, 'rate'), 0)} req/s, p50 ${m(kind, 'p50')} ms, p99 ${m(kind, 'p99')} ms` +
+        `   ${label.padEnd(40)}${fmt(m(kind, 'rate'), 0)} req/s, p50 ${fmt(m(kind, 'p50'), 1)} ms, p99 ${fmt(m(kind, 'p99'), 1)} ms` +
           `, ${fmt(m(kind, 'statements'), 3)} read statements, CPU svc ${fmt(m(kind, 'svcCpu'), 0)} µs` +
           (kind === 'file' ? '' : ` + sqld ${fmt(m(kind, 'sqldCpu'), 0)} µs`) +
           ' per request',
@@ -221,13 +227,14 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
     line('sqld at an http:// URL, one instance:', 'http');
     line('sqld at a ws:// URL, one instance:', 'sqld');
     line('sqld at a ws:// URL, two instances:', 'two');
-    const ratio = (a: Kind, b: Kind) => `${fmt(m(a, 'rate') / m(b, 'rate'))} req/s, ${fmt(m(a, 'p99') / Math.max(1, m(b, 'p99')))} p99`;
+    const ratio = (a: Kind, b: Kind) => `${fmt(m(a, 'rate') / m(b, 'rate'))} req/s, ${fmt(m(a, 'p99') / m(b, 'p99'))} p99`;
     say(`   ratio sqld / file: http:// ${ratio('http', 'file')}; ws:// ${ratio('sqld', 'file')}`);
     say(
       `   ratio two instances / one, on sqld at a ws:// URL: ${ratio('two', 'sqld')}${PIN ? ' (both on core 0: what sharing one core costs)' : ''}`,
     );
     say("   (reads go over long-lived WebSocket streams whatever the URL; writes over the URL's protocol)");
   } finally {
+    runAll(servers);
     for (const s of servers) s.kill('SIGTERM');
     await sqld.remove();
   }

@@ -25,7 +25,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import autocannon from 'autocannon';
 import Sqlite from 'better-sqlite3';
 import { sql } from 'drizzle-orm';
 import { openDatabase, type Database, type Db } from '../../src/db/open.ts';
@@ -43,6 +42,8 @@ import { benchRemote } from './remote.ts';
 import { benchStatements } from './statements.ts';
 import { benchUpstream } from './upstream.ts';
 import { benchAllocations } from './allocations.ts';
+import { timedLoad, type Timed } from './timed.ts';
+import { runAll, runOnly } from './turns.ts';
 
 const { values: opts } = parseArgs({
   options: {
@@ -101,9 +102,9 @@ function startServer(mode: Mode, url: string, port: number): Promise<ChildProces
   });
 }
 
-async function load(port: number, token: string, seconds: number, mode: Mode): Promise<autocannon.Result> {
+async function load(port: number, token: string, seconds: number, mode: Mode): Promise<Timed> {
   const call = mode === 'bare' ? { name: 'echo', arguments: { text: 'hi' } } : { name: 'whoami', arguments: {} };
-  return autocannon({
+  return timedLoad({
     url: `http://127.0.0.1:${port}/mcp`,
     method: 'POST',
     connections: 50,
@@ -126,8 +127,9 @@ async function benchUserDb(name: string, labels: string): Promise<{ url: string;
 
 async function benchMcp(): Promise<void> {
   const { url, token } = await benchUserDb('mcp', 'eng, finance');
-  // One server of each kind for the whole part, both on core 0, loaded one at a time: each stays warm, and
-  // short alternating rounds (ABBA) spread drift over both instead of favouring whichever ran first.
+  // One server of each kind for the whole part, all on core 0, loaded one at a time and running only in their turns
+  // (turns.ts): each stays warm, and short alternating rounds (ABBA) spread drift over all instead of favouring
+  // whichever ran first.
   const base = 20000 + Math.floor(Math.random() * 10000);
   const ports: Record<Mode, number> = { direct: base, auth: base + 1, metrics: base + 2, nolog: base + 3, bare: base + 4 };
   const modes = ['direct', 'auth', 'metrics', 'nolog', 'bare'] as const;
@@ -136,19 +138,25 @@ async function benchMcp(): Promise<void> {
   const rates: Record<Mode, number[]> = { auth: [], direct: [], metrics: [], nolog: [], bare: [] };
   const p99: Record<Mode, number[]> = { auth: [], direct: [], metrics: [], nolog: [], bare: [] };
   const p50: Record<Mode, number[]> = { auth: [], direct: [], metrics: [], nolog: [], bare: [] };
+  const server = (mode: Mode) => servers[modes.indexOf(mode)]!;
   try {
-    for (const mode of modes) await load(ports[mode], token, QUICK ? 2 : 5, mode); // warm-up
+    for (const mode of modes) {
+      runOnly(servers, [server(mode)]);
+      await load(ports[mode], token, QUICK ? 2 : 5, mode); // warm-up
+    }
     for (let round = 0; round < ROUNDS * 2; round++) {
       const order = round % 2 === 0 ? modes : ([...modes].reverse() as unknown as typeof modes);
       for (const mode of order) {
-        const r = await load(ports[mode], token, SECONDS, mode);
+        runOnly(servers, [server(mode)]);
+        const { result: r, pct: at } = await load(ports[mode], token, SECONDS, mode);
         if (r.non2xx > 0 || r.errors > 0) throw new Error(`${mode}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
         rates[mode].push(r.requests.average);
-        p99[mode].push(r.latency.p99);
-        p50[mode].push(r.latency.p50);
+        p99[mode].push(at(99));
+        p50[mode].push(at(50));
       }
     }
   } finally {
+    runAll(servers);
     for (const s of servers) s.kill('SIGKILL');
   }
   const [auth, direct, withMetrics, quiet, bare] = [
@@ -159,16 +167,18 @@ async function benchMcp(): Promise<void> {
     median(rates.bare),
   ];
   say(
-    `1. /mcp tools/call, 50 connections, median of ${ROUNDS * 2} alternating rounds of ${SECONDS}s${pin ? ' (servers on core 0)' : ''}${NODE_FLAGS.length > 0 ? `, servers run with ${NODE_FLAGS.join(' ')}` : ''}`,
+    `1. /mcp tools/call, 50 connections, median of ${ROUNDS * 2} alternating rounds of ${SECONDS}s${pin ? ' (servers on core 0, each running only in its turns)' : ' (each server running only in its turns)'}${NODE_FLAGS.length > 0 ? `, servers run with ${NODE_FLAGS.join(' ')}` : ''}`,
   );
-  say(`   svc, authenticated whoami:   ${fmt(auth, 0)} req/s, p50 ${median(p50.auth)} ms, p99 ${median(p99.auth)} ms`);
-  say(`   svc without auth, whoami:    ${fmt(direct, 0)} req/s, p99 ${median(p99.direct)} ms`);
-  say(`   svc with metrics on, whoami: ${fmt(withMetrics, 0)} req/s, p99 ${median(p99.metrics)} ms`);
-  say(`   svc without request log:     ${fmt(quiet, 0)} req/s, p99 ${median(p99.nolog)} ms`);
-  say(`   bare MCP SDK server, echo:   ${fmt(bare, 0)} req/s, p99 ${median(p99.bare)} ms`);
+  const ms = (xs: number[]) => `${fmt(median(xs), 1)} ms`;
+  say(`   svc, authenticated whoami:   ${fmt(auth, 0)} req/s, p50 ${ms(p50.auth)}, p99 ${ms(p99.auth)}`);
+  say(`   svc without auth, whoami:    ${fmt(direct, 0)} req/s, p50 ${ms(p50.direct)}, p99 ${ms(p99.direct)}`);
+  say(`   svc with metrics on, whoami: ${fmt(withMetrics, 0)} req/s, p50 ${ms(p50.metrics)}, p99 ${ms(p99.metrics)}`);
+  say(`   svc without request log:     ${fmt(quiet, 0)} req/s, p50 ${ms(p50.nolog)}, p99 ${ms(p99.nolog)}`);
+  say(`   bare MCP SDK server, echo:   ${fmt(bare, 0)} req/s, p50 ${ms(p50.bare)}, p99 ${ms(p99.bare)}`);
   say(`   ratio authenticated / without auth: ${fmt(auth / direct)}   (target >= 0.90)`);
   say(`   ratio svc authenticated / bare SDK server: ${fmt(auth / bare)}   (target >= 0.90)`);
-  say(`   svc p99 / p50: ${fmt(median(p99.auth) / Math.max(1, median(p50.auth)))}   (target <= 3)`);
+  say(`   svc p99 / p50: ${fmt(median(p99.auth) / median(p50.auth))}   (target <= 3)`);
+  say(`   svc p99 / p50 by round: ${p99.auth.map((x, i) => fmt(x / p50.auth[i]!)).join(', ')}`);
   say(`   ratio metrics on / off: ${fmt(withMetrics / auth)}   (target >= 0.97)`);
   say(`   ratio with / without the request log line: ${fmt(auth / quiet)}`);
 }

@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import autocannon from 'autocannon';
+import { timedLoad } from './timed.ts';
 
 interface Bench {
   say: (line?: string) => void;
@@ -99,7 +99,7 @@ export async function benchUpstream(b: Bench): Promise<void> {
     for (let i = 0; i < 200 && !(await answersOk(through, token, 'bare__echo')); i++) await new Promise((r) => setTimeout(r, 100));
     if (!(await answersOk(through, token, 'bare__echo'))) throw new Error('bare__echo does not answer through svc');
     const load = (url: string, name: string, seconds: number, connections = 50) =>
-      autocannon({
+      timedLoad({
         url,
         method: 'POST',
         connections,
@@ -114,27 +114,28 @@ export async function benchUpstream(b: Bench): Promise<void> {
     for (let round = 0; round < b.rounds * 2; round++) {
       const order = round % 2 === 0 ? (['direct', 'through'] as const) : (['through', 'direct'] as const);
       for (const which of order) {
-        const r = which === 'direct' ? await load(direct, 'echo', b.seconds) : await load(through, 'bare__echo', b.seconds);
+        const { result: r, pct } =
+          which === 'direct' ? await load(direct, 'echo', b.seconds) : await load(through, 'bare__echo', b.seconds);
         if (r.non2xx > 0 || r.errors > 0) throw new Error(`${which}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
         rates[which].push(r.requests.average);
-        p50[which].push(r.latency.p50);
+        p50[which].push(pct(50));
       }
     }
     // One call at a time: the time a call takes is 1 / the rate, so the difference is what svc adds to each call.
     const single = { direct: [] as number[], through: [] as number[] };
     for (let round = 0; round < b.rounds * 2; round++) {
-      single.direct.push((await load(direct, 'echo', b.seconds, 1)).requests.average);
-      single.through.push((await load(through, 'bare__echo', b.seconds, 1)).requests.average);
+      single.direct.push((await load(direct, 'echo', b.seconds, 1)).result.requests.average);
+      single.through.push((await load(through, 'bare__echo', b.seconds, 1)).result.requests.average);
     }
     if (!(await answersOk(through, token, 'bare__echo'))) throw new Error('bare__echo stopped answering through svc');
     const [d, t] = [median(rates.direct), median(rates.through)];
     const [d1, t1] = [median(single.direct), median(single.through)];
     const where = b.pin ? 'svc alone on core 0; the upstream and the load generator on core 1' : 'no CPU pinning';
     b.say(`7. upstream tools/call, median of ${b.rounds * 2} alternating rounds of ${b.seconds}s (${where})`);
-    b.say(`   50 connections, straight to the upstream, echo:  ${d.toFixed(0)} req/s, p50 ${median(p50.direct)} ms`);
-    b.say(`   50 connections, through svc, bare__echo:         ${t.toFixed(0)} req/s, p50 ${median(p50.through)} ms`);
+    b.say(`   50 connections, straight to the upstream, echo:  ${d.toFixed(0)} req/s, p50 ${median(p50.direct).toFixed(2)} ms`);
+    b.say(`   50 connections, through svc, bare__echo:         ${t.toFixed(0)} req/s, p50 ${median(p50.through).toFixed(2)} ms`);
     b.say(`   ratio through svc / straight: ${(t / d).toFixed(2)}   (target >= 0.85)`);
-    b.say(`   svc's added p50 at 50 connections: ${median(p50.through) - median(p50.direct)} ms   (target <= 1)`);
+    b.say(`   svc's added p50 at 50 connections: ${(median(p50.through) - median(p50.direct)).toFixed(2)} ms   (target <= 1)`);
     b.say(`   one call at a time: straight ${(1000 / d1).toFixed(2)} ms, through svc ${(1000 / t1).toFixed(2)} ms a call`);
     b.say(`   svc's added time per call, one at a time: ${(1000 / t1 - 1000 / d1).toFixed(2)} ms`);
   } finally {
