@@ -44,6 +44,7 @@ import { benchUpstream } from './upstream.ts';
 import { benchAllocations } from './allocations.ts';
 import { timedLoad, type Timed } from './timed.ts';
 import { runAll, runOnly } from './turns.ts';
+import { SVC_NODE_FLAGS } from '../node-flags.ts';
 
 const { values: opts } = parseArgs({
   options: {
@@ -85,7 +86,19 @@ async function prepareDb(name: string): Promise<{ url: string; path: string; dat
 type Mode = 'auth' | 'direct' | 'metrics' | 'nolog' | 'bare';
 
 function startServer(mode: Mode, url: string, port: number): Promise<ChildProcess> {
-  const args = [process.execPath, ...NODE_FLAGS, '--import', 'tsx', join(import.meta.dirname, 'server.ts'), mode, url, String(port)];
+  // svc's servers run with the flags svc runs with everywhere (node-flags.ts); the bare server with Node's defaults.
+  const own = mode === 'bare' ? [] : SVC_NODE_FLAGS;
+  const args = [
+    process.execPath,
+    ...own,
+    ...NODE_FLAGS,
+    '--import',
+    'tsx',
+    join(import.meta.dirname, 'server.ts'),
+    mode,
+    url,
+    String(port),
+  ];
   // The request log goes to a file, as to a log collector of its own, and is shown only if the server fails: were
   // it a pipe to this process, the load generator would read every request's line on its core, and svc's write
   // would wait whenever the load generator was too busy to read.
@@ -167,7 +180,7 @@ async function benchMcp(): Promise<void> {
     median(rates.bare),
   ];
   say(
-    `1. /mcp tools/call, 50 connections, median of ${ROUNDS * 2} alternating rounds of ${SECONDS}s${pin ? ' (servers on core 0, each running only in its turns)' : ' (each server running only in its turns)'}${NODE_FLAGS.length > 0 ? `, servers run with ${NODE_FLAGS.join(' ')}` : ''}`,
+    `1. /mcp tools/call, 50 connections, median of ${ROUNDS * 2} alternating rounds of ${SECONDS}s${pin ? ' (servers on core 0, each running only in its turns)' : ' (each server running only in its turns)'}; svc with ${SVC_NODE_FLAGS.join(' ')}${NODE_FLAGS.length > 0 ? `, every server with ${NODE_FLAGS.join(' ')}` : ''}`,
   );
   const ms = (xs: number[]) => `${fmt(median(xs), 1)} ms`;
   say(`   svc, authenticated whoami:   ${fmt(auth, 0)} req/s, p50 ${ms(p50.auth)}, p99 ${ms(p99.auth)}`);
@@ -204,6 +217,7 @@ async function benchWorkers(): Promise<void> {
       );
       const [file, args] = both([
         process.execPath,
+        ...SVC_NODE_FLAGS,
         '--import',
         'tsx',
         join(import.meta.dirname, '../../src/main.ts'),

@@ -9,6 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { timedLoad } from './timed.ts';
+import { SVC_NODE_FLAGS } from '../node-flags.ts';
 
 interface Bench {
   say: (line?: string) => void;
@@ -88,7 +89,7 @@ export async function benchUpstream(b: Bench): Promise<void> {
     );
     children.push(
       await started(
-        ...on('0', [process.execPath, '--import', 'tsx', join(ROOT, 'src/main.ts'), 'serve', '--config', config]),
+        ...on('0', [process.execPath, ...SVC_NODE_FLAGS, '--import', 'tsx', join(ROOT, 'src/main.ts'), 'serve', '--config', config]),
         /listening/,
         join(b.work, 'upstream-svc.log'),
       ),
