@@ -8,4 +8,11 @@
 // ~130-150, and p99 from 7-8 to 24-26 ms, until the load paused (docs/performance.md). Without it the heap stays at
 // the size its load needed; it is still collected, and shrinks at the next mark-compact once less is live. The
 // executable (Node 24) keeps the reducer: the same test did not set this off there, and it keeps its idle memory low.
+import { join } from 'node:path';
+
 export const SVC_NODE_FLAGS: readonly string[] = ['--no-memory-reducer'];
+
+/** The command that runs svc from source with `args` (`serve --config …`), as `npm run svc` does. */
+export function svcCommand(...args: string[]): string[] {
+  return [process.execPath, ...SVC_NODE_FLAGS, '--import', 'tsx', join(import.meta.dirname, '../src/main.ts'), ...args];
+}

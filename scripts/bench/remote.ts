@@ -18,7 +18,7 @@ import { scrape } from '../../test/helpers/metrics.ts';
 import { startSqld } from '../../test/helpers/sqld.ts';
 import { benchToken, benchUser } from './records.ts';
 import { runAll, runOnly } from './turns.ts';
-import { SVC_NODE_FLAGS } from '../node-flags.ts';
+import { svcCommand } from '../node-flags.ts';
 
 type Say = (line?: string) => void;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -64,16 +64,7 @@ export function serveSvc(
     `[server]\nlisten = 127.0.0.1:${port}\nmetrics_listen = 127.0.0.1:${port + METRICS_OFFSET}\ndatabase = ${database}\n${tokenLine}log_level = info\n[auth]\n${auth}`,
   );
   // svc alone on core 0; sqld and the load generator stay on core 1 with this process (run.ts pins it there).
-  const command = [
-    process.execPath,
-    ...SVC_NODE_FLAGS,
-    '--import',
-    'tsx',
-    join(import.meta.dirname, '../../src/main.ts'),
-    'serve',
-    '--config',
-    config,
-  ];
+  const command = svcCommand('serve', '--config', config);
   const [file, ...args] = PIN ? ['taskset', '-c', '0', ...command] : command;
   const child = spawn(file!, args, {
     stdio: ['ignore', 'ignore', 'pipe'],

@@ -44,7 +44,7 @@ import { benchUpstream } from './upstream.ts';
 import { benchAllocations } from './allocations.ts';
 import { timedLoad, type Timed } from './timed.ts';
 import { runAll, runOnly } from './turns.ts';
-import { SVC_NODE_FLAGS } from '../node-flags.ts';
+import { SVC_NODE_FLAGS, svcCommand } from '../node-flags.ts';
 
 const { values: opts } = parseArgs({
   options: {
@@ -215,18 +215,7 @@ async function benchWorkers(): Promise<void> {
         config,
         `[server]\nlisten = 127.0.0.1:${ports[n]}\ndatabase = ${url}\nlog_level = info\n[auth]\ntoken\n    enabled true\n`,
       );
-      const [file, args] = both([
-        process.execPath,
-        ...SVC_NODE_FLAGS,
-        '--import',
-        'tsx',
-        join(import.meta.dirname, '../../src/main.ts'),
-        'serve',
-        '--workers',
-        String(n),
-        '--config',
-        config,
-      ]);
+      const [file, args] = both(svcCommand('serve', '--workers', String(n), '--config', config));
       const child = spawn(file, args, { stdio: ['ignore', 'ignore', 'pipe'] });
       child.stderr!.on('data', () => undefined); // the request log, drained
       servers.push(child);

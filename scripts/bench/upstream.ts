@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { timedLoad } from './timed.ts';
-import { SVC_NODE_FLAGS } from '../node-flags.ts';
+import { svcCommand } from '../node-flags.ts';
 
 interface Bench {
   say: (line?: string) => void;
@@ -87,13 +87,7 @@ export async function benchUpstream(b: Bench): Promise<void> {
         join(b.work, 'upstream-bare.log'),
       ),
     );
-    children.push(
-      await started(
-        ...on('0', [process.execPath, ...SVC_NODE_FLAGS, '--import', 'tsx', join(ROOT, 'src/main.ts'), 'serve', '--config', config]),
-        /listening/,
-        join(b.work, 'upstream-svc.log'),
-      ),
-    );
+    children.push(await started(...on('0', svcCommand('serve', '--config', config)), /listening/, join(b.work, 'upstream-svc.log')));
     const direct = `http://127.0.0.1:${upstreamPort}/mcp`;
     const through = `http://127.0.0.1:${svcPort}/mcp`;
     // Discovery approves bare's echo as found (review = auto): wait for it.
