@@ -42,7 +42,7 @@ import { benchRemote } from './remote.ts';
 import { benchStatements } from './statements.ts';
 import { benchUpstream } from './upstream.ts';
 import { benchAllocations } from './allocations.ts';
-import { timedLoad, type Timed } from './timed.ts';
+import { percentile, timedLoad, type Timed } from './timed.ts';
 import { runAll, runOnly } from './turns.ts';
 import { SVC_NODE_FLAGS, svcCommand } from '../node-flags.ts';
 
@@ -70,7 +70,6 @@ const say = (line = '') => process.stdout.write(`${line}\n`);
 const BENCH_CALLER = { user: 1, credential: 'bench' };
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]!;
 const fmt = (n: number, digits = 2) => n.toFixed(digits);
 
 async function prepareDb(name: string): Promise<{ url: string; path: string; database: Database; db: Db; close(): void }> {
@@ -86,7 +85,7 @@ async function prepareDb(name: string): Promise<{ url: string; path: string; dat
 type Mode = 'auth' | 'direct' | 'metrics' | 'nolog' | 'bare';
 
 function startServer(mode: Mode, url: string, port: number): Promise<ChildProcess> {
-  // svc's servers run with the flags svc runs with everywhere (node-flags.ts); the bare server with Node's defaults.
+  // svc's servers run with the flags svc runs with from source (node-flags.ts); the bare server with Node's defaults.
   const own = mode === 'bare' ? [] : SVC_NODE_FLAGS;
   const args = [
     process.execPath,
@@ -360,10 +359,10 @@ async function benchSearch(): Promise<void> {
   say(
     `2. search over ${ITEMS.toLocaleString('en')} items of ~1 KB (built in ${fmt(built, 1)} s), user with labels eng+finance, ${times.acl.length} queries`,
   );
-  say(`   with ACL filter: p50 ${fmt(pct(times.acl, 50), 3)} ms, p99 ${fmt(pct(times.acl, 99), 3)} ms`);
-  say(`   bare FTS5:       p50 ${fmt(pct(times.bare, 50), 3)} ms, p99 ${fmt(pct(times.bare, 99), 3)} ms`);
+  say(`   with ACL filter: p50 ${fmt(percentile(times.acl, 50), 3)} ms, p99 ${fmt(percentile(times.acl, 99), 3)} ms`);
+  say(`   bare FTS5:       p50 ${fmt(percentile(times.bare, 50), 3)} ms, p99 ${fmt(percentile(times.bare, 99), 3)} ms`);
   say(
-    `   ratio ACL / bare: p50 ${fmt(pct(times.acl, 50) / pct(times.bare, 50))}, p99 ${fmt(pct(times.acl, 99) / pct(times.bare, 99))}   (target <= 1.5)`,
+    `   ratio ACL / bare: p50 ${fmt(percentile(times.acl, 50) / percentile(times.bare, 50))}, p99 ${fmt(percentile(times.acl, 99) / percentile(times.bare, 99))}   (target <= 1.5)`,
   );
   await hiddenSetsTiming();
 }
@@ -399,7 +398,7 @@ async function hiddenSetsTiming(): Promise<void> {
     }
   }
   for (const m of made) m.close();
-  const [none, many] = [pct(times[0]!, 50), pct(times[1]!, 50)];
+  const [none, many] = [percentile(times[0]!, 50), percentile(times[1]!, 50)];
   say(
     `   a search by a caller who sees 1 label set, beside 0 vs. ${HIDDEN_SETS.toLocaleString('en')} label sets it cannot see: p50 ${fmt(none, 3)} vs. ${fmt(many, 3)} ms, ratio ${fmt(many / none)}   (target <= 1.2)`,
   );
@@ -555,7 +554,9 @@ async function benchScale(): Promise<void> {
         if (hits.length === 0) throw new Error(`no hits for ${t}`);
       }
     }
-    say(`   ${c.name.padEnd(38)} p50 ${fmt(pct(times, 50), 1)} ms, p99 ${fmt(pct(times, 99), 1)} ms   (targets p50 <= 50, p99 <= 150)`);
+    say(
+      `   ${c.name.padEnd(38)} p50 ${fmt(percentile(times, 50), 1)} ms, p99 ${fmt(percentile(times, 99), 1)} ms   (targets p50 <= 50, p99 <= 150)`,
+    );
   }
   await broadSearches(db, everyone);
   const hidden = await hiddenWordTiming(path, database, everyone);
@@ -636,7 +637,7 @@ async function hiddenWordTiming(path: string, database: Database, access: Access
       if (hits.length > 0) throw new Error(`the caller found ${words[kind]}`);
     }
   }
-  return { hidden: pct(times.hidden, 50), nowhere: pct(times.nowhere, 50) };
+  return { hidden: percentile(times.hidden, 50), nowhere: percentile(times.nowhere, 50) };
 }
 
 // ---------- 3. bearer lookup, 1,000,000 tokens vs. 1,000 ----------

@@ -3,6 +3,12 @@
 // Percentiles here are read from the times themselves, in fractions of a millisecond.
 import autocannon from 'autocannon';
 
+/** The p-th percentile of `xs` (the value at rank ⌊n·p/100⌋ of the sorted values); NaN when there are none. */
+export function percentile(xs: readonly number[], p: number): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  return sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]!;
+}
+
 export interface Timed {
   readonly result: autocannon.Result;
   /** the p-th percentile of the 2xx responses' times, in ms */
@@ -14,11 +20,7 @@ export function timedLoad(options: autocannon.Options): Promise<Timed> {
   return new Promise((resolve, reject) => {
     const run = autocannon(options, (error, result) => {
       if (error) return reject(error);
-      times.sort((a, b) => a - b);
-      resolve({
-        result,
-        pct: (p) => (times.length === 0 ? Number.NaN : times[Math.min(times.length - 1, Math.floor((times.length * p) / 100))]!),
-      });
+      resolve({ result, pct: (p) => percentile(times, p) });
     });
     run.on('response', (_client, status, _bytes, ms) => {
       if (status >= 200 && status < 300) times.push(ms);
