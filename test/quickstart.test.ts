@@ -1,10 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, ROOT } from './helpers/workspace.ts';
+import { SVC_NODE_FLAGS } from '../scripts/node-flags.ts';
 
 /** Runs `npm start` until it prints its URL, checks /healthz, then stops it with SIGTERM. */
 async function quickstart(dataDir: string, port: number): Promise<{ stdout: string; health: unknown; exit: number | null }> {
@@ -52,5 +53,15 @@ test('npm start brings up svc with example data, and a second run keeps it', asy
     assert.match(second.stdout, /6 example items/);
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('npm start and npm run svc give node the flags svc runs with from source (scripts/node-flags.ts)', () => {
+  const { scripts } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  assert.ok(SVC_NODE_FLAGS.length > 0);
+  for (const name of ['start', 'svc']) {
+    // Node's own options come before the script it runs: a flag after the entry point would be the script's argument.
+    const options = scripts[name]!.split(' --import tsx ')[0]!.split(/\s+/);
+    for (const flag of SVC_NODE_FLAGS) assert.ok(options.includes(flag), `package.json's ${name} script lacks ${flag}`);
   }
 });
