@@ -5,9 +5,10 @@
 //   - `svc serve`, /mcp tools/call whoami under 50 connections: on the file, on sqld at an http:// and at a ws://
 //     URL, and two instances on one sqld vs. one; with the read statements each sent to sqld per request (bearer
 //     lookups that arrive together are one)
-// With taskset, svc runs alone on core 0, sqld and the load generator on core 1 (two instances share core 0); the
-// instances not under load are stopped meanwhile (turns.ts). On
-// a network with its own latency, add one round trip per bearer request.
+// With taskset, svc runs alone on core 0, sqld and the load generator on core 1; the instances not under load are
+// stopped meanwhile (turns.ts). The two instances stand for two machines: each is held to a CPU budget of its own
+// (budget.ts), both budgets fitting on core 0, and compared with one instance under the same budget. On a network
+// with its own latency, add one round trip per bearer request.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -18,6 +19,7 @@ import { scrape } from '../../test/helpers/metrics.ts';
 import { startSqld } from '../../test/helpers/sqld.ts';
 import { benchToken, benchUser } from './records.ts';
 import { runAll, runOnly } from './turns.ts';
+import { cpuBudgets, type Budgets } from './budget.ts';
 import { svcCommand } from '../node-flags.ts';
 
 type Say = (line?: string) => void;
@@ -104,6 +106,8 @@ function cpuMicros(pid: number | undefined): number {
 export const PIN = existsSync('/usr/bin/taskset');
 /** Each svc's metrics listen this far above its port. */
 export const METRICS_OFFSET = 100;
+/** The share of a core each of the instances that stand for machines of their own may use: two fit on one core. */
+const MACHINE_SHARE = 0.35;
 
 /** svc's own counters: requests answered, and the statements it sent to its database by kind. */
 export async function counters(port: number): Promise<{ requests: number; reads: number; writes: number }> {
@@ -131,6 +135,7 @@ export function load(url: string, token: string, seconds: number, connections: n
 export async function benchRemote(say: Say, work: string, seconds: number, quick: boolean): Promise<void> {
   const sqld = await startSqld({ auth: true });
   const servers: ChildProcess[] = [];
+  let budgets: Budgets | string | undefined;
   try {
     const wsUrl = sqld.url.replace(/^http:/, 'ws:');
     const file = await openDatabase(`file:${join(work, 'remote.db')}`, null);
@@ -169,6 +174,9 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
     servers.push(await serveSvc(work, 'sqld-http', base + 1, sqld.url, env));
     servers.push(await serveSvc(work, 'sqld-a', base + 2, wsUrl, env));
     servers.push(await serveSvc(work, 'sqld-b', base + 3, wsUrl, env));
+    servers.push(await serveSvc(work, 'sqld-c', base + 4, wsUrl, env));
+    budgets = cpuBudgets(MACHINE_SHARE);
+    if (typeof budgets !== 'string') for (const machine of [servers[3]!, servers[4]!]) budgets.place(machine.pid!);
     const url = (i: number) => `http://127.0.0.1:${base + i}/mcp`;
     /** A load on the instances `at` (offsets from base), with the read statements they sent per request answered. */
     const measured = async (at: number[], run: () => Promise<Load>): Promise<Measured> => {
@@ -195,17 +203,18 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
       file: () => measured([0], () => load(url(0), fileToken, seconds, 50)),
       http: () => measured([1], () => load(url(1), remoteToken, seconds, 50)),
       sqld: () => measured([2], () => load(url(2), remoteToken, seconds, 50)),
-      // Two instances, each under half the connections at the same time: the sum of their rates.
+      // One machine, then two, each under half the connections at the same time: the sum of their rates.
+      one: () => measured([3], () => load(url(3), remoteToken, seconds, 50)),
       two: () =>
-        measured([2, 3], async () => {
-          const [a, b] = await Promise.all([load(url(2), remoteToken, seconds, 25), load(url(3), remoteToken, seconds, 25)]);
+        measured([3, 4], async () => {
+          const [a, b] = await Promise.all([load(url(3), remoteToken, seconds, 25), load(url(4), remoteToken, seconds, 25)]);
           return { rate: a.rate + b.rate, p50: Math.max(a.p50, b.p50), p99: Math.max(a.p99, b.p99), bad: a.bad + b.bad };
         }),
     };
     type Kind = keyof typeof kinds;
-    const all: Kind[] = ['file', 'http', 'sqld', 'two'];
+    const all: Kind[] = ['file', 'http', 'sqld', 'one', 'two'];
     for (const kind of all) await kinds[kind](); // warm-up
-    const results: Record<Kind, Measured[]> = { file: [], http: [], sqld: [], two: [] };
+    const results: Record<Kind, Measured[]> = { file: [], http: [], sqld: [], one: [], two: [] };
     const order: Kind[] = quick ? all : [...all, ...[...all].reverse(), ...all];
     for (const kind of order) {
       const result = await kinds[kind]();
@@ -227,16 +236,26 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
     line('file:', 'file');
     line('sqld at an http:// URL, one instance:', 'http');
     line('sqld at a ws:// URL, one instance:', 'sqld');
-    line('sqld at a ws:// URL, two instances:', 'two');
+    const machine = typeof budgets === 'string' ? 'no CPU budget' : `${MACHINE_SHARE} of a core`;
+    line(`one instance, ${machine}:`, 'one');
+    line(`two instances, ${machine} each:`, 'two');
     const ratio = (a: Kind, b: Kind) => `${fmt(m(a, 'rate') / m(b, 'rate'))} req/s, ${fmt(m(a, 'p99') / m(b, 'p99'))} p99`;
     say(`   ratio sqld / file: http:// ${ratio('http', 'file')}; ws:// ${ratio('sqld', 'file')}`);
     say(
-      `   ratio two instances / one, on sqld at a ws:// URL: ${ratio('two', 'sqld')}${PIN ? ' (both on core 0: what sharing one core costs)' : ''}`,
+      `   ratio two instances / one, on sqld at a ws:// URL: ${ratio('two', 'one')}` +
+        (typeof budgets === 'string'
+          ? ` (${budgets}: both share ${PIN ? 'core 0' : 'the cores'} freely, so this is what taking turns costs)`
+          : ''),
     );
     say("   (reads go over long-lived WebSocket streams whatever the URL; writes over the URL's protocol)");
   } finally {
     runAll(servers);
-    for (const s of servers) s.kill('SIGTERM');
+    await Promise.all(
+      servers.map((s) =>
+        s.exitCode === null && s.signalCode === null ? new Promise((exited) => s.once('exit', exited).kill('SIGTERM')) : null,
+      ),
+    );
+    if (budgets !== undefined && typeof budgets !== 'string') budgets.remove();
     await sqld.remove();
   }
 }
