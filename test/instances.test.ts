@@ -217,6 +217,8 @@ for (const on of ['file', 'sqld'] as const)
       );
       const minted = new Map<string, { id: string; token: string }>();
       const revoked = new Set<string>();
+      /** tokens whose revoke was sent but not answered 200 */
+      const unanswered = new Set<string>();
       const statusesOnB = new Map<number, number>();
       let onBAfterKill = 0;
       let killed = false;
@@ -234,10 +236,14 @@ for (const on of ['file', 'sqld'] as const)
             minted.set(made.id, made);
             if (url === b && killed) onBAfterKill++;
             if (i % 2 === 1) {
+              unanswered.add(made.id);
               const rv = await browser.request(`/auth/tokens/${made.id}/revoke`, { method: 'POST', json: {} });
               if (url === b) statusesOnB.set(rv.status, (statusesOnB.get(rv.status) ?? 0) + 1);
               await rv.arrayBuffer();
-              if (rv.status === 200) revoked.add(made.id);
+              if (rv.status === 200) {
+                unanswered.delete(made.id);
+                revoked.add(made.id);
+              }
             }
           } catch {
             // A was killed mid-request: not acknowledged
@@ -257,9 +263,15 @@ for (const on of ['file', 'sqld'] as const)
         `B answered only 2xx or 503: ${JSON.stringify([...statusesOnB])}`,
       );
       for (const { id, token } of minted.values()) {
+        // Every acknowledged token is stored. A revoke that was answered 200 took effect; one left unanswered (A was
+        // killed with it on its way) or refused may or may not have, and then B must answer as the database says.
+        const stored = await sqlOn(inst, `SELECT revoked_at IS NOT NULL FROM tokens WHERE id = '${id}';`);
+        assert.ok(stored === '0' || stored === '1', `token ${id}, acknowledged, is stored`);
+        if (revoked.has(id)) assert.equal(stored, '1', `token ${id}, revoked with a 200, is stored revoked`);
+        else if (!unanswered.has(id)) assert.equal(stored, '0', `token ${id}, never revoked, is stored active`);
         assert.equal(
           (await fetch(`${b}/auth/tokens`, { headers: bearer(token) })).status,
-          revoked.has(id) ? 401 : 200,
+          stored === '1' ? 401 : 200,
           `token ${id} through B`,
         );
       }
