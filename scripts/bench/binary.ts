@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
+import { median } from './timed.ts';
 
 const binary = resolve(import.meta.dirname, '../../dist/svc');
 if (!existsSync(binary)) {
@@ -16,7 +17,6 @@ if (!existsSync(binary)) {
 const work = mkdtempSync(join(tmpdir(), 'svc-bench-binary-'));
 const env = { PATH: '/nonexistent', HOME: work, SVC_SESSION_SECRET: randomBytes(32).toString('hex'), SVC_CACHE_DIR: join(work, 'cache') };
 const say = (line = '') => process.stdout.write(`${line}\n`);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 let port = 21000 + Math.floor(Math.random() * 20000);
 
 function config(): string {

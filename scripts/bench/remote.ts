@@ -20,10 +20,10 @@ import { startSqld } from '../../test/helpers/sqld.ts';
 import { benchToken, benchUser } from './records.ts';
 import { runAll, runOnly } from './turns.ts';
 import { cpuBudgets, type Budgets } from './budget.ts';
+import { median } from './timed.ts';
 import { svcCommand } from '../node-flags.ts';
 
 type Say = (line?: string) => void;
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const fmt = (n: number, digits = 2) => n.toFixed(digits);
 
 export async function withBenchUser(database: Database): Promise<string> {

@@ -42,7 +42,7 @@ import { benchRemote } from './remote.ts';
 import { benchStatements } from './statements.ts';
 import { benchUpstream } from './upstream.ts';
 import { benchAllocations } from './allocations.ts';
-import { percentile, timedLoad, type Timed } from './timed.ts';
+import { median, percentile, timedLoad, type Timed } from './timed.ts';
 import { runAll, runOnly } from './turns.ts';
 import { SVC_NODE_FLAGS, svcCommand } from '../node-flags.ts';
 
@@ -69,7 +69,6 @@ const say = (line = '') => process.stdout.write(`${line}\n`);
 /** Who the bench's searches are for. */
 const BENCH_CALLER = { user: 1, credential: 'bench' };
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const fmt = (n: number, digits = 2) => n.toFixed(digits);
 
 async function prepareDb(name: string): Promise<{ url: string; path: string; database: Database; db: Db; close(): void }> {

@@ -9,6 +9,11 @@ export function percentile(xs: readonly number[], p: number): number {
   return sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]!;
 }
 
+/** The median of `xs` by the same rule: the value at rank ⌊n/2⌋ of the sorted values. */
+export function median(xs: readonly number[]): number {
+  return percentile(xs, 50);
+}
+
 export interface Timed {
   readonly result: autocannon.Result;
   /** the p-th percentile of the 2xx responses' times, in ms */

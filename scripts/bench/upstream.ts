@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { timedLoad } from './timed.ts';
+import { median, timedLoad } from './timed.ts';
 import { svcCommand } from '../node-flags.ts';
 
 interface Bench {
@@ -23,7 +23,6 @@ interface Bench {
 }
 
 const ROOT = join(import.meta.dirname, '../..');
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 /**
  * A server started with its output (svc's request log) going to a file, as to a log collector of its own: were it a
