@@ -9,8 +9,6 @@ import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'n
 import { join } from 'node:path';
 
 export interface Budgets {
-  /** the share of one core each budgeted process may use */
-  readonly share: number;
   /** Puts the process `pid` (all its threads) under a budget of its own. */
   place(pid: number): void;
   /** Removes the budgets (their processes must have exited). */
@@ -67,5 +65,5 @@ export function cpuBudgets(share: number): Budgets | string {
     remove();
     return `cgroup CPU budgets cannot be set here (${(e as NodeJS.ErrnoException).code ?? String(e)})`;
   }
-  return { share, place: (pid) => writeFileSync(join(group(), 'cgroup.procs'), String(pid)), remove };
+  return { place: (pid) => writeFileSync(join(group(), 'cgroup.procs'), String(pid)), remove };
 }

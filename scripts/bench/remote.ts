@@ -255,7 +255,7 @@ export async function benchRemote(say: Say, work: string, seconds: number, quick
         s.exitCode === null && s.signalCode === null ? new Promise((exited) => s.once('exit', exited).kill('SIGTERM')) : null,
       ),
     );
-    if (budgets !== undefined && typeof budgets !== 'string') budgets.remove();
+    if (typeof budgets === 'object') budgets.remove();
     await sqld.remove();
   }
 }
