@@ -366,6 +366,11 @@ export const upstreamTools = sqliteTable(
     state: text('state').notNull(),
     /** which server the row was recorded from (UpstreamConfig.server); null: before svc kept it */
     server: text('server'),
+    /**
+     * why the definition found last is held (never offered, cannot be approved as it is): a JSON array of reasons
+     * (hidden characters, its size, a name of dots, a name listed twice); null: nothing holds it
+     */
+    held: text('held'),
     firstSeenAt: integer('first_seen_at').notNull(),
     updatedAt: integer('updated_at').notNull(),
   },

@@ -1,0 +1,1 @@
+ALTER TABLE `upstream_tools` ADD `held` text;
