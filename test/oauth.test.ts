@@ -606,7 +606,18 @@ describe('OAuth authorization requests that must not get a code', () => {
       assert.equal(r.status, 400, uri);
       assert.equal(((await r.json()) as { error: string }).error, 'invalid_redirect_uri', uri);
     }
-    for (const name of ['Good\u202Eppa.exe', 'Zero\u200Bwidth', 'Iso\u2066late', 'Tab\there', 'svc', 'SVC admin', 'ѕvс', 'ｓｖｃ']) {
+    for (const name of [
+      'Good\u202Eppa.exe',
+      'Zero\u200Bwidth',
+      'Iso\u2066late',
+      'Tab\there',
+      'svc',
+      'SVC',
+      'ѕvс',
+      'ｓｖｃ',
+      ' s v c ',
+      'S.V.C',
+    ]) {
       const r = await reg({ client_name: name, redirect_uris: [REDIRECT] });
       assert.equal(r.status, 400, JSON.stringify(name));
       assert.equal(((await r.json()) as { error: string }).error, 'invalid_client_metadata', name);
@@ -647,6 +658,37 @@ describe('OAuth authorization requests that must not get a code', () => {
     });
     assert.equal(native.status, 201);
     assert.equal(((await native.json()) as { application_type: string }).application_type, 'native');
+  });
+
+  test("a name that holds svc's name among other words registers (Claude Code's for a server added as svc); svc's own does not", async () => {
+    // What Claude Code sends for `claude mcp add --transport http svc …` (README), its client name from the server's.
+    const claudeCode = (client_name: string) =>
+      fetch(`${s.url}/oauth/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          client_name,
+          redirect_uris: ['http://localhost:54212/callback'],
+          grant_types: ['authorization_code', 'refresh_token'],
+          response_types: ['code'],
+          token_endpoint_auth_method: 'none',
+        }),
+      });
+    const clients = async () => (await s.database.db.select({ n: count() }).from(oauthClients).get())!.n;
+    const before = await clients();
+    const refused = await claudeCode('svc');
+    assert.equal(refused.status, 400);
+    assert.deepEqual(await refused.json(), {
+      error: 'invalid_client_metadata',
+      error_description: 'client_name: an app may not call itself svc',
+    });
+    assert.equal(await clients(), before, 'nothing created');
+    for (const name of ['Claude Code (svc)', 'svc helper', 'SVC admin', 'my-svc']) {
+      const r = await claudeCode(name);
+      assert.equal(r.status, 201, name);
+      assert.equal(((await r.json()) as { client_name: string }).client_name, name);
+    }
+    assert.equal(await clients(), before + 4);
   });
 
   test('consent can restrict what the app reads: the grant keeps the labels and every token issued under it carries them', async () => {

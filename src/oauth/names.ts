@@ -6,13 +6,18 @@ import { cleanDisplayText, hasUnseen } from '../domain/display-text.ts';
 // Letters that look like the Latin ones of "svc" (Cyrillic, Greek), folded before the comparison.
 const LOOK_ALIKE: Record<string, string> = { ѕ: 's', ѵ: 'v', ν: 'v', с: 'c', ϲ: 'c' };
 
-/** Whether a name, read by a person, says "svc": svc's own name must not be an app's. */
+/**
+ * Whether a name, read by a person, is "svc" itself: svc's own name must not be an app's. Letter case, look-alike
+ * letters, marks, spacing and punctuation are folded away first (" S.V.C ", "ѕvс" in Cyrillic); a name that merely
+ * holds svc's name among other words ("Claude Code (svc)", as Claude Code names a server added as svc) is the app's.
+ */
 function impersonatesSvc(name: string): boolean {
   const folded = name
     .normalize('NFKC')
     .toLowerCase()
-    .replace(/./gu, (ch) => LOOK_ALIKE[ch] ?? ch);
-  return /(^|[^\p{L}\p{N}])svc($|[^\p{L}\p{N}])/u.test(folded);
+    .replace(/./gu, (ch) => LOOK_ALIKE[ch] ?? ch)
+    .replace(/[^\p{L}\p{N}]/gu, '');
+  return folded === 'svc';
 }
 
 export const NAME_MAX = 100;
