@@ -44,3 +44,18 @@ export function LoginPage(p: LoginProps) {
     </Layout>
   );
 }
+
+/**
+ * Where a sign-in lands when its next page sends the browser on to another site: the browser goes on by itself (the
+ * answer's `Refresh`), or by the link.
+ */
+export function OnwardPage(p: { nonce: string; next: string }) {
+  return (
+    <Layout title="Signed in" nonce={p.nonce}>
+      <h1>Signed in</h1>
+      <p>
+        <a href={p.next}>Continue</a>
+      </p>
+    </Layout>
+  );
+}

@@ -3,7 +3,7 @@
 import { Hono } from 'hono';
 import type { Env, Services, Ctx } from '../context.ts';
 import { principalOf, nonceOf } from '../context.ts';
-import { LoginPage } from '../pages/login.tsx';
+import { LoginPage, OnwardPage } from '../pages/login.tsx';
 import { readBody, safeNext, safeNextPath } from '../forms.ts';
 import { READ, SIGN_IN, CHANGE, policyFor } from '../policy.ts';
 import { setSessionCookie, clearSessionCookie } from '../cookies.ts';
@@ -11,6 +11,12 @@ import { signInWithPassword, signOut } from '../../account/actions.ts';
 import { oauthReturnTarget } from '../../oauth/return-target.ts';
 
 const GENERIC_FAILURE = 'Wrong username or password.';
+/**
+ * Pages whose answer sends the browser on to another site: Connect for an `auth = oauth` upstream redirects to its
+ * authorization server. Browsers hold the sign-in form's whole redirect chain to the sign-in page's form-action
+ * ('self'), so a sign-in bound there lands on an svc page first (GET /login/onward), which goes on from there.
+ */
+const LEAVES_SVC = /^\/upstreams\/[^/?#]+\/connect$/;
 
 export function sessionRoutes(services: Services): Hono<Env> {
   const { config, database } = services;
@@ -54,7 +60,15 @@ export function sessionRoutes(services: Services): Hono<Env> {
     setSessionCookie(c, config, session, result.sessionId);
     services.log.info('login', { uid: result.user.uid, via: 'local' });
     services.metrics.login('password', 'ok');
+    if (LEAVES_SVC.test(next)) return c.redirect(`/login/onward?next=${encodeURIComponent(next)}`, 303);
     return c.redirect(safeNext(next, config.server.baseUrl), 303);
+  });
+
+  // A navigation of its own, no longer a form's: its redirects are not held to a form-action.
+  app.get('/login/onward', policy(READ), (c) => {
+    const next = safeNextPath(c.req.query('next'), config.server.baseUrl);
+    c.header('Refresh', `0; url=${next}`);
+    return c.html(<OnwardPage nonce={nonceOf(c)} next={next} />);
   });
 
   app.post('/logout', policy(CHANGE), async (c) => {

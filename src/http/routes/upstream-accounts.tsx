@@ -26,6 +26,20 @@ function ConfirmConnect(p: { nonce: string; upstream: string }) {
   );
 }
 
+/**
+ * The confirmation page for a person who may connect. Its answer redirects to the upstream's authorization server, and
+ * browsers hold a form's redirects to the page's form-action: that server's origin is allowed on this page. Not found,
+ * the page keeps svc's alone, and the confirmation is answered with why (as Connect is).
+ */
+async function confirmation(c: SignedCtx, accounts: UpstreamAccounts, upstream: UpstreamConfig) {
+  const server = await accounts.clients.party(upstream).then(
+    (p) => p.as.authorization_endpoint,
+    () => undefined,
+  );
+  if (server) c.set('formTarget', server);
+  return c.html(<ConfirmConnect nonce={nonceOf(c)} upstream={upstream.name} />);
+}
+
 export function upstreamAccountRoutes(services: Services, accounts: UpstreamAccounts): Hono<Env> {
   const { config } = services;
   const app = new Hono<Env>();
@@ -67,8 +81,7 @@ export function upstreamAccountRoutes(services: Services, accounts: UpstreamAcco
   app.get('/upstreams/:name/connect', policy(READ), person(), async (c) => {
     const from = c.req.header('sec-fetch-site');
     if (from !== 'cross-site' && from !== 'same-site') return connect(c);
-    const upstream = upstreamFor(c);
-    return c.html(<ConfirmConnect nonce={nonceOf(c)} upstream={upstream.name} />);
+    return confirmation(c, accounts, upstreamFor(c));
   });
   app.post('/upstreams/:name/connect', policy(CHANGE), person(), connect);
 
