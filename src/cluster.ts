@@ -24,6 +24,9 @@ export async function servePrimary(config: Config, log: Logger, workers: number)
     await database.migrate();
     const problems = await database.problems();
     if (problems.length > 0) throw new StartupError(problems.join('\n'));
+    // Said and settled once here, so the workers starting together find nothing to say.
+    if (config.upstreams.length > 0 && config.auth.session)
+      await (await import('./upstream/secret-change.ts')).settleSecretChange(database, config.auth.session.secret, log);
   } finally {
     database.close();
   }

@@ -127,6 +127,10 @@ async function compose(config: Config, log: Logger, clock: Clock | undefined): P
   oidc?.start();
   sources.oidc = oidc;
   const metrics = prometheus?.metrics ?? noMetrics;
+  // What the database holds sealed under a session secret other than this one, said and settled before the upstreams
+  // start (a new signing key, accounts to connect again).
+  if (config.upstreams.length > 0 && config.auth.session)
+    await (await import('./upstream/secret-change.ts')).settleSecretChange(database, config.auth.session.secret, log);
   // The upstreams' connections and tool discovery, when there are [upstream] sections (loaded only then).
   const upstreams =
     config.upstreams.length > 0 ? await (await import('./upstream/gateway.ts')).startGateway(config, database, log, metrics) : null;

@@ -13,6 +13,24 @@ import { servePrimary, workerCount } from '../cluster.ts';
 import { UsageError } from './errors.ts';
 import { createLogger } from '../log.ts';
 import { openDatabase } from '../db/open.ts';
+import type { Config } from '../config/load.ts';
+
+/**
+ * What `svc serve` would find sealed under another session secret (upstream/secret-change.ts), as a warning; null when
+ * there is nothing, or when the database is not migrated far enough to hold it (serve migrates, then says so).
+ */
+async function secretChangeWarning(config: Config): Promise<string | null> {
+  if (config.upstreams.length === 0 || !config.auth.session) return null;
+  const { sealedElsewhere, secretChangeWarning: warning } = await import('../upstream/secret-change.ts');
+  const database = await openDatabase(config.server.database, config.server.databaseToken);
+  try {
+    return warning(await sealedElsewhere(database, config.auth.session.secret), 'check');
+  } catch {
+    return null;
+  } finally {
+    database.close();
+  }
+}
 
 const serverCommands: Command[] = [
   {
@@ -84,6 +102,8 @@ Options:
           return 1;
         }
       }
+      const secretChange = await secretChangeWarning(config);
+      if (secretChange !== null) ctx.io.err(`svc: check: warning: auth.session: ${secretChange}`);
       const oauth = config.auth.oauth;
       if (oauth?.clientMetadataDocuments) {
         const { unreachableHosts } = await import('../oauth/reachability.ts');

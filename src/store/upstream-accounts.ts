@@ -104,12 +104,17 @@ export async function releaseRefresh(tx: Tx, key: { userId: number; upstream: st
     .where(accountRow(key.userId, key.upstream, from));
 }
 
-/** Marks the account `reconnect`, only if it still holds the tokens that were refused (`from`). */
-export async function markReconnect(tx: Tx, userId: number, upstream: string, from: string): Promise<void> {
-  await tx
+/**
+ * Marks the account `reconnect`, only if it still holds the tokens that were refused (`from`); false when it no longer
+ * does, or was marked already.
+ */
+export async function markReconnect(tx: Tx, userId: number, upstream: string, from: string): Promise<boolean> {
+  const marked = await tx
     .update(upstreamAccounts)
     .set({ state: 'reconnect', refreshingUntil: null })
-    .where(accountRow(userId, upstream, from));
+    .where(and(accountRow(userId, upstream, from), eq(upstreamAccounts.state, 'connected')))
+    .returning({ userId: upstreamAccounts.userId });
+  return marked.length === 1;
 }
 
 export async function touchAccount(tx: Tx, userId: number, upstream: string, now: number): Promise<void> {
@@ -185,6 +190,14 @@ async function queueRevocations(tx: Tx, accounts: readonly UpstreamAccount[], no
       nextAt: now,
     })),
   );
+}
+
+/** Every queued revocation's person, upstream and sealed access token: what `svc check` and start try to open. */
+export async function queuedRevocations(db: Db): Promise<Pick<UpstreamRevocation, 'userId' | 'upstream' | 'accessSealed'>[]> {
+  return db
+    .select({ userId: upstreamRevocations.userId, upstream: upstreamRevocations.upstream, accessSealed: upstreamRevocations.accessSealed })
+    .from(upstreamRevocations)
+    .all();
 }
 
 /** Queued revocations whose time has come, oldest first. */

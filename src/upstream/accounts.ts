@@ -62,6 +62,15 @@ const REVOKE_ANSWER_WAIT_MS = 2000;
 const stateId = (state: string) => createHash('sha256').update(state).digest('hex');
 const where = (userId: number, upstream: string, what: 'access' | 'refresh') => `${userId}/${upstream}/${what}`;
 
+/**
+ * Whether `secret` opens the tokens of an account or a queued revocation; false when they were sealed under another
+ * session secret (upstream/secret-change.ts). Only the access token is tried: both were sealed with the same key.
+ */
+export function tokensOpenUnder(secret: Buffer): (row: Pick<UpstreamAccount, 'userId' | 'upstream' | 'accessSealed'>) => boolean {
+  const key = deriveKey(secret, TOKEN_PURPOSE);
+  return (row) => unseal(key, row.accessSealed, where(row.userId, row.upstream, 'access')) !== null;
+}
+
 /** The person a connection is for, and the session they connect from (null through the proxy header). */
 export interface Person {
   readonly id: number;
@@ -442,10 +451,11 @@ export class UpstreamAccounts {
 
   /**
    * Revokes one deleted account's tokens at its server, the refresh token first. True when done, or when there is
-   * nothing more to do (no revocation endpoint, a token that no longer opens, a token the server answered it will not
-   * revoke); false to try again later: the server could not be reached or failed, or this instance does not know the
-   * account's server or client (its upstream was removed or moved, or, during a rollout, is configured differently
-   * here). Tokens are never sent to another server; a row no instance can send is given up after REVOKE_ATTEMPTS.
+   * nothing more to do (no revocation endpoint, a token the server answered it will not revoke); false to try again
+   * later: the server could not be reached or failed, this instance does not know the account's server or client (its
+   * upstream was removed or moved, or, during a rollout, is configured differently here), or the tokens were sealed
+   * under another session secret (an instance that still has it, or that secret put back, can send them; said once).
+   * Tokens are never sent to another server; a row no instance can send is given up after REVOKE_ATTEMPTS.
    */
   private async revoke(account: UpstreamRevocation): Promise<boolean> {
     const upstream = this.upstream(account.upstream);
@@ -454,6 +464,11 @@ export class UpstreamAccounts {
       return false;
     };
     if (!upstream || upstream.server !== account.server) return unknownHere();
+    if (unseal(this.tokenKey, account.accessSealed, where(account.userId, account.upstream, 'access')) === null) {
+      if (account.attempts === 0)
+        this.log.warn('upstream_revoke_postponed', { upstream: account.upstream, reason: 'sealed under another session secret' });
+      return false;
+    }
     try {
       const party = await this.clients.party(upstream);
       if (account.issuer !== party.as.issuer || account.clientId !== party.client.client_id) return unknownHere();

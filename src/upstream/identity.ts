@@ -6,7 +6,8 @@ import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { Database } from '../db/open.ts';
 import { seal, unseal } from '../domain/sealed.ts';
 import { deriveKey, randomId } from '../domain/secrets.ts';
-import { addSigningKey, currentSigningKey, hasSigningKey } from '../store/signing-keys.ts';
+import { recordAudit } from '../store/audit.ts';
+import { addSigningKey, currentSigningKey, hasSigningKey, type SigningKeyRow } from '../store/signing-keys.ts';
 
 const PURPOSE = 'identity-assertion-signing-key';
 /** An assertion is good for this long at most. */
@@ -27,12 +28,36 @@ export async function newSigningKey(secret: Buffer): Promise<{ kid: string; priv
   };
 }
 
-/** Makes the first signing key when the database has none (every instance may try; each key made is valid). */
-export async function ensureSigningKey(database: Database, secret: Buffer): Promise<void> {
-  if (await currentSigningKey(database.db)) return;
+/** Whether `secret` opens a signing key; false when it was sealed under another session secret. */
+export const opensSigningKey = (secret: Buffer, key: Pick<SigningKeyRow, 'privateSealed'>) =>
+  unseal(deriveKey(secret, PURPOSE), key.privateSealed) !== null;
+
+/**
+ * Makes the first signing key when the database has none, and a new one when this secret cannot open the one that
+ * signs (the session secret changed since it was made): that one is retired and stays in the JWKS for a day, as after
+ * `svc keys rotate`, and the replacement is audited. Returns the kid it replaced, else null. Every instance may try;
+ * each key made is valid, and of instances that find the same key closed to them one replaces it.
+ */
+export async function ensureSigningKey(database: Database, secret: Buffer): Promise<string | null> {
+  const current = await currentSigningKey(database.db);
+  if (current && opensSigningKey(secret, current)) return null;
   const key = await newSigningKey(secret);
-  await database.write(async (tx) => {
-    if (!(await hasSigningKey(tx))) await addSigningKey(tx, key, database.now(), false);
+  return database.write(async (tx) => {
+    if (current === null) {
+      if (!(await hasSigningKey(tx))) await addSigningKey(tx, key, database.now(), false);
+      return null;
+    }
+    // Another instance replaced it first.
+    if ((await currentSigningKey(tx))?.kid !== current.kid) return null;
+    await addSigningKey(tx, key, database.now(), true);
+    await recordAudit(tx, {
+      actor: null,
+      via: 'upstream',
+      action: 'keys.rotate',
+      target: key.kid,
+      detail: { replaced: current.kid, reason: 'sealed under another session secret' },
+    });
+    return current.kid;
   });
 }
 

@@ -29,7 +29,7 @@ export interface TokensProps {
 /** A person's connection to one `auth = oauth` upstream, as the page shows it: never a token. */
 export interface ConnectedService {
   readonly upstream: string;
-  /** none: not connected; reconnect: the upstream refused to renew it */
+  /** none: not connected; reconnect: the upstream refused to renew it, or svc cannot open it (the session secret changed) */
   readonly state: 'none' | 'connected' | 'reconnect';
   readonly connectedAt: number | null;
   readonly lastUsedAt: number | null;

@@ -1,0 +1,236 @@
+// After the session secret changes (CONTRACT §6.1): svc is started with one secret, a person connects an `auth = oauth`
+// upstream and calls an `identity = jwt` upstream that verifies svc's assertion against its JWKS; then svc starts again
+// on the same database with another secret. `svc check` (the CLI as a process) and the start say so, naming what is
+// affected and no secret; the identity upstream is called with a new key the JWKS lists; the person's account shows
+// and answers `reconnect`; the tokens of that account, once disconnected, stay queued rather than dropped unsent; and
+// connecting again works under the new secret.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
+import { startTestServer, type TestServer } from './helpers/server.ts';
+import { Browser } from './helpers/http.ts';
+import { atProvider, startOauthUpstream, type OauthUpstream } from './helpers/oauth-upstream.ts';
+import { DEFAULT_AUTH, newSecret } from './helpers/workspace.ts';
+import { waitFor } from './helpers/wait.ts';
+import type { User } from '../src/store/users.ts';
+import { listAccounts } from '../src/store/upstream-accounts.ts';
+import { upstreamRevocations } from '../src/db/schema.ts';
+import { upstreamFetch } from '../src/upstream/http-fetch.ts';
+import type { Fields, Logger } from '../src/log.ts';
+
+const text = (r: unknown) => ((r as CallToolResult).content[0] as { text: string }).text;
+
+/**
+ * An HTTP MCP server with identity = jwt in front of it, as an operator's would be: a request with X-Svc-Identity is
+ * served only when the assertion verifies against svc's JWKS (else 401); its tool `whoami` answers the verified
+ * subject and the key that signed, `anonymous` for a request without one (svc lists tools without a caller).
+ */
+async function startTeller(jwksUrl: () => URL) {
+  const { McpServer } = await import('@modelcontextprotocol/sdk/server/mcp.js');
+  const { StreamableHTTPServerTransport } = await import('@modelcontextprotocol/sdk/server/streamableHttp.js');
+  let jwks: ReturnType<typeof createRemoteJWKSet> | null = null;
+  const refused: string[] = [];
+  let url = '';
+  const http = createServer(async (req, res) => {
+    const assertion = req.headers['x-svc-identity'];
+    let who = 'anonymous';
+    if (typeof assertion === 'string') {
+      // A key the set has not seen is fetched at once: a new key signs from svc's restart on.
+      jwks ??= createRemoteJWKSet(jwksUrl(), { cooldownDuration: 0 });
+      try {
+        const { payload, protectedHeader } = await jwtVerify(assertion, jwks, { audience: url, algorithms: ['ES256'] });
+        who = `${payload.sub} ${protectedHeader.kid}`;
+      } catch (e) {
+        refused.push(`${decodeProtectedHeader(assertion).kid}: ${(e as Error).message}`);
+        res.writeHead(401).end();
+        return;
+      }
+    }
+    const server = new McpServer({ name: 'teller', version: '1.0.0' });
+    server.registerTool('whoami', { description: 'Who svc says is calling.' }, async () => ({ content: [{ type: 'text', text: who }] }));
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    await server.connect(transport);
+    await transport.handleRequest(req, res);
+  });
+  await new Promise<void>((ok) => http.listen(0, '127.0.0.1', ok));
+  url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`;
+  return { url, refused, stop: () => new Promise<void>((ok) => http.close(() => ok())) };
+}
+
+describe('after the session secret changes', () => {
+  let peers: OauthUpstream;
+  let teller: Awaited<ReturnType<typeof startTeller>>;
+  let svc: TestServer;
+  let alice: User;
+  const firstSecret = newSecret();
+  const secondSecret = newSecret();
+  const logged: { event: string; fields: Fields }[] = [];
+  const log: Logger = {
+    info: (event, fields = {}) => logged.push({ event, fields }),
+    warn: (event, fields = {}) => logged.push({ event, fields }),
+    error: (event, fields = {}) => logged.push({ event, fields }),
+  };
+  let firstKid = '';
+
+  const mcp = async (user: User) => {
+    const client = new Client({ name: 'agent', version: '1' });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${svc.url}/mcp`), {
+        requestInit: { headers: { Authorization: `Bearer ${await svc.tokenFor(user)}` } },
+        // Connections of its own: none left over from before a restart of svc.
+        fetch: upstreamFetch(() => undefined).fetch,
+      }),
+    );
+    return client;
+  };
+  const browserOf = async (uid: string) => {
+    const b = new Browser(svc.url);
+    assert.equal((await b.login(uid, `${uid} password 1`)).status, 303);
+    return b;
+  };
+  const connectAlice = async () => {
+    const browser = await browserOf('alice');
+    const start = await browser.request('/upstreams/code/connect', { headers: { accept: 'text/html' } });
+    assert.equal(start.status, 302, await start.text());
+    const back = await atProvider(start.headers.get('location')!, 'alice-at-code', svc.url);
+    const done = await browser.request(back.pathname + back.search, { headers: { accept: 'text/html' } });
+    assert.equal(done.status, 303, await done.text());
+    return browser;
+  };
+  const jwksKids = async () =>
+    ((await (await fetch(`${svc.url}/.well-known/jwks.json`)).json()) as { keys: { kid: string }[] }).keys.map((k) => k.kid);
+  const check = (secret: string) => svc.ws.svc(['check'], { env: { SVC_SESSION_SECRET: secret } });
+  const queued = async () => (await svc.database.db.select().from(upstreamRevocations).all()).filter((q) => q.userId === alice.id);
+
+  before(async () => {
+    peers = await startOauthUpstream();
+    teller = await startTeller(() => new URL(`${svc.url}/.well-known/jwks.json`));
+    svc = await startTestServer({
+      log,
+      env: { SVC_SESSION_SECRET: firstSecret },
+      auth: `${DEFAULT_AUTH}
+[upstream code]
+url = ${peers.upstreamUrl}
+auth = oauth
+oauth_scopes = tools
+review = auto
+
+[upstream teller]
+url = ${teller.url}
+identity = jwt
+review = auto
+`,
+    });
+    alice = await svc.addUser({ uid: 'alice', email: 'alice@example.com', password: 'alice password 1', labels: '' });
+    await svc.addUser({ uid: 'boss', email: 'boss@example.com', password: 'boss password 1', labels: '', admin: true });
+    await waitFor('the teller listed', async () => (await svc.ws.svc(['tool', 'list'])).stdout.includes('teller\twhoami'), {
+      everyMs: 200,
+    });
+  });
+  after(async () => {
+    await svc?.stop();
+    await teller?.stop();
+    await peers?.stop();
+  });
+
+  test('under the first secret: alice is connected to code and the teller verifies who calls', async () => {
+    await connectAlice();
+    await waitFor('code listed with her token', async () => (await svc.ws.svc(['tool', 'list'])).stdout.includes('code\twhoami'), {
+      everyMs: 200,
+    });
+    const agent = await mcp(alice);
+    try {
+      assert.equal(text(await agent.callTool({ name: 'code__whoami' })), 'alice-at-code');
+      const [sub, kid] = text(await agent.callTool({ name: 'teller__whoami' })).split(' ');
+      assert.equal(sub, 'alice');
+      firstKid = kid!;
+    } finally {
+      await agent.close();
+    }
+    assert.deepEqual(await jwksKids(), [firstKid]);
+    const same = await check(firstSecret);
+    assert.equal(same.code, 0, same.stderr);
+    assert.ok(!same.stderr.includes('auth.session'), `nothing to say while the secret is the same: ${same.stderr}`);
+  });
+
+  test('svc check with another secret warns, naming the signing key and the accounts affected, and no secret', async () => {
+    const r = await check(secondSecret);
+    assert.equal(r.code, 0, 'a warning, not a failure');
+    assert.match(r.stderr, /svc: check: warning: auth\.session: the session secret is not the one that sealed/);
+    assert.match(r.stderr, new RegExp(`identity signing key ${firstKid} cannot be opened`));
+    assert.match(r.stderr, /1 person's account at code \(1\) cannot be opened; svc serve will mark them reconnect/);
+    assert.match(r.stderr, /put the previous one back before svc serve starts/);
+    for (const secret of [firstSecret, secondSecret]) assert.ok(!(r.stdout + r.stderr).includes(secret), 'no secret is printed');
+    assert.equal((await listAccounts(svc.database.db, { userId: alice.id }))[0]!.state, 'connected', 'svc check changes nothing');
+  });
+
+  test('started with the other secret: it says so, signs with a new key the JWKS lists, and alice must reconnect', async () => {
+    logged.length = 0;
+    await svc.restart({ SVC_SESSION_SECRET: secondSecret });
+    const said = logged.filter((l) => l.event === 'session_secret_changed');
+    assert.equal(said.length, 1, JSON.stringify(logged));
+    assert.equal(said[0]!.fields.signing_key, firstKid);
+    assert.equal(said[0]!.fields.accounts, 1);
+    for (const secret of [firstSecret, secondSecret]) assert.ok(!JSON.stringify(logged).includes(secret), 'no secret is logged');
+
+    const agent = await mcp(alice);
+    try {
+      const answer = text(await agent.callTool({ name: 'teller__whoami' }));
+      const [sub, kid] = answer.split(' ');
+      assert.equal(sub, 'alice', `the teller verified the assertion: ${answer} ${JSON.stringify(teller.refused)}`);
+      assert.notEqual(kid, firstKid, 'a new key signs');
+      const kids = await jwksKids();
+      assert.ok(kids.includes(kid!) && kids.includes(firstKid), `the JWKS lists the new key, and the old one for a day: ${kids}`);
+
+      const names = (await agent.listTools()).tools.map((t) => t.name);
+      assert.ok(names.includes('code__connect') && !names.includes('code__whoami'), JSON.stringify(names));
+      const call = (await agent.callTool({ name: 'code__whoami' })) as CallToolResult;
+      assert.equal(call.isError, true);
+      assert.match(text(call), /your account at code must be connected again; connect it at .*\/upstreams\/code\/connect$/);
+    } finally {
+      await agent.close();
+    }
+    assert.equal((await listAccounts(svc.database.db, { userId: alice.id }))[0]!.state, 'reconnect');
+    const page = await (await browserOf('alice')).request('/', { headers: { accept: 'text/html' } });
+    assert.match(await page.text(), /data-upstream="code" data-state="reconnect"/);
+    const admin = await (await browserOf('boss')).request('/admin/tools', { headers: { accept: 'text/html' } });
+    assert.match(await admin.text(), /<span data-connected="alice">alice \(must connect again\)/);
+    const audit = JSON.parse((await svc.ws.svc(['audit', 'list', '--json'])).stdout) as { action: string; target: string }[];
+    assert.ok(audit.some((r) => r.action === 'upstream.reconnect' && r.target === 'code'));
+    assert.ok(audit.some((r) => r.action === 'keys.rotate'));
+
+    const after = await check(secondSecret);
+    assert.ok(!after.stderr.includes('auth.session'), `settled: nothing more to say: ${after.stderr}`);
+  });
+
+  test('her old tokens, once disconnected, stay queued for an instance with the previous secret; svc check says so', async () => {
+    const revokedBefore = peers.counts.get('revoked') ?? 0;
+    const browser = await browserOf('alice');
+    const r = await browser.request('/upstreams/code/disconnect', { method: 'POST', form: {} });
+    assert.equal(r.status, 303, await r.text());
+    await waitFor('the sweep to try them', async () => (await queued()).some((q) => q.attempts === 1), { everyMs: 100 });
+    assert.equal((await queued()).length, 1, 'kept, not dropped unsent');
+    assert.equal(peers.counts.get('revoked') ?? 0, revokedBefore, 'and sent nowhere');
+    assert.equal(logged.filter((l) => l.event === 'upstream_revoke_postponed').length, 1, 'said once');
+    const told = await check(secondSecret);
+    assert.match(told.stderr, /queued revocations at code \(1\) cannot be opened/);
+    assert.ok(!told.stderr.includes('signing key'), told.stderr);
+  });
+
+  test('alice connects again under the new secret, and her calls work', async () => {
+    const browser = await connectAlice();
+    const agent = await mcp(alice);
+    try {
+      assert.equal(text(await agent.callTool({ name: 'code__whoami' })), 'alice-at-code');
+    } finally {
+      await agent.close();
+    }
+    const page = await browser.request('/', { headers: { accept: 'text/html' } });
+    assert.match(await page.text(), /data-upstream="code" data-state="connected"/);
+  });
+});
