@@ -186,7 +186,8 @@ describe('svc as a single executable', () => {
     const port = await freePort();
     const upstreamPort = await freePort();
     const sdk = join(ROOT, 'node_modules/@modelcontextprotocol/sdk/dist/esm');
-    const kit = join(work, 'app', 'kit.mjs');
+    // Not beside the database (work/app): its folder is hidden from every stdio child.
+    const kit = join(work, 'kit.mjs');
     writeFileSync(
       kit,
       `import { Server } from '${sdk}/server/index.js';

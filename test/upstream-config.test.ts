@@ -90,6 +90,7 @@ isolation = user
         args: ['-y', '@modelcontextprotocol/server-filesystem', '/srv/my docs'],
         env: { ROOT_DIR: '/srv/docs', MODE: 'read-only' },
         isolation: 'user',
+        writable: [],
       },
       server: sha256(JSON.stringify(['command', 'npx', '-y', '@modelcontextprotocol/server-filesystem', '/srv/my docs'])),
       labels: [],
@@ -162,6 +163,7 @@ env.QUOTED = 'it''s'
       args: ['-c', 'echo a; echo b #1', '--x=a;b#c'],
       env: { GREETING: 'hello; world # all', PLAIN: 'a;b', QUOTED: "'it''s'" },
       isolation: 'shared',
+      writable: [],
     });
     assert.notEqual(
       load('[upstream t]\ncommand = server-a\n').upstreams[0]!.server,

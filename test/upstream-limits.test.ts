@@ -23,7 +23,7 @@ const SDK = join(ROOT, 'node_modules/@modelcontextprotocol/sdk/dist/esm');
 
 /**
  * One stdio MCP server, hostile in the way MODE says. Every tools/list request it receives is a line in COUNT_FILE
- * (its pid and the time), so the test counts what svc asked for.
+ * (its process's id and the time), so the test counts what svc asked for.
  * - endless: one tool a page, and always a nextCursor;
  * - many: 5,000 tools, 500 a page;
  * - odd: names of 128, 129 and 200 characters, definitions of exactly 64 KiB, one character more, and 100 KiB;
@@ -38,10 +38,12 @@ import { Server } from '${SDK}/server/index.js';
 import { StdioServerTransport } from '${SDK}/server/stdio.js';
 import { ListToolsRequestSchema, CallToolRequestSchema } from '${SDK}/types.js';
 const mode = process.env.MODE;
+// Which process this is: pids repeat, as each child has a PID namespace of its own (svc's sandbox).
+const self = Math.floor(Math.random() * 2 ** 48);
 const object = { type: 'object' };
 const server = new Server({ name: 'hostile-' + mode, version: '1.0.0' }, { capabilities: { tools: { listChanged: true } } });
 const counted = () => {
-  appendFileSync(process.env.COUNT_FILE, JSON.stringify({ pid: process.pid, at: Date.now() }) + '\\n');
+  appendFileSync(process.env.COUNT_FILE, JSON.stringify({ pid: self, at: Date.now() }) + '\\n');
   return readFileSync(process.env.COUNT_FILE, 'utf8').split('\\n').filter((l) => l !== '').length;
 };
 // A definition exactly n characters long as svc measures it: JSON of {description, inputSchema}.
@@ -85,9 +87,9 @@ server.setRequestHandler(CallToolRequestSchema, async (r) => {
         await server.sendToolListChanged();
         if (i % 20 === 19) await new Promise((ok) => setTimeout(ok, 50));
       }
-      writeFileSync(process.env.DONE_FILE, String(process.pid));
+      writeFileSync(process.env.DONE_FILE, String(self));
     })();
-    return { content: [{ type: 'text', text: 'flooding from ' + process.pid }] };
+    return { content: [{ type: 'text', text: 'flooding from ' + self }] };
   }
   return { content: [{ type: 'text', text: r.params.name + ' answered' }] };
 });
@@ -181,6 +183,7 @@ command = "${process.execPath}" "${script}"
 env.MODE = ${mode}
 env.COUNT_FILE = ${countFile(name)}
 env.DONE_FILE = ${doneFile(name)}
+writable = ${dir}
 refresh = 1h
 ${extra}`;
     inst = await install(sourceRunner, {

@@ -407,6 +407,8 @@ import { Server } from '${SDK}/server/index.js';
 import { StdioServerTransport } from '${SDK}/server/stdio.js';
 import { ListToolsRequestSchema, CallToolRequestSchema } from '${SDK}/types.js';
 const server = new Server({ name: 'kit', version: '1.0.0' }, { capabilities: { tools: {} } });
+// Which process this is: pids repeat, as each child has a PID namespace of its own (svc's sandbox).
+const self = Math.floor(Math.random() * 2 ** 48);
 const object = (properties) => ({ type: 'object', properties });
 server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [
   { name: 'nap', description: 'Sleeps.', inputSchema: object({ ms: { type: 'number' } }) },
@@ -416,7 +418,7 @@ server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [
 ] }));
 server.setRequestHandler(CallToolRequestSchema, async (r) => {
   const a = r.params.arguments ?? {};
-  if (r.params.name === 'nap') { await new Promise((ok) => setTimeout(ok, a.ms)); return { content: [{ type: 'text', text: 'rested ' + process.pid }] }; }
+  if (r.params.name === 'nap') { await new Promise((ok) => setTimeout(ok, a.ms)); return { content: [{ type: 'text', text: 'rested ' + self }] }; }
   if (r.params.name === 'meta') return { content: [{ type: 'text', text: JSON.stringify(r.params._meta ?? {}) }] };
   if (r.params.name === 'big') return { content: [{ type: 'text', text: 'x'.repeat(a.mib * 1024 * 1024) }] };
   return { content: [{ type: 'text', text: 'hello ' + a.who }], structuredContent: { greeting: 'hello ' + a.who } };

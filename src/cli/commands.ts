@@ -50,6 +50,10 @@ Options:
       if (flagged !== undefined && !/^\d{1,3}$/.test(flagged))
         throw new UsageError('--workers takes a number of processes (0 = one per core)');
       const workers = workerCount(flagged === undefined ? config.server.workers : Number(flagged));
+      if (cluster.isPrimary && config.upstreams.length > 0) {
+        const { sandboxWarnings } = await import('../upstream/stdio-sandbox.ts');
+        for (const w of sandboxWarnings(config)) log.warn('upstream_not_sandboxed', { upstream: w.upstream, warning: w.warning });
+      }
       if (cluster.isPrimary && workers > 1) return servePrimary(config, log, workers);
       const running = await startServer(config, log);
       await new Promise<void>((resolve) => {
@@ -116,6 +120,11 @@ Options:
               'those hosts, or set client_metadata_documents false so that the apps register themselves instead.',
           );
         }
+      }
+      if (config.upstreams.length > 0) {
+        // A warning, not a failure: a host without bubblewrap runs its stdio children as before.
+        const { sandboxWarnings } = await import('../upstream/stdio-sandbox.ts');
+        for (const w of sandboxWarnings(config)) ctx.io.err(`svc: check: warning: upstream.${w.upstream}: ${w.warning}`);
       }
       ctx.io.out(
         `svc: ${ctx.configPath} is valid; database ${location} can be read and written${config.auth.oidc ? '; identity provider answers' : ''}`,

@@ -2,6 +2,7 @@
 // svc starts (`command`), with the labels of its tools, how new tools are reviewed, the one credential svc sends it
 // and how long a call may take. Every problem names its key.
 import { createHash } from 'node:crypto';
+import { normalize } from 'node:path';
 import { readDuration } from './duration.ts';
 import { readIniSection, readEnv, ENV_NAME, type Env, type Lines } from './ini-section.ts';
 import { isLoopbackIssuerHost } from '../domain/addresses.ts';
@@ -17,6 +18,8 @@ export type UpstreamTransport =
       readonly env: Readonly<Record<string, string>>;
       /** shared: one process; user: one per person who calls it */
       readonly isolation: 'shared' | 'user';
+      /** absolute paths the child may write; the rest of the filesystem it sees read-only */
+      readonly writable: readonly string[];
     };
 
 export interface UpstreamConfig {
@@ -69,6 +72,7 @@ const KEYS = [
   'refresh',
   'rate',
   'isolation',
+  'writable',
   'insecure_http',
   'auth',
   'oauth_client_id',
@@ -119,6 +123,7 @@ function readTransport(path: string, section: Section, env: Record<string, strin
   // Read as written: `ini` would cut a command at `;` or `#` and unquote it its own way.
   const command = section.verbatim('command') ?? '';
   const isolation = section.str('isolation', '');
+  const writable = section.verbatim('writable') ?? '';
   const insecure = section.bool('insecure_http', false);
   if ((url === '') === (command === '')) {
     problems.push(`${path}: give exactly one of url (a Streamable HTTP MCP endpoint) and command (a stdio server svc starts)`);
@@ -127,6 +132,7 @@ function readTransport(path: string, section: Section, env: Record<string, strin
   if (url !== '') {
     if (isolation !== '') problems.push(`${path}.isolation: only for a command upstream; an HTTP upstream is one server for everyone`);
     if (Object.keys(env).length > 0) problems.push(`${path}.env.*: only for a command upstream; svc does not start an HTTP upstream`);
+    if (writable !== '') problems.push(`${path}.writable: only for a command upstream; svc does not start an HTTP upstream`);
     const checked = checkUrl(path, url, insecure, problems);
     return checked === null ? null : { kind: 'http', url: checked };
   }
@@ -137,7 +143,20 @@ function readTransport(path: string, section: Section, env: Record<string, strin
     return null;
   }
   const chosen = oneOf(path, 'isolation', isolation === '' ? 'shared' : isolation, ['shared', 'user'], problems);
-  return { kind: 'stdio', command: words[0]!, args: words.slice(1), env, isolation: chosen };
+  const paths = readWritable(path, writable, problems);
+  return { kind: 'stdio', command: words[0]!, args: words.slice(1), env, isolation: chosen, writable: paths };
+}
+
+/** writable: absolute paths, split like `command`; the child sees everything else read-only. */
+function readWritable(path: string, text: string, problems: string[]): string[] {
+  const words = splitCommand(text);
+  if (words === null) {
+    problems.push(`${path}.writable: an unclosed quote; quote a path with spaces in "…" or '…'`);
+    return [];
+  }
+  const relative = words.find((w) => !w.startsWith('/'));
+  if (relative !== undefined) problems.push(`${path}.writable: "${relative.slice(0, 80)}" is not an absolute path`);
+  return [...new Set(words.map((w) => normalize(w).replace(/(.)\/$/, '$1')))];
 }
 
 function checkUrl(path: string, text: string, insecure: boolean, problems: string[]): string | null {

@@ -11,6 +11,7 @@ import type { UpstreamConfig } from '../config/load.ts';
 import type { Logger } from '../log.ts';
 import { VERSION } from '../version.ts';
 import { AnswerTooLarge, upstreamFetch } from './http-fetch.ts';
+import { launch } from './stdio-sandbox.ts';
 
 const BACKOFF_FIRST_MS = 1000;
 /** A tool listing reads at most this many pages. */
@@ -85,7 +86,8 @@ function transportFor(
     });
     return { transport, release: () => http.close() };
   }
-  const transport = new StdioClientTransport({ command: t.command, args: [...t.args], env: childEnvironment(t.env), stderr: 'pipe' });
+  // In a sandbox where the host has one (stdio-sandbox.ts): the child can read neither svc nor its database.
+  const transport = new StdioClientTransport({ ...launch(t), env: childEnvironment(t.env), stderr: 'pipe' });
   return { transport, release: () => undefined };
 }
 

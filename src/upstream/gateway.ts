@@ -20,6 +20,7 @@ import { NeedsConnection, UpstreamAccounts, type Bearer } from './accounts.ts';
 import { ensureSigningKey, IdentitySigner, type Subject } from './identity.ts';
 import { startUpstreams, type Upstreams } from './discovery.ts';
 import { UpstreamConnection } from './connection.ts';
+import { keepFromChildren } from './stdio-sandbox.ts';
 import { ANSWER_MAX, AnswerTooLarge } from './http-fetch.ts';
 
 /** A merged tool name: what MCP clients accept, and no longer than 128. */
@@ -336,6 +337,7 @@ export async function startGateway(
   log: Logger,
   metrics: Metrics,
 ): Promise<{ gateway: UpstreamGateway; stop(): Promise<void> }> {
+  keepFromChildren(config.server.database);
   let signer: IdentitySigner | null = null;
   if (config.upstreams.some((u) => u.identity === 'jwt')) {
     // Checked when the configuration was read: identity = jwt needs the session secret.
