@@ -263,7 +263,7 @@ describe('a stdio child cannot read svc or another person’s process', () => {
     }
   });
 
-  test('writable takes absolute paths, and only on a command upstream: `svc check` names the key', async () => {
+  test('writable takes absolute paths, and only on a command upstream: `svc check` names the key, and warns of one that is missing', async () => {
     const inst = await install(sourceRunner, {
       auth: `${DEFAULT_AUTH}\n[upstream files]\ncommand = fs-mcp\nwritable = /srv/docs relative/dir\n[upstream web]\nurl = https://web.internal/mcp\nwritable = /srv\n`,
     });
@@ -274,6 +274,17 @@ describe('a stdio child cannot read svc or another person’s process', () => {
       assert.match(check.stderr, /svc: config: upstream\.web\.writable: only for a command upstream/);
     } finally {
       inst.remove();
+    }
+    requireProgram('/usr/bin/bwrap', 'bubblewrap');
+    const missing = await install(sourceRunner, {
+      auth: `${DEFAULT_AUTH}\n[upstream files]\ncommand = fs-mcp\nwritable = ${join(dir, 'not-made')}\n`,
+    });
+    try {
+      const check = await missing.cli(['check']);
+      assert.equal(check.code, 0, check.stderr);
+      assert.match(check.stderr, /svc: check: warning: upstream\.files: writable: \S+not-made does not exist/);
+    } finally {
+      missing.remove();
     }
   });
 

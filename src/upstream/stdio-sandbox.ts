@@ -7,7 +7,7 @@
 // files. Where bwrap is missing or cannot make namespaces here, the child runs as before and `svc check` and
 // `svc serve` say so, naming the upstream.
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants } from 'node:fs';
+import { accessSync, constants, existsSync, realpathSync } from 'node:fs';
 import { delimiter, dirname, isAbsolute, join, sep } from 'node:path';
 import type { Config, UpstreamTransport } from '../config/load.ts';
 import { filePath } from '../db/open.ts';
@@ -63,9 +63,18 @@ function onPath(name: string): string | null {
   return null;
 }
 
-/** The folders every child is kept out of: the embedded database's. A database server's files are not svc's. */
+/**
+ * The folders every child is kept out of: the embedded database's, by the path its links lead to (so no other name of
+ * it stays open). A database server's files are not svc's.
+ */
 export function hiddenFolders(database: string): string[] {
-  return database.startsWith('file:') && filePath(database) !== ':memory:' ? [dirname(filePath(database))] : [];
+  if (!database.startsWith('file:') || filePath(database) === ':memory:') return [];
+  const folder = dirname(filePath(database));
+  try {
+    return [realpathSync(folder)];
+  } catch {
+    return [folder];
+  }
 }
 
 let hidden: readonly string[] | null = null;
@@ -113,6 +122,9 @@ export function sandboxWarnings(config: Config): { upstream: string; warning: st
         upstream: u.name,
         warning: `${inside} is in the database's folder, which every child is kept out of; keep the database in a folder of its own`,
       });
+    const missing = t.writable.find((path) => !existsSync(path));
+    if (missing !== undefined)
+      warnings.push({ upstream: u.name, warning: `writable: ${missing} does not exist, and bwrap will not start the child without it` });
   }
   return warnings;
 }
