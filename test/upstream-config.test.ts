@@ -177,9 +177,14 @@ env.QUOTED = 'it''s'
       '[upstream code]\nurl = https://code.internal/mcp\nauth = oauth\noauth_client_id = svc-prod\noauth_client_secret_env = CODE_SECRET\noauth_scopes = repo  read:org repo\n',
       { ...ENV, CODE_SECRET: 'the-client-secret' },
     ).upstreams;
-    assert.deepEqual(code!.oauth, { clientId: 'svc-prod', clientSecret: 'the-client-secret', scopes: ['repo', 'read:org'] });
+    assert.deepEqual(code!.oauth, {
+      clientId: 'svc-prod',
+      clientSecret: 'the-client-secret',
+      scopes: ['repo', 'read:org'],
+      privateNetwork: false,
+    });
     const [bare] = load('[upstream code]\nurl = https://code.internal/mcp\nauth = oauth\n').upstreams;
-    assert.deepEqual(bare!.oauth, { clientId: null, clientSecret: null, scopes: [] }, 'svc registers itself');
+    assert.deepEqual(bare!.oauth, { clientId: null, clientSecret: null, scopes: [], privateNetwork: false }, 'svc registers itself');
     assert.equal(load('[upstream code]\nurl = https://code.internal/mcp\nauth = none\n').upstreams[0]!.oauth, null);
     refused('[upstream t]\nurl = https://t.internal/mcp\nauth = basic\n', 'upstream.t.auth:');
     refused('[upstream t]\ncommand = fs-mcp\nauth = oauth\n', 'upstream.t.auth:');

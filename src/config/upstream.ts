@@ -56,6 +56,11 @@ export interface UpstreamOauth {
   readonly clientSecret: string | null;
   /** scopes to ask for; empty: none named */
   readonly scopes: readonly string[];
+  /**
+   * oauth_private_network: the authorization server of an upstream that is not on loopback may be at a loopback,
+   * private, link-local or other non-internet address (false: svc sends nothing there)
+   */
+  readonly privateNetwork: boolean;
 }
 
 export const UPSTREAM_NAME = /^[a-z][a-z0-9-]{0,31}$/;
@@ -78,6 +83,7 @@ const KEYS = [
   'oauth_client_id',
   'oauth_client_secret_env',
   'oauth_scopes',
+  'oauth_private_network',
 ];
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 const RATE_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600 };
@@ -256,7 +262,9 @@ function readOauth(
   const clientId = section.str('oauth_client_id', '');
   const secretEnv = section.str('oauth_client_secret_env', '');
   const scopes = section.str('oauth_scopes', '');
+  const privateNetwork = section.bool('oauth_private_network', false);
   if (auth !== 'oauth') {
+    if (privateNetwork) problems.push(`${path}.oauth_private_network: only with auth = oauth`);
     for (const [key, value] of [
       ['oauth_client_id', clientId],
       ['oauth_client_secret_env', secretEnv],
@@ -281,7 +289,7 @@ function readOauth(
       : readSecret
         ? readEnv(`${path}.oauth_client_secret_env`, secretEnv, env, problems)
         : checkEnvName(path, secretEnv, problems);
-  return { clientId: clientId === '' ? null : clientId, clientSecret, scopes: [...new Set(scopeList)] };
+  return { clientId: clientId === '' ? null : clientId, clientSecret, scopes: [...new Set(scopeList)], privateNetwork };
 }
 
 function checkEnvName(path: string, name: string, problems: string[]): null {

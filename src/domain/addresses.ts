@@ -139,3 +139,80 @@ const LOOPBACK_REDIRECT_HOSTS: ReadonlySet<string> = new Set(['127.0.0.1', '[::1
 export function isLoopbackRedirectHost(hostname: string): boolean {
   return LOOPBACK_REDIRECT_HOSTS.has(hostname);
 }
+
+/**
+ * Where an IP address leads, for the rule on where svc may send requests an upstream asked for: `public` is the
+ * internet; the others are this machine (`loopback`), a private network (RFC 1918, fc00::/7, 100.64.0.0/10 of
+ * carrier-grade NAT), the link (`link-local`, 169.254.0.0/16 with cloud metadata services, fe80::/10), "no address"
+ * (`unspecified`, 0.0.0.0/8 and ::, which reach this machine), or a block that is not routed on the internet
+ * (`reserved`: documentation, benchmarking, multicast, the future-use block, and IPv6 outside 2000::/3). An
+ * IPv4-mapped or NAT64 (64:ff9b::/96) or 6to4 (2002::/16) address is judged by the IPv4 address in it; anything
+ * that is not an address is `reserved`.
+ */
+export type AddressScope = 'public' | 'loopback' | 'private' | 'link-local' | 'unspecified' | 'reserved';
+
+const SCOPE_NETWORKS: readonly (readonly [Exclude<AddressScope, 'public'>, readonly string[]])[] = [
+  ['unspecified', ['0.0.0.0/8', '::/128']],
+  ['loopback', ['127.0.0.0/8', '::1/128']],
+  ['private', ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', 'fc00::/7']],
+  ['link-local', ['169.254.0.0/16', 'fe80::/10']],
+  [
+    'reserved',
+    [
+      '192.0.0.0/24',
+      '192.0.2.0/24',
+      '192.88.99.0/24',
+      '198.18.0.0/15',
+      '198.51.100.0/24',
+      '203.0.113.0/24',
+      '224.0.0.0/4',
+      '240.0.0.0/4',
+      '2001:2::/48',
+      '2001:10::/28',
+      '2001:db8::/32',
+      '3fff::/20',
+    ],
+  ],
+];
+let scopeLists: readonly (readonly [Exclude<AddressScope, 'public'>, BlockList])[] | null = null;
+let globalUnicast: BlockList | null = null;
+
+export function addressScope(address: string): AddressScope {
+  let a = normalizeIp(address).split('%')[0]!;
+  let family = isIP(a);
+  if (family === 6) {
+    const embedded = embeddedIpv4(a);
+    if (embedded !== null) [a, family] = [embedded, 4];
+  }
+  if (family === 0) return 'reserved';
+  const type = family === 6 ? 'ipv6' : 'ipv4';
+  scopeLists ??= SCOPE_NETWORKS.map(([scope, networks]) => {
+    const list = new BlockList();
+    for (const n of networks) {
+      const { address: base, prefix, family: f } = parseNetwork(n)!;
+      list.addSubnet(base, prefix, f);
+    }
+    return [scope, list] as const;
+  });
+  for (const [scope, list] of scopeLists) if (list.check(a, type)) return scope;
+  if (type === 'ipv4') return 'public';
+  if (globalUnicast === null) {
+    globalUnicast = new BlockList();
+    globalUnicast.addSubnet('2000::', 3, 'ipv6');
+  }
+  return globalUnicast.check(a, 'ipv6') ? 'public' : 'reserved';
+}
+
+/** The IPv4 address an IPv4-mapped (::ffff:0:0/96), NAT64 (64:ff9b::/96) or 6to4 (2002::/16) address stands for. */
+function embeddedIpv4(address: string): string | null {
+  const g = ipv6Groups(address);
+  if (g === null) return null;
+  const dotted = (hi: string, lo: string) => {
+    const [h, l] = [Number.parseInt(hi, 16), Number.parseInt(lo, 16)];
+    return `${h >> 8}.${h & 255}.${l >> 8}.${l & 255}`;
+  };
+  if (g.slice(0, 5).every((x) => x === '0') && g[5] === 'ffff') return dotted(g[6]!, g[7]!);
+  if (g[0] === '64' && g[1] === 'ff9b' && g.slice(2, 6).every((x) => x === '0')) return dotted(g[6]!, g[7]!);
+  if (g[0] === '2002') return dotted(g[1]!, g[2]!);
+  return null;
+}

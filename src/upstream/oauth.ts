@@ -3,14 +3,16 @@
 // OpenID discovery), the configured client or svc's own registration (its client metadata document where the server
 // takes one, else dynamic registration, kept in the database), authorization code with PKCE S256 and `resource`,
 // refresh and revocation (RFC 7009).
+import { isIP } from 'node:net';
 import * as oauth from 'oauth4webapi';
 import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { Database } from '../db/open.ts';
-import { isLoopbackIssuerHost } from '../domain/addresses.ts';
+import { addressScope, isLoopbackIssuerHost, type AddressScope } from '../domain/addresses.ts';
 import { seal, unseal } from '../domain/sealed.ts';
 import { deriveKey } from '../domain/secrets.ts';
 import { findClient, putClient, type UpstreamClientRow } from '../store/upstream-accounts.ts';
 import { VERSION } from '../version.ts';
+import { AddressRefused, guardedFetch, type AddressRule, type OauthFetch } from './oauth-fetch.ts';
 
 /** How long the server's metadata is kept before it is read again. */
 const METADATA_MS = 60 * 60_000;
@@ -21,7 +23,7 @@ export interface OauthParty {
   readonly as: oauth.AuthorizationServer;
   readonly client: oauth.Client;
   readonly auth: oauth.ClientAuth;
-  /** options for a request to the server (each with its own deadline): plain http only to a loopback server or an http upstream */
+  /** options for a request to the server (each with its own deadline), connecting only where addressRule allows */
   options(): RequestOptions;
 }
 
@@ -48,27 +50,93 @@ export function clientMetadata(config: Config, upstream: UpstreamConfig): Record
   };
 }
 
-type RequestOptions = { [oauth.allowInsecureRequests]?: boolean; signal?: AbortSignal };
+type RequestOptions = { [oauth.allowInsecureRequests]?: boolean; [oauth.customFetch]: OauthFetch; signal?: AbortSignal };
 
-/** Plain http only to a server on this machine: a person's tokens and svc's client secret never cross a network in clear. */
-function requestOptions(upstream: UpstreamConfig, url: string): RequestOptions {
-  return { [oauth.allowInsecureRequests]: isLoopbackIssuerHost(new URL(url).hostname), signal: AbortSignal.timeout(upstream.timeoutMs) };
+/** The upstream itself is on this machine: its url's host is a loopback address or localhost. */
+const onLoopback = (upstream: UpstreamConfig) => isLoopbackIssuerHost(new URL(resourceOf(upstream)).hostname);
+
+/**
+ * Options for a request to the upstream itself (its protected-resource metadata): anywhere its `url` leads, over
+ * plain http where the configuration took an http `url` (on loopback, or with insecure_http).
+ */
+function upstreamOptions(upstream: UpstreamConfig): RequestOptions {
+  return {
+    [oauth.allowInsecureRequests]: new URL(resourceOf(upstream)).protocol === 'http:',
+    [oauth.customFetch]: guardedFetch(() => null),
+    signal: AbortSignal.timeout(upstream.timeoutMs),
+  };
 }
 
-/** Every endpoint svc will send something to is https, or http on this machine when the issuer is. */
-function checkEndpoints(as: oauth.AuthorizationServer): void {
-  const loopback = isLoopbackIssuerHost(new URL(as.issuer).hostname);
-  for (const endpoint of [as.authorization_endpoint, as.token_endpoint, as.revocation_endpoint, as.registration_endpoint]) {
-    if (endpoint === undefined) continue;
-    const u = new URL(endpoint);
-    if (u.protocol === 'https:' || (loopback && u.protocol === 'http:' && isLoopbackIssuerHost(u.hostname))) continue;
-    throw new OauthSetupError(`the authorization server's endpoint ${u.origin} is not https`);
-  }
+/**
+ * Options for a request to the upstream's authorization server, which the upstream's metadata names (the upstream
+ * chooses where svc sends its requests, registrations, client secret and people's tokens): each request connects
+ * only where addressRule allows. Plain http only to this machine, for an upstream on this machine: a person's tokens
+ * and svc's client secret never cross a network in clear.
+ */
+function serverOptions(upstream: UpstreamConfig): RequestOptions {
+  return {
+    [oauth.allowInsecureRequests]: onLoopback(upstream),
+    [oauth.customFetch]: guardedFetch((url) => addressRule(upstream, url)),
+    signal: AbortSignal.timeout(upstream.timeoutMs),
+  };
+}
+
+/**
+ * Where a request to the authorization server's `url` may connect; null: anywhere. Plain http: a loopback address
+ * only. For an upstream that is not on this machine, without oauth_private_network: a public address only, so an
+ * upstream cannot turn svc against this machine, its network or a cloud metadata service.
+ */
+function addressRule(upstream: UpstreamConfig, url: URL): AddressRule | null {
+  if (url.protocol === 'http:')
+    return (address) =>
+      onLoopback(upstream) && addressScope(address) === 'loopback'
+        ? null
+        : `the authorization server's ${url.origin} is plain http to ${address}, not on this machine; svc sends nothing there`;
+  if (onLoopback(upstream) || upstream.oauth!.privateNetwork) return null;
+  return (address) => {
+    const scope = addressScope(address);
+    if (scope === 'public') return null;
+    return (
+      `the authorization server's ${url.origin} is at ${address}, ${SCOPE_WORDS[scope]}, and svc sends nothing there for an ` +
+      `upstream that is not on this machine; if that server is yours, set oauth_private_network = true in [upstream ${upstream.name}]`
+    );
+  };
+}
+
+const SCOPE_WORDS: Record<Exclude<AddressScope, 'public'>, string> = {
+  loopback: 'an address of this machine',
+  private: 'a private network address',
+  'link-local': 'a link-local address',
+  unspecified: 'an unspecified address',
+  reserved: 'not an internet address',
+};
+
+/**
+ * A URL of the authorization server, before anything is sent there: https, or http to a loopback host for an
+ * upstream on this machine; an address in it must be one addressRule allows (a name is judged as it is connected to).
+ */
+function checkServerUrl(upstream: UpstreamConfig, text: string, what: string, sends = true): URL {
+  const u = new URL(text);
+  const http = u.protocol === 'http:' && onLoopback(upstream) && isLoopbackIssuerHost(u.hostname);
+  if (u.protocol !== 'https:' && !http)
+    throw new OauthSetupError(`${what} ${u.origin} is not https (plain http only on this machine, for an upstream on this machine)`);
+  const literal = u.hostname.replace(/^\[(.*)\]$/, '$1');
+  const why = sends && isIP(literal) !== 0 ? addressRule(upstream, u)?.(literal) : null;
+  if (why) throw new OauthSetupError(why);
+  return u;
+}
+
+/** Every endpoint the browser or svc will be sent to passes checkServerUrl (svc never connects to the authorization endpoint). */
+function checkEndpoints(upstream: UpstreamConfig, as: oauth.AuthorizationServer): void {
+  if (as.authorization_endpoint !== undefined)
+    checkServerUrl(upstream, as.authorization_endpoint, "the authorization server's endpoint", false);
+  for (const endpoint of [as.token_endpoint, as.revocation_endpoint, as.registration_endpoint])
+    if (endpoint !== undefined) checkServerUrl(upstream, endpoint, "the authorization server's endpoint");
 }
 
 async function protectedResource(upstream: UpstreamConfig): Promise<oauth.ResourceServer> {
   const resource = new URL(resourceOf(upstream));
-  const response = await oauth.resourceDiscoveryRequest(resource, requestOptions(upstream, resource.href));
+  const response = await oauth.resourceDiscoveryRequest(resource, upstreamOptions(upstream));
   return oauth.processResourceDiscoveryResponse(resource, response);
 }
 
@@ -81,12 +149,13 @@ async function authorizationServer(upstream: UpstreamConfig): Promise<oauth.Auth
   }
   const issuer = metadata.authorization_servers?.[0];
   if (typeof issuer !== 'string') throw new OauthSetupError('the upstream names no authorization server');
-  const url = new URL(issuer);
+  const url = checkServerUrl(upstream, issuer, 'the authorization server');
   for (const algorithm of ['oauth2', 'oidc'] as const) {
     try {
-      const response = await oauth.discoveryRequest(url, { algorithm, ...requestOptions(upstream, issuer) });
+      const response = await oauth.discoveryRequest(url, { algorithm, ...serverOptions(upstream) });
       return await oauth.processDiscoveryResponse(url, response);
-    } catch {
+    } catch (e) {
+      if (e instanceof AddressRefused) throw new OauthSetupError(e.message);
       // the other discovery next
     }
   }
@@ -117,9 +186,9 @@ export class OauthClients {
 
   private async discover(upstream: UpstreamConfig): Promise<OauthParty> {
     const as = await authorizationServer(upstream);
-    checkEndpoints(as);
+    checkEndpoints(upstream, as);
     await this.pin(upstream, as);
-    const options = () => requestOptions(upstream, as.issuer);
+    const options = () => serverOptions(upstream);
     const configured = upstream.oauth!;
     if (configured.clientId !== null) {
       const client: oauth.Client = { client_id: configured.clientId };
@@ -189,7 +258,9 @@ export class OauthClients {
         `the authorization server ${new URL(as.issuer).origin} takes neither client metadata documents nor registration; set oauth_client_id`,
       );
     const { client_id: _id, ...metadata } = clientMetadata(this.config, upstream);
-    const response = await oauth.dynamicClientRegistrationRequest(as, metadata as Partial<oauth.Client>, options());
+    const response = await oauth
+      .dynamicClientRegistrationRequest(as, metadata as Partial<oauth.Client>, options())
+      .catch((e: unknown) => Promise.reject(e instanceof AddressRefused ? new OauthSetupError(e.message) : e));
     const registered = await oauth.processDynamicClientRegistrationResponse(response);
     const secret = typeof registered.client_secret === 'string' ? registered.client_secret : null;
     const stored = await this.database.write((tx) =>
