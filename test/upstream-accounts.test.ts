@@ -30,6 +30,13 @@ const CONFIGURED = { id: 'svc-configured', secret: 'svc-configured-secret-012345
 
 const text = (r: unknown) => ((r as CallToolResult).content[0] as { text: string }).text;
 
+interface AuditRow {
+  action: string;
+  actor: string;
+  target: string;
+  detail: { outcome?: string };
+}
+
 describe('upstreams that act for each person (auth = oauth)', () => {
   let peers: OauthUpstream;
   let svc: TestServer;
@@ -119,10 +126,22 @@ review = auto
       const answer = (await agent.callTool({ name: 'code__connect' })) as CallToolResult;
       assert.equal(answer.isError, true);
       assert.match(text(answer), new RegExp(`connect it at ${svc.url}/upstreams/code/connect$`));
+      // Before anyone has connected no tool of the upstream is known: any of its names says where to connect.
+      const anyName = (await agent.callTool({ name: 'code__whoami' })) as CallToolResult;
+      assert.equal(anyName.isError, true);
+      assert.equal(text(anyName), text(answer));
     } finally {
       await agent.close();
     }
     assert.deepEqual(peers.seen, [], 'nothing reached the upstream');
+    // Each call is audited with its outcome.
+    const calls = (JSON.parse((await svc.ws.svc(['audit', 'list', '--json'])).stdout) as AuditRow[]).filter(
+      (e) => e.action === 'upstream.call',
+    );
+    assert.deepEqual(calls.map((e) => [e.actor, e.target, e.detail.outcome]).sort(), [
+      ['alice', 'code/connect', 'not_connected'],
+      ['alice', 'code/whoami', 'not_connected'],
+    ]);
     const page = await (await browserOf('alice')).request('/', { headers: { accept: 'text/html' } });
     const html = await page.text();
     assert.match(html, /data-upstream="code" data-state="none"/);
@@ -209,6 +228,8 @@ review = auto
       await assert.rejects(client.callTool({ name: 'code__whoami' }), (e: unknown) => {
         assert.ok(e instanceof McpError, String(e));
         assert.equal(e.code, -32042);
+        // The message names the URL too (clients that do not show elicitations show it), without a code of its own.
+        assert.equal(e.message, `MCP error -32042: Connect your account at code to use its tools: ${svc.url}/upstreams/code/connect`);
         const [elicitation] = (e.data as { elicitations: { mode: string; url: string; elicitationId: string }[] }).elicitations;
         assert.equal(elicitation!.mode, 'url');
         assert.equal(elicitation!.url, `${svc.url}/upstreams/code/connect`);

@@ -26,7 +26,7 @@ const SDK = join(ROOT, 'node_modules/@modelcontextprotocol/sdk/dist/esm');
  * (its process's id and the time), so the test counts what svc asked for.
  * - endless: one tool a page, and always a nextCursor;
  * - many: 5,000 tools, 500 a page;
- * - odd: names of 128, 129 and 200 characters, definitions of exactly 64 KiB, one character more, and 100 KiB;
+ * - odd: names of 128, 129 and 200 characters, definitions of exactly 16 KiB, one character more, and 100 KiB;
  * - flood: `flood` sends notifications/tools/list_changed 1,000 times (50 bursts of 20, 50 ms apart) and then
  *   writes DONE_FILE; its list is `flood` and `gen-N`, N the number of listings so far, so every listing svc makes
  *   changes a tool (an audit row or two);
@@ -67,8 +67,8 @@ server.setRequestHandler(ListToolsRequestSchema, async (r) => {
     { name: 'n'.repeat(128), description: 'A name of 128 characters.', inputSchema: object },
     { name: 'm'.repeat(129), description: 'A name of 129 characters.', inputSchema: object },
     { name: 'l'.repeat(200), description: 'A name of 200 characters.', inputSchema: object },
-    sized('edge-64k', 64 * 1024),
-    sized('over-64k', 64 * 1024 + 1),
+    sized('edge-16k', 16 * 1024),
+    sized('over-16k', 16 * 1024 + 1),
     sized('huge-100k', 100 * 1024),
   ] };
   if (mode === 'flood') return { tools: [
@@ -150,10 +150,20 @@ describe('upstream limits: hostile listings, list_changed floods, empty labels o
       ...init,
       headers: { Authorization: `Bearer ${adminToken}`, 'Content-Type': 'application/json' },
     });
+  /** Every tool of the upstream, page after page as the API's Link header names them. */
   const toolRows = async (upstream: string): Promise<ToolRow[]> => {
-    const r = await adminApi('');
-    assert.equal(r.status, 200);
-    return ((await r.json()) as ToolRow[]).filter((t) => t.upstream === upstream);
+    const rows: ToolRow[] = [];
+    let next: string | null = `${inst.url}/admin/api/tools?upstream=${upstream}`;
+    while (next !== null) {
+      const r: Response = await fetch(next, { headers: { Authorization: `Bearer ${adminToken}` } });
+      assert.equal(r.status, 200);
+      const page = (await r.json()) as ToolRow[];
+      assert.ok(page.length <= 50, 'a page holds 50 tools at most');
+      rows.push(...page);
+      next = /<([^>]+)>; rel="next"/.exec(r.headers.get('link') ?? '')?.[1] ?? null;
+    }
+    assert.ok(rows.every((t) => t.upstream === upstream));
+    return rows;
   };
   const auditLength = async () => (JSON.parse(await cli(['audit', 'list', '--json'])) as unknown[]).length;
   const agent = async (token: string) => {
@@ -263,10 +273,24 @@ ${extra}`;
     await whoamiAnswers(bobToken, 'bob');
   });
 
-  test('a name over 128 characters and a definition over 64 KiB are left out; 128 and exactly 64 KiB are kept', async () => {
-    const names = (await toolRows('odd')).map((t) => t.name).sort();
-    assert.deepEqual(names, ['edge-64k', 'fine', 'n'.repeat(128)].sort());
-    assert.equal(leftOutLogged('odd')?.left_out, 4, 'the log counts the four left out');
+  test('a name over 128 characters is left out; a definition over 16 KiB is held (not kept, never approvable); 128 and exactly 16 KiB are ordinary', async () => {
+    const rows = await toolRows('odd');
+    assert.deepEqual(rows.map((t) => t.name).sort(), ['edge-16k', 'fine', 'huge-100k', 'n'.repeat(128), 'over-16k'].sort());
+    const held = Object.fromEntries(rows.map((t) => [t.name, (t as ToolRow & { held: string[] | null }).held]));
+    assert.equal(held['edge-16k'], null);
+    assert.equal(held.fine, null);
+    assert.match(held['over-16k']?.join() ?? '', /its definition is 17 KiB, over 16 KiB/);
+    assert.match(held['huge-100k']?.join() ?? '', /its definition is 100 KiB, over 16 KiB/);
+    // Not kept: svc's database holds the reason, not the 100 KiB.
+    const huge = (await (await adminApi('/odd/huge-100k')).json()) as { definition: unknown };
+    assert.ok(JSON.stringify(huge.definition).length < 100, JSON.stringify(huge.definition));
+    const refused = await adminApi('/odd/over-16k', { method: 'PATCH', body: JSON.stringify({ state: 'approved' }) });
+    assert.equal(refused.status, 409);
+    assert.match(((await refused.json()) as { message: string }).message, /held and cannot be approved as it is/);
+    assert.equal(((await (await adminApi('/odd/over-16k')).json()) as ToolRow).state, 'pending', 'nothing approved');
+    const approved = await adminApi('/odd/edge-16k', { method: 'PATCH', body: JSON.stringify({ state: 'approved' }) });
+    assert.equal(approved.status, 200, 'exactly 16 KiB is approvable');
+    assert.equal(leftOutLogged('odd')?.left_out, 2, 'the log counts the two names left out');
   });
 
   test('1,000 list_changed notifications are one listing now and one 10 s later, shared and isolation = user; the audit trail grows by a handful', async (t) => {
@@ -310,12 +334,17 @@ ${extra}`;
       listings('floodu').every((l) => l.pid !== floodPid),
       "alice's process sent the flood; svc lists with its own",
     );
-    // Per upstream: the call's upstream.call row, and per listing gen-N approved and gen-(N-1) gone.
+    // Per upstream: the call's upstream.call row, and per listing gen-N pending and gen-(N-1) gone.
     const grown = (await auditLength()) - auditBefore;
     assert.ok(grown <= 2 * (1 + 2 * 2), `the audit trail grew by ${grown} rows`);
     t.diagnostic(`the audit trail grew by ${grown} rows`);
-    const gens = (await toolRows('flooder')).filter((row) => row.state === 'approved').map((row) => row.name);
-    assert.deepEqual(gens.sort(), ['flood', `gen-${before.flooder + 2}`], 'the last listing is what svc offers');
+    // review = auto approves only the first listing's tools: each gen-N that appeared later waits for an admin.
+    const flooder = await toolRows('flooder');
+    assert.deepEqual(
+      flooder.filter((row) => row.state === 'approved').map((row) => row.name),
+      ['flood'],
+    );
+    assert.equal(flooder.find((row) => row.name === `gen-${before.flooder + 2}`)?.state, 'pending', 'the last listing is recorded');
     await whoamiAnswers(aliceToken, 'alice');
   });
 

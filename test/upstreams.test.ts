@@ -132,8 +132,15 @@ refresh = 1s
     }
     assert.deepEqual(
       of('changing').map((t) => t.name),
-      ['greet'],
-      'a definition over 64 KiB and a name over 128 characters are left out',
+      ['greet', 'huge'],
+      'a name over 128 characters is left out',
+    );
+    const huge = of('changing').find((t) => t.name === 'huge')!;
+    assert.equal(huge.state, 'pending');
+    assert.match(
+      (huge as ToolRow & { held: string[] }).held.join(),
+      /its definition is 71 KiB, over 16 KiB/,
+      'a definition over 16 KiB is held',
     );
     const files = of('files');
     assert.ok(

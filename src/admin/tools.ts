@@ -7,12 +7,18 @@ import { recordActorAudit as audit, type Actor } from '../store/audit.ts';
 import { approveTool, disableTool, getTool, labelTool, type UpstreamTool } from '../store/upstream-tools.ts';
 import type { ToolChange } from '../requests/tools.ts';
 import type { Tx } from '../db/open.ts';
+import { definitionSize, escapeHidden, heldReasons } from '../domain/definition-text.ts';
 
 const target = (tool: UpstreamTool) => `${tool.upstream}/${tool.name}`;
 
 /** Approves the tool as it is described now: its current definition and fingerprint become what agents see. */
 async function approveIn(tx: Tx, database: Database, actor: Actor, tool: UpstreamTool, reviewed: string | undefined): Promise<void> {
   if (tool.state === 'gone') throw new AppError('conflict', `the upstream no longer offers "${tool.name}"; nothing to approve`);
+  // What is held cannot be approved as it is: the upstream must describe the tool otherwise first. The stored reasons
+  // are checked again against the definition itself, for a row recorded before svc held any.
+  const held = tool.held ?? heldReasons({ name: tool.name, ...tool.definition }, definitionSize(tool.definition));
+  if (held.length > 0)
+    throw new AppError('conflict', `"${escapeHidden(tool.name)}" is held and cannot be approved as it is: ${held.join('; ')}`);
   // What is pinned is what the admin saw: a definition that changed since is reviewed again.
   if (reviewed !== undefined && reviewed !== tool.fingerprint)
     throw new AppError(

@@ -3,6 +3,7 @@
 // write each in this process.
 import type { Database } from '../db/open.ts';
 import { COUNTED_WINDOW_MS, recordCountedAudit } from '../store/audit.ts';
+import { countedRecorder, type CountedRecorder } from '../domain/counted.ts';
 
 type CountedEvent = Parameters<typeof recordCountedAudit>[1];
 
@@ -11,38 +12,12 @@ type CountedEvent = Parameters<typeof recordCountedAudit>[1];
  * is written at once, the rest are counted here and added shortly before the minute ends. A flood of refused
  * requests then costs no write each.
  */
-export interface CountedAuditRecorder {
-  record(event: CountedEvent): Promise<void>;
-  /** writes what is counted but not written yet (at shutdown) */
-  flush(): Promise<void>;
-}
+export type CountedAuditRecorder = CountedRecorder<CountedEvent>;
 
 export function countedAuditRecorder(database: Database): CountedAuditRecorder {
-  const open = new Map<string, { event: CountedEvent; until: number; pending: number; timer: NodeJS.Timeout | null }>();
-  const MAX_OPEN = 10_000;
-  const write = (event: CountedEvent, count: number) => database.write((tx) => recordCountedAudit(tx, event, count));
-  const settle = (key: string) => {
-    const entry = open.get(key);
-    open.delete(key);
-    if (entry?.timer) clearTimeout(entry.timer);
-    return entry && entry.pending > 0 ? write(entry.event, entry.pending) : Promise.resolve();
-  };
-  return {
-    async record(event) {
-      const now = Date.now();
-      const key = `${event.action}\n${event.peer}\n${event.reason}`;
-      const entry = open.get(key);
-      if (entry && entry.until > now) {
-        entry.pending++;
-        entry.timer ??= setTimeout(() => void settle(key).catch(() => undefined), Math.max(0, entry.until - now - 1000)).unref();
-        return;
-      }
-      if (entry) await settle(key);
-      if (open.size < MAX_OPEN) open.set(key, { event, until: now + COUNTED_WINDOW_MS, pending: 0, timer: null });
-      await write(event, 1);
-    },
-    async flush() {
-      await Promise.all([...open.keys()].map((key) => settle(key)));
-    },
-  };
+  return countedRecorder(
+    (event) => `${event.action}\n${event.peer}\n${event.reason}`,
+    (event, count) => database.write((tx) => recordCountedAudit(tx, event, count)),
+    COUNTED_WINDOW_MS,
+  );
 }

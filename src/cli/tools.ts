@@ -8,19 +8,23 @@ import { getUser } from '../store/users.ts';
 import { approveToolAs, disableToolAs, labelToolAs } from '../admin/tools.ts';
 import { labelsField } from '../requests/fields.ts';
 import { toolLabels, usable } from '../upstream/access.ts';
-import { toolJson } from '../wire/json.ts';
+import { toolJson, visibleJson } from '../wire/json.ts';
+import { escapeHidden } from '../domain/definition-text.ts';
 import { iso } from '../domain/clock.ts';
 
 const TWO = ['UPSTREAM', 'TOOL'];
 
-/** A name an upstream chose, as a terminal shows it: control characters and tabs escaped, not obeyed. */
-const printable = (text: string) =>
-  text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+/**
+ * A name an upstream chose, as a terminal shows it: every character a reader could not see (controls, tabs, zero-width
+ * and bidi characters, tag characters) as its escape (U+202E), not obeyed.
+ */
+const printable = (text: string) => escapeHidden(text);
 
 function line(ctx: CommandContext, tool: UpstreamTool): string {
   const labels = toolLabels(tool, ctx.config().upstreams);
   const shown = labels === null ? '(upstream not configured)' : labels.join(',') || '(unrestricted)';
-  return `${tool.upstream}\t${printable(tool.name)}\t${tool.state}\t${shown}${tool.labels === null ? '' : ' (own)'}`;
+  const held = tool.held === null ? '' : `\theld: ${tool.held.join('; ')}`;
+  return `${tool.upstream}\t${printable(tool.name)}\t${tool.state}\t${shown}${tool.labels === null ? '' : ' (own)'}${held}`;
 }
 
 /** `svc tool VERB UPSTREAM TOOL`: one admin action on one tool. */
@@ -52,7 +56,7 @@ export const toolCommands: Command[] = [
     name: ['tool', 'list'],
     usage: 'tool list [--json] [--user UID]',
     summary: 'list upstream tools, their state and labels',
-    help: 'Lists every tool svc found on its upstreams: upstream, name, state (pending, approved, changed, disabled,\ngone) and the labels that decide who may use it. --user UID lists only the tools that user may use.\n--json prints an array of {upstream, name, state, labels, own_labels, fingerprint, approved_fingerprint,\ndefinition, approved_definition, updated_at}.',
+    help: 'Lists every tool svc found on its upstreams: upstream, name, state (pending, approved, changed, disabled,\ngone) and the labels that decide who may use it. --user UID lists only the tools that user may use.\nA held tool (never offered, and not approvable as it is) says why after "held:", with each character a reader\ncould not see written as its escape (U+202E).\n--json prints an array of {upstream, name, state, labels, own_labels, fingerprint, approved_fingerprint,\ndefinition, approved_definition, held, updated_at}, such characters written as \\u escapes.',
     positionals: [],
     options: { json: { type: 'boolean' }, user: { type: 'string' } },
     configMode: 'data',
@@ -67,9 +71,8 @@ export const toolCommands: Command[] = [
       });
       if (flag(ctx, 'json')) {
         ctx.io.out(
-          JSON.stringify(
+          visibleJson(
             tools.map((t) => toolJson(t, toolLabels(t, config.upstreams))),
-            null,
             2,
           ),
         );

@@ -40,7 +40,29 @@ export function canonicalJson(value: unknown): string {
   return out.join('');
 }
 
+/** The SHA-256 (hex) of a text. */
+export const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+
 /** The SHA-256 (hex) of a value's canonical JSON. */
 export function fingerprint(value: unknown): string {
-  return createHash('sha256').update(canonicalJson(value)).digest('hex');
+  return sha256(canonicalJson(value));
+}
+
+/**
+ * How deep a value nests (a scalar is 0, `[]` and `{}` are 1), counted without recursion and no further than `max` + 1:
+ * enough to tell a value that nests deeper than `max`, however deep it goes.
+ */
+export function nestingDepth(value: unknown, max: number): number {
+  let deepest = 0;
+  const todo: { value: unknown; depth: number }[] = [{ value, depth: 0 }];
+  for (let next = todo.pop(); next !== undefined; next = todo.pop()) {
+    const v = next.value;
+    if (v === null || typeof v !== 'object') continue;
+    const depth = next.depth + 1;
+    if (depth > deepest) deepest = depth;
+    if (deepest > max) return deepest;
+    for (const x of Array.isArray(v) ? v : Object.values(v as Record<string, unknown>))
+      if (x !== null && typeof x === 'object') todo.push({ value: x, depth });
+  }
+  return deepest;
 }

@@ -15,6 +15,7 @@ import {
   ReadResourceRequestSchema,
   ErrorCode,
   McpError,
+  type JSONRPCMessage,
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { Db } from '../db/open.ts';
@@ -27,6 +28,7 @@ import { searchVisible } from '../store/search.ts';
 import { AppError } from '../domain/errors.ts';
 import { ITEM_ID_MAX } from '../domain/item-id.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
+import { deriveKey } from '../domain/secrets.ts';
 import { opensSession } from './batch.ts';
 import type { UpstreamGateway } from '../upstream/gateway.ts';
 
@@ -35,6 +37,8 @@ export const SERVER_INFO = { name: 'svc', version: '0.1.0' } as const;
 const RESOURCE_PREFIX = 'svc://items/';
 const RESOURCE_PAGE = 100;
 const RESOURCE_NOT_FOUND = -32002;
+/** One page of tools/list is at most this many bytes of tools; more are paged with nextCursor. */
+const TOOLS_LIST_MAX = 4 * 1024 * 1024;
 export const QUERY_MAX = 1000;
 
 // Built once as objects: given raw shapes, the SDK would build these objects again for every request.
@@ -73,7 +77,7 @@ function guarded<A extends unknown[], R>(log: Logger, what: string, handler: (..
     try {
       return await handler(...args);
     } catch (e) {
-      if (e instanceof McpError) throw e;
+      if (e instanceof McpError) throw unprefixed(e);
       log.warn('mcp_handler_failed', { handler: what, error: safeDatabaseMessage(e) });
       throw new McpError(
         ErrorCode.InternalError,
@@ -83,6 +87,15 @@ function guarded<A extends unknown[], R>(log: Logger, what: string, handler: (..
       );
     }
   };
+}
+
+/**
+ * The error as a client receives it: the SDK's McpError puts "MCP error CODE: " before its message, and clients put
+ * their own before what they show, so the words would say the code twice.
+ */
+function unprefixed(e: McpError): McpError {
+  e.message = e.message.replace(/^MCP error -?\d+: /, '');
+  return e;
 }
 
 /** What the handlers of every request share: the store, the cursor key, and where failures are told. */
@@ -151,6 +164,7 @@ export function mcpEndpoint(options: McpOptions): McpEndpoint {
       const server = idle.pop() ?? buildMcpServer(options);
       const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       await server.connect(transport);
+      const unsent = answerEvenUnwritable(transport, parsedBody, options.log);
       // Not the caller's credential: only who they are, for svc's own handlers.
       const authInfo: AuthInfo = { token: '', clientId: '', scopes: [], extra: { [CALLER]: caller } };
       let response: Response;
@@ -165,7 +179,8 @@ export function mcpEndpoint(options: McpOptions): McpEndpoint {
       }
       // The SDK drops each answered call's abort controller a few microtasks after the answer exists; detached in
       // the next turn, close() has none left to abort. Only then is the server idle again.
-      const keep = !opensSession(parsedBody);
+      // A server whose answer could not be written is not used again.
+      const keep = !opensSession(parsedBody) && !unsent.happened;
       setImmediate(() => {
         void detach(server).then(
           () => keep && idle.length < POOL_MAX && idle.push(server),
@@ -175,6 +190,46 @@ export function mcpEndpoint(options: McpOptions): McpEndpoint {
       return response;
     },
   };
+}
+
+/** A message's id when it is a request (a notification has none). */
+function requestIds(body: unknown): { id: string | number; method: unknown }[] {
+  const ids: { id: string | number; method: unknown }[] = [];
+  for (const m of Array.isArray(body) ? body : [body]) {
+    const { id, method } = (m ?? {}) as { id?: unknown; method?: unknown };
+    if ((typeof id === 'string' || typeof id === 'number') && typeof method === 'string') ids.push({ id, method });
+  }
+  return ids;
+}
+
+/**
+ * The transport writes the request's answer once every id has one, with JSON.stringify; should that throw (an answer
+ * nested too deep, which svc's handlers bound, or anything else no JSON can hold), the request would never be
+ * answered. Then each id of the request is answered again in words that always encode: a tool call's as its
+ * `isError` result, any other's as an internal error. `happened` tells the caller not to use the server again.
+ */
+function answerEvenUnwritable(transport: WebStandardStreamableHTTPServerTransport, body: unknown, log: Logger): { happened: boolean } {
+  const state = { happened: false };
+  const send = transport.send.bind(transport);
+  transport.send = async (message, options) => {
+    try {
+      return await send(message, options);
+    } catch (e) {
+      if (!('id' in message) || 'method' in message) throw e;
+      state.happened = true;
+      log.warn('mcp_answer_unwritable', { error: e instanceof Error ? e.message.slice(0, 200) : 'failed' });
+      const text = 'svc could not encode this answer';
+      for (const { id, method } of requestIds(body)) {
+        const replacement: JSONRPCMessage =
+          method === 'tools/call'
+            ? { jsonrpc: '2.0', id, result: { content: [{ type: 'text', text }], isError: true } }
+            : { jsonrpc: '2.0', id, error: { code: ErrorCode.InternalError, message: text } };
+        // Each replacement is written with the answers still held; the last one written has only encodable ones.
+        await send(replacement, options).catch(() => undefined);
+      }
+    }
+  };
+  return state;
 }
 
 /**
@@ -235,24 +290,41 @@ function ownToolHandlers(server: McpServer): { list?: Handler; call?: Handler } 
  * unknown one, and an upstream tool the caller may not use or that is not approved) to McpServer's handler, so what
  * a caller may not use fails exactly like a tool that does not exist.
  */
-function mergeUpstreamTools(server: McpServer, { log }: Shared, own: { list?: Handler; call?: Handler }, upstreams: UpstreamGateway): void {
+function mergeUpstreamTools(
+  server: McpServer,
+  { log, cursorKey }: Shared,
+  own: { list?: Handler; call?: Handler },
+  upstreams: UpstreamGateway,
+): void {
   const low = server.server;
   delete (low as { setRequestHandler?: unknown }).setRequestHandler;
   const list = own.list as (r: unknown, e: unknown) => Promise<{ tools: unknown[] }>;
   const call = own.call as (r: unknown, e: unknown) => Promise<unknown>;
+  const toolsKey = deriveKey(cursorKey, 'mcp-tools-cursor');
+  // svc's own tools open the first page; what they take of a page is measured once.
+  let ownBytes: number | null = null;
   low.setRequestHandler(
     ListToolsRequestSchema,
     guarded(log, 'tools/list', async (request, extra) => {
       const { principal, access } = callerOf(extra);
-      const [mine, theirs] = await Promise.all([list(request, extra), upstreams.tools(access, principal.user.id)]);
-      return { ...mine, tools: [...mine.tools, ...theirs] } as never;
+      const cursor = request.params?.cursor;
+      const after = cursor === undefined ? null : decodeCursor(toolsKey, principal.user.id, cursor);
+      if (cursor !== undefined && after === null) throw new McpError(-32602, 'invalid cursor: not one this server gave you');
+      const mine = after === null ? await list(request, extra) : { tools: [] };
+      ownBytes ??= Buffer.byteLength(JSON.stringify(mine.tools));
+      const theirs = await upstreams.tools(access, principal.user.id, after, TOOLS_LIST_MAX - (after === null ? ownBytes : 0));
+      return {
+        ...mine,
+        tools: [...mine.tools, ...theirs.tools],
+        ...(theirs.last === null ? {} : { nextCursor: encodeCursor(toolsKey, principal.user.id, theirs.last) }),
+      } as never;
     }),
   );
   low.setRequestHandler(
     CallToolRequestSchema,
     guarded(log, 'tools/call', async (request, extra) => {
       const { principal, access, peer, urlElicitation } = callerOf(extra);
-      const resolved = await upstreams.resolve(request.params.name, access);
+      const resolved = await upstreams.resolve(request.params.name, access, principal.user.id);
       if (!resolved) return (await call(request, extra)) as never;
       const caller = {
         uid: principal.user.uid,
@@ -267,7 +339,7 @@ function mergeUpstreamTools(server: McpServer, { log }: Shared, own: { list?: Ha
         clientId: principal.clientId ?? null,
         peer,
       };
-      if ('connect' in resolved) return upstreams.callConnect(resolved.connect, caller, urlElicitation);
+      if ('connect' in resolved) return upstreams.callConnect(resolved.connect, request.params.name, caller, urlElicitation);
       return upstreams.call(resolved.tool, request.params.arguments, caller, urlElicitation);
     }),
   );

@@ -1,5 +1,5 @@
 // The audit trail: admin actions, sign-ins, token creation and revocation, refused proxy requests.
-import { and, asc, desc, eq, gt, lt, or, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, lt, or, sql, type SQL } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { audit } from '../db/schema.ts';
 import { storedHash } from '../domain/secrets.ts';
@@ -83,17 +83,47 @@ export async function recordCountedAudit(
   count: number,
   now = Date.now(),
 ): Promise<void> {
+  await addToCountedRow(
+    tx,
+    and(eq(audit.peer, event.peer), sql`json_extract(${audit.detail}, '$.reason') = ${event.reason}`)!,
+    { actor: null, via: event.via, action: event.action, detail: { reason: event.reason, count }, peer: event.peer },
+    count,
+    now,
+  );
+}
+
+/**
+ * Calls a person made over an upstream's `rate` (CONTRACT §6.1): one `upstream.call` row per person and upstream per
+ * minute, outcome `rate_limited`, with their count; `count` is added to the current minute's row, made when there is none.
+ */
+export async function recordRefusedCalls(
+  tx: Tx,
+  event: { actor: string; via: string; upstream: string; peer: string },
+  count: number,
+  now = Date.now(),
+): Promise<void> {
+  await addToCountedRow(
+    tx,
+    and(eq(audit.actor, event.actor), eq(audit.target, event.upstream), sql`json_extract(${audit.detail}, '$.outcome') = 'rate_limited'`)!,
+    {
+      actor: event.actor,
+      via: event.via,
+      action: 'upstream.call',
+      target: event.upstream,
+      detail: { outcome: 'rate_limited', count },
+      peer: event.peer,
+    },
+    count,
+    now,
+  );
+}
+
+/** Adds `count` to the newest row of the event's action this minute that `match` finds, or records the event. */
+async function addToCountedRow(tx: Tx, match: SQL, event: AuditEvent, count: number, now: number): Promise<void> {
   const row = await tx
     .select({ id: audit.id })
     .from(audit)
-    .where(
-      and(
-        eq(audit.action, event.action),
-        eq(audit.peer, event.peer),
-        gt(audit.at, now - COUNTED_WINDOW_MS),
-        sql`json_extract(${audit.detail}, '$.reason') = ${event.reason}`,
-      ),
-    )
+    .where(and(eq(audit.action, event.action), gt(audit.at, now - COUNTED_WINDOW_MS), match))
     .orderBy(desc(audit.id))
     .limit(1)
     .get();
@@ -103,11 +133,7 @@ export async function recordCountedAudit(
       .set({ detail: sql`json_set(${audit.detail}, '$.count', json_extract(${audit.detail}, '$.count') + ${count})` })
       .where(eq(audit.id, row.id));
   } else {
-    await recordAudit(
-      tx,
-      { actor: null, via: event.via, action: event.action, detail: { reason: event.reason, count }, peer: event.peer },
-      now,
-    );
+    await recordAudit(tx, event, now);
   }
 }
 export const COUNTED_WINDOW_MS = 60_000;

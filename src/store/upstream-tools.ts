@@ -1,10 +1,11 @@
 // Upstream tools as objects in the database (CONTRACT §6.1): what discovery found, what an admin approved, the
 // tool's own labels and its state. Every instance reads the same rows.
-import { and, asc, eq, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { upstreamStatus, upstreamTools } from '../db/schema.ts';
 import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
 import { notFound } from '../domain/errors.ts';
+import { pageOf, window, type Page, type PageRequest } from './paging.ts';
 
 export type ToolState = 'pending' | 'approved' | 'changed' | 'disabled' | 'gone';
 
@@ -21,6 +22,8 @@ export interface FoundTool {
   readonly name: string;
   readonly definition: ToolDefinition;
   readonly fingerprint: string;
+  /** why this definition is never offered and cannot be approved as it is; null: nothing holds it */
+  readonly held: readonly string[] | null;
 }
 
 export interface UpstreamTool extends FoundTool {
@@ -40,7 +43,7 @@ export interface UpstreamTool extends FoundTool {
  * What deciding a call needs of a tool: its state, labels and server, and whether a definition was approved; not the
  * definitions themselves, which a call never sends (a large schema would be read and parsed on every call).
  */
-export type ToolGate = Pick<UpstreamTool, 'upstream' | 'name' | 'labels' | 'state' | 'server' | 'approvedFingerprint'>;
+export type ToolGate = Pick<UpstreamTool, 'upstream' | 'name' | 'labels' | 'state' | 'server' | 'approvedFingerprint' | 'held'>;
 
 type Row = typeof upstreamTools.$inferSelect;
 
@@ -66,6 +69,19 @@ export async function listTools(db: Db, only: { upstream?: string } = {}): Promi
   return rows.map(toTool);
 }
 
+/** One page of every upstream's tools, by upstream and name (the admin's page and API: no answer grows with an upstream). */
+export async function listToolsPage(db: Db, request: PageRequest, only: { upstream?: string } = {}): Promise<Page<UpstreamTool>> {
+  const rows = await db
+    .select()
+    .from(upstreamTools)
+    .where(only.upstream === undefined ? undefined : eq(upstreamTools.upstream, only.upstream))
+    .orderBy(asc(upstreamTools.upstream), asc(upstreamTools.name))
+    .limit(window(request).limit)
+    .offset(window(request).offset)
+    .all();
+  return pageOf(rows.map(toTool), request);
+}
+
 /** A tool's gate as the call path and the listing read it: no definition. */
 const gateColumns = {
   upstream: upstreamTools.upstream,
@@ -74,6 +90,7 @@ const gateColumns = {
   state: upstreamTools.state,
   server: upstreamTools.server,
   approvedFingerprint: upstreamTools.approvedFingerprint,
+  held: upstreamTools.held,
 };
 
 function toGate(row: Pick<Row, keyof typeof gateColumns>): ToolGate {
@@ -84,6 +101,7 @@ function toGate(row: Pick<Row, keyof typeof gateColumns>): ToolGate {
     state: row.state as ToolState,
     server: row.server,
     approvedFingerprint: row.approvedFingerprint,
+    held: row.held === null ? null : (JSON.parse(row.held) as string[]),
   };
 }
 
@@ -107,26 +125,36 @@ export async function findTool(db: Db, upstream: string, name: string): Promise<
   return row ? toGate(row) : null;
 }
 
-/** An approved tool as /mcp's listing reads it: its gate, and its approved definition, parsed only when asked for. */
-export interface ApprovedTool extends ToolGate {
-  approved(): ToolDefinition;
-}
-
 /**
- * The approved tools for a caller's tools/list: each definition is parsed only for the tools the caller is offered,
- * and the definitions found since (`definition`) are not read at all.
+ * The approved tools, as a caller's tools/list decides on them: no definition is read here (the listing reads the
+ * approved definitions of the tools it offers, once per approval: approvedDefinitions).
  */
-export async function listApproved(db: Db): Promise<ApprovedTool[]> {
+export async function listApproved(db: Db): Promise<ToolGate[]> {
   const rows = await db
-    .select({ ...gateColumns, approvedDefinition: upstreamTools.approvedDefinition })
+    .select(gateColumns)
     .from(upstreamTools)
     .where(eq(upstreamTools.state, 'approved'))
     .orderBy(asc(upstreamTools.upstream), asc(upstreamTools.name))
     .all();
-  return rows.map(({ approvedDefinition, ...gate }) => ({
-    ...toGate(gate),
-    approved: () => JSON.parse(approvedDefinition!) as ToolDefinition,
-  }));
+  return rows.map(toGate);
+}
+
+/** The approved definitions (as stored, unparsed) of some tools of one upstream, with the fingerprint each is pinned by. */
+export async function approvedDefinitions(
+  db: Db,
+  upstream: string,
+  names: readonly string[],
+): Promise<{ name: string; approvedFingerprint: string | null; approvedDefinition: string | null }[]> {
+  if (names.length === 0) return [];
+  return db
+    .select({
+      name: upstreamTools.name,
+      approvedFingerprint: upstreamTools.approvedFingerprint,
+      approvedDefinition: upstreamTools.approvedDefinition,
+    })
+    .from(upstreamTools)
+    .where(and(eq(upstreamTools.upstream, upstream), inArray(upstreamTools.name, [...names])))
+    .all();
 }
 
 /** One tool's row, read inside a transaction or by a page; a missing tool is 404. */
@@ -141,11 +169,14 @@ export async function getTool(db: Db, upstream: string, name: string): Promise<U
   return tool;
 }
 
-/** A tool's state after discovery found it again with `fingerprint`; `approved` is what was approved of it, if any. */
-function stateFound(tool: UpstreamTool, approved: string | null, fingerprint: string, review: 'admin' | 'auto'): ToolState {
+/**
+ * A tool's state after discovery found it again as `found`; `approved` is what was approved of it, if any. `auto`:
+ * a tool never approved is approved as found (review = auto, in the server's first listing), unless it is held.
+ */
+function stateFound(tool: UpstreamTool, approved: string | null, found: FoundTool, auto: boolean): ToolState {
   if (tool.state === 'disabled') return 'disabled';
-  if (approved === null) return review === 'auto' ? 'approved' : 'pending';
-  return fingerprint === approved ? 'approved' : 'changed';
+  if (approved === null) return auto && found.held === null ? 'approved' : 'pending';
+  return found.fingerprint === approved ? 'approved' : 'changed';
 }
 
 export interface DiscoveryChange {
@@ -155,10 +186,11 @@ export interface DiscoveryChange {
 }
 
 /**
- * Records what discovery found on one upstream: new tools pending (or approved, with review = auto), a definition
- * that differs from the approved one `changed` (whatever review says), tools no longer offered `gone`. A tool
- * recorded from another server of the same name (its url or command changed) is new again: its approval is not
- * carried over. Returns the changes of state, for the audit trail.
+ * Records what discovery found on one upstream: new tools pending (or approved, with review = auto, when this is the
+ * first listing of this server and the tool is not held: a tool that appears later waits, so an upstream cannot
+ * rename its way past review), a definition that differs from the approved one `changed` (whatever review says),
+ * tools no longer offered `gone`. A tool recorded from another server of the same name (its url or command changed)
+ * is new again: its approval is not carried over. Returns the changes of state, for the audit trail.
  */
 export async function recordDiscovery(
   tx: Tx,
@@ -169,13 +201,16 @@ export async function recordDiscovery(
   now: number,
 ): Promise<DiscoveryChange[]> {
   const known = new Map((await listTools(tx, { upstream })).map((t) => [t.name, t]));
+  // This server's first listing: no row recorded from it yet (a row from before svc kept the server counts as its).
+  const auto = review === 'auto' && ![...known.values()].some((t) => t.server === null || t.server === server);
   const changes: DiscoveryChange[] = [];
   for (const tool of found) {
     const before = known.get(tool.name);
     known.delete(tool.name);
     const definition = JSON.stringify(tool.definition);
+    const held = tool.held === null ? null : JSON.stringify(tool.held);
     if (!before) {
-      const state = review === 'auto' ? 'approved' : 'pending';
+      const state = auto && tool.held === null ? 'approved' : 'pending';
       const approved = state === 'approved' ? { approvedDefinition: definition, approvedFingerprint: tool.fingerprint } : {};
       await tx.insert(upstreamTools).values({
         upstream,
@@ -184,6 +219,7 @@ export async function recordDiscovery(
         fingerprint: tool.fingerprint,
         state,
         server,
+        held,
         firstSeenAt: now,
         updatedAt: now,
         ...approved,
@@ -194,8 +230,9 @@ export async function recordDiscovery(
     // A row from before svc kept the server is taken as this server's; one from another server starts over.
     const otherServer = before.server !== null && before.server !== server;
     const approvedBefore = otherServer ? null : before.approvedFingerprint;
-    const state = stateFound(before, approvedBefore, tool.fingerprint, review);
-    if (state === before.state && tool.fingerprint === before.fingerprint && before.server === server) continue;
+    const state = stateFound(before, approvedBefore, tool, auto);
+    const sameHeld = held === (before.held === null ? null : JSON.stringify(before.held));
+    if (state === before.state && tool.fingerprint === before.fingerprint && before.server === server && sameHeld) continue;
     const approve =
       state === 'approved' && approvedBefore === null
         ? { approvedDefinition: definition, approvedFingerprint: tool.fingerprint }
@@ -204,7 +241,7 @@ export async function recordDiscovery(
           : {};
     await tx
       .update(upstreamTools)
-      .set({ definition, fingerprint: tool.fingerprint, state, server, updatedAt: now, ...approve })
+      .set({ definition, fingerprint: tool.fingerprint, state, server, held, updatedAt: now, ...approve })
       .where(and(eq(upstreamTools.upstream, upstream), eq(upstreamTools.name, tool.name)));
     if (state !== before.state || otherServer) changes.push({ name: tool.name, from: before.state, to: state });
   }

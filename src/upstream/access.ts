@@ -1,5 +1,5 @@
 // Who may use an upstream tool: the one access rule of svc (domain/visibility.ts), as for items. A tool is usable
-// when it is approved, its upstream is configured (and its `tools` list, if any, names it), it was recorded from the
+// when it is approved, not held (domain/definition-text.ts), its upstream is configured (and its `tools` list, if any, names it), it was recorded from the
 // server configured now, and its labels (its own, or its upstream's) are visible to the caller, narrowed by a token's
 // restriction.
 import type { Config, UpstreamConfig } from '../config/load.ts';
@@ -14,7 +14,8 @@ export function toolLabels(tool: Pick<ToolGate, 'upstream' | 'labels'>, upstream
 }
 
 export function usable(tool: ToolGate, config: Config, access: Access): boolean {
-  if (tool.state !== 'approved' || tool.approvedFingerprint === null) return false;
+  // A tool whose definition as listed now is held (hidden characters, a name listed twice…) is offered to nobody.
+  if (tool.state !== 'approved' || tool.approvedFingerprint === null || tool.held !== null) return false;
   const upstream = config.upstreams.find((u) => u.name === tool.upstream);
   // Not configured any more, left out of its `tools` list since it was recorded, or recorded from another server
   // (its url or command changed since) and not listed by this one yet.

@@ -2,7 +2,8 @@
 // answered whose row could still be lost), but the rows of calls that end while a commit is under way, or soon
 // before it, go together in one transaction, so a burst of calls costs a few commits, not one each.
 import type { Database } from '../db/open.ts';
-import { recordAudits, type AuditEvent } from '../store/audit.ts';
+import { COUNTED_WINDOW_MS, recordAudits, recordRefusedCalls, type AuditEvent } from '../store/audit.ts';
+import { countedRecorder, type CountedRecorder } from '../domain/counted.ts';
 
 /** At most this many rows in one transaction. */
 const GROUP_MAX = 200;
@@ -88,4 +89,25 @@ export class CallAudit {
       this.wake = end;
     });
   }
+}
+
+/** A call refused over an upstream's `rate`: who made it, and where. */
+interface Refused {
+  readonly actor: string;
+  readonly via: string;
+  readonly upstream: string;
+  readonly peer: string;
+}
+
+/**
+ * Calls refused over an upstream's `rate` (CONTRACT §6.1): one audit row per person, upstream and minute with their
+ * count (store/audit.ts recordRefusedCalls), the first written at once and the rest added before the minute ends, so
+ * a caller over their rate cannot fill the audit trail however fast they call.
+ */
+export function refusalRows(database: Database): CountedRecorder<Refused> {
+  return countedRecorder(
+    (r) => `${r.actor}\n${r.upstream}`,
+    (r, count) => database.write((tx) => recordRefusedCalls(tx, r, count, database.now())),
+    COUNTED_WINDOW_MS,
+  );
 }

@@ -11,9 +11,17 @@ import type { UpstreamConfig } from '../config/load.ts';
 import type { Logger } from '../log.ts';
 import { VERSION } from '../version.ts';
 import { AnswerTooLarge, upstreamFetch } from './http-fetch.ts';
+import { nestingDepth } from '../domain/canonical-json.ts';
 import { launch } from './stdio-sandbox.ts';
 
 const BACKOFF_FIRST_MS = 1000;
+/** An upstream's answer nested deeper than this is refused. */
+export const NESTING_MAX = 64;
+
+/** An answer the upstream sent that breaks what svc takes (the call's `protocol` fault). */
+export class ProtocolFault extends Error {}
+/** A failure of svc's own before the request left for the upstream: the upstream is not at fault. */
+export class SvcFault extends Error {}
 /** A tool listing reads at most this many pages. */
 const LIST_PAGES = 20;
 const BACKOFF_MAX_MS = 60_000;
@@ -102,6 +110,10 @@ export class UpstreamConnection {
   private generation = 0;
   /** when an answer was last cut off for its size (the calls failing with it are too_large, not unavailable) */
   private oversizedAt = 0;
+  /** calls under way */
+  private inFlight = 0;
+  /** when the last call ended (or the connection was made) */
+  usedAt = Date.now();
 
   constructor(
     readonly upstream: UpstreamConfig,
@@ -196,21 +208,36 @@ export class UpstreamConnection {
 
   /** Calls one tool; the SDK's own errors (timeout, connection closed, the upstream's JSON-RPC error) propagate. */
   async callTool(name: string, args: Record<string, unknown> | undefined, identity: string | null = null): Promise<unknown> {
+    this.inFlight++;
     const current = this.connected();
-    const client = await current;
     const started = Date.now();
     try {
+      const client = await current;
       const meta = identity === null ? {} : { _meta: { [IDENTITY_META]: identity } };
-      return await client.callTool({ name, ...(args === undefined ? {} : { arguments: args }), ...meta }, undefined, {
+      const answer = await client.callTool({ name, ...(args === undefined ? {} : { arguments: args }), ...meta }, undefined, {
         timeout: this.upstream.timeoutMs,
       });
+      // Bounded as it is read: an answer nested deeper could not be written back to the caller.
+      if (nestingDepth(answer, NESTING_MAX) > NESTING_MAX) throw new ProtocolFault(`the answer nests deeper than ${NESTING_MAX} levels`);
+      return answer;
     } catch (e) {
+      // Arguments no JSON text can hold (nested too deep for JSON.stringify) fail as the request is written, before
+      // anything is sent: svc's failure, not the upstream's.
+      if (e instanceof RangeError) throw new SvcFault(`the request could not be encoded: ${e.message}`);
       // A closed connection is replaced now, not when its close event comes: the next call must not find it.
       const closed = this.oversizedAt >= started || (e instanceof McpError && e.code === ErrorCode.ConnectionClosed);
       if (closed && this.client === current) this.lost();
       if (this.oversizedAt >= started) throw new AnswerTooLarge('the upstream answered more than 10 MiB');
       throw e;
+    } finally {
+      this.inFlight--;
+      this.usedAt = Date.now();
     }
+  }
+
+  /** Whether a call is under way on this connection: it must not be closed now. */
+  get busy(): boolean {
+    return this.inFlight > 0;
   }
 
   async close(): Promise<void> {

@@ -3,7 +3,8 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { Database } from '../db/open.ts';
-import { fingerprint } from '../domain/canonical-json.ts';
+import { canonicalJson, nestingDepth, sha256 } from '../domain/canonical-json.ts';
+import { DEFINITION_MAX_BYTES, DEFINITION_MAX_DEPTH, heldReasons } from '../domain/definition-text.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/events.ts';
 import { recordAudit } from '../store/audit.ts';
@@ -28,27 +29,59 @@ export function definitionOf(tool: Tool): ToolDefinition {
   };
 }
 
-/** At most this many tools of one upstream are kept, and none whose name or definition is larger than these. */
+/** At most this many tools of one upstream are kept, and none whose name is longer than this. */
 export const TOOLS_PER_UPSTREAM = 1000;
 const NAME_MAX = 128;
-const DEFINITION_MAX = 64 * 1024;
+/** What is kept of a held definition too large or too deep to keep: it is shown as this, with the reason. */
+const NOT_KEPT: ToolDefinition = { inputSchema: { type: 'object' } };
+
+/**
+ * One listed tool as svc records it: its definition, the fingerprint of that definition's canonical JSON, and why it
+ * is held, if it is (definition-text.ts: the rule applied here, once, to everything the upstream listed of the tool).
+ * A definition too large or too deep is held and not kept (its fingerprint still tells when it changes).
+ */
+export function foundTool(listed: Tool): FoundTool {
+  const definition = definitionOf(listed);
+  const canonical = canonicalJson(definition);
+  const size = { bytes: Buffer.byteLength(canonical), depth: nestingDepth(definition, DEFINITION_MAX_DEPTH) };
+  const held = heldReasons(listed, size);
+  const kept = size.bytes > DEFINITION_MAX_BYTES || size.depth > DEFINITION_MAX_DEPTH ? NOT_KEPT : definition;
+  return { name: listed.name, definition: kept, fingerprint: sha256(canonical), held: held.length === 0 ? null : held };
+}
+
+/**
+ * What one listing holds, as recorded: each name once (a name listed twice is held, as its first definition, and the
+ * rest of the listing recorded), at most TOOLS_PER_UPSTREAM, none with a name over NAME_MAX; with how many were left out.
+ */
+export function foundTools(upstream: UpstreamConfig, offered: readonly Tool[]): { found: FoundTool[]; refused: number } {
+  const found = new Map<string, FoundTool>();
+  const twice = new Set<string>();
+  let refused = 0;
+  for (const t of offered) {
+    if (upstream.tools !== null && !upstream.tools.includes(t.name)) continue;
+    if (found.has(t.name)) {
+      twice.add(t.name);
+      continue;
+    }
+    // An upstream cannot fill svc's database or its admin page: long names, and tools past the cap, are left out.
+    if (t.name.length > NAME_MAX || found.size >= TOOLS_PER_UPSTREAM) {
+      refused++;
+      continue;
+    }
+    found.set(t.name, foundTool(t));
+  }
+  for (const name of twice) {
+    const first = found.get(name)!;
+    found.set(name, { ...first, held: [...(first.held ?? []), 'the upstream lists this name more than once'] });
+  }
+  return { found: [...found.values()], refused };
+}
 
 /** Lists one upstream's tools and records them; the changes of state. */
 export async function discover(database: Database, connection: UpstreamConnection, log: Logger): Promise<DiscoveryChange[]> {
   const upstream = connection.upstream;
   const offered = await connection.listTools(TOOLS_PER_UPSTREAM);
-  const found: FoundTool[] = [];
-  let refused = 0;
-  for (const t of offered) {
-    if (upstream.tools !== null && !upstream.tools.includes(t.name)) continue;
-    const definition = definitionOf(t);
-    // An upstream cannot fill svc's database or its admin page: oversized tools, and tools past the cap, are left out.
-    if (t.name.length > NAME_MAX || JSON.stringify(definition).length > DEFINITION_MAX || found.length >= TOOLS_PER_UPSTREAM) {
-      refused++;
-      continue;
-    }
-    found.push({ name: t.name, definition, fingerprint: fingerprint(definition) });
-  }
+  const { found, refused } = foundTools(upstream, offered);
   // svc stops reading at one tool past the cap, so past it the count is a lower bound: `more_not_read` says so.
   if (refused > 0)
     log.warn('upstream_tools_left_out', {

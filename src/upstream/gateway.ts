@@ -14,21 +14,20 @@ import type { Metrics } from '../metrics/events.ts';
 import { findTool, listApproved, type ToolGate, type UpstreamTool } from '../store/upstream-tools.ts';
 import { listAccounts } from '../store/upstream-accounts.ts';
 import { mayConnect, usable } from './access.ts';
-import { CallAudit } from './call-audit.ts';
+import { CallAudit, refusalRows } from './call-audit.ts';
+import { PersonalConnections } from './sessions.ts';
 import { rateCounter, type RateCounter } from './rate.ts';
 import { NeedsConnection, UpstreamAccounts, type Bearer } from './accounts.ts';
 import { ensureSigningKey, IdentitySigner, type Subject } from './identity.ts';
 import { startUpstreams, type Upstreams } from './discovery.ts';
-import { UpstreamConnection } from './connection.ts';
+import { ProtocolFault, SvcFault, UpstreamConnection } from './connection.ts';
 import { keepFromChildren } from './stdio-sandbox.ts';
+import { OfferedDefinitions, type OfferedTool } from './offered.ts';
 import { ANSWER_MAX, AnswerTooLarge } from './http-fetch.ts';
 
 /** A merged tool name: what MCP clients accept, and no longer than 128. */
 const MERGED_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 const SEPARATOR = '__';
-/** isolation = user: at most this many processes of one upstream; one idle this long is stopped. */
-const PROCESSES_PER_UPSTREAM = 50;
-const IDLE_PROCESS_MS = 10 * 60_000;
 
 /** The tool that stands for an `auth = oauth` upstream a caller has not connected to: NAME__connect. */
 const CONNECT_TOOL = 'connect';
@@ -62,14 +61,16 @@ export interface Caller extends Subject {
   readonly peer: string;
 }
 
-type Cause = 'unavailable' | 'timeout' | 'protocol' | 'too_large' | 'rate_limited';
+type Cause = 'unavailable' | 'timeout' | 'protocol' | 'too_large' | 'rate_limited' | 'svc_error' | 'busy';
 
 function refusal(upstream: string, cause: Cause, detail: string): CallToolResult {
   return { content: [{ type: 'text', text: `upstream "${upstream}" ${cause}: ${detail}` }], isError: true };
 }
 
-function causeOf(e: unknown): Exclude<Cause, 'rate_limited'> {
+function causeOf(e: unknown): Exclude<Cause, 'rate_limited' | 'busy'> {
   if (e instanceof AnswerTooLarge) return 'too_large';
+  if (e instanceof ProtocolFault) return 'protocol';
+  if (e instanceof SvcFault) return 'svc_error';
   if (e instanceof McpError) {
     if (e.code === ErrorCode.RequestTimeout) return 'timeout';
     if (e.code === ErrorCode.ConnectionClosed) return 'unavailable';
@@ -80,6 +81,8 @@ function causeOf(e: unknown): Exclude<Cause, 'rate_limited'> {
 
 const CAUSE_TEXT: Record<Exclude<Cause, 'rate_limited'>, string> = {
   unavailable: 'cannot be reached just now; try again later',
+  svc_error: 'svc could not send this call; its log has details',
+  busy: 'every session svc may hold there is in use; try again shortly',
   timeout: 'did not answer in time',
   protocol: 'answered with an error or an answer svc cannot read',
   too_large: `answered more than ${ANSWER_MAX / 1024 / 1024} MiB`,
@@ -89,11 +92,14 @@ export class UpstreamGateway {
   /** counts calls per upstream and person for `rate` */
   private readonly rate: RateCounter = rateCounter();
   private readonly callAudit: CallAudit;
+  /** the approved definitions offered, parsed once per approval */
+  private readonly offered: OfferedDefinitions;
   /** upstreams the last call found unreachable */
   private readonly unreachable = new Set<string>();
-  /** isolation = user: per upstream, each person's own process and when it was last used */
-  private readonly perPerson = new Map<string, Map<number, { connection: UpstreamConnection; usedAt: number }>>();
-  private readonly sweeper = setInterval(() => this.sweepIdle(), 60_000).unref();
+  /** each person's own session, token or process at an upstream */
+  private readonly perPerson: PersonalConnections;
+  /** refusals over `rate`, one audit row per person, upstream and minute */
+  private readonly refusals: ReturnType<typeof refusalRows>;
 
   constructor(
     private readonly config: Config,
@@ -107,37 +113,62 @@ export class UpstreamGateway {
     readonly accounts: UpstreamAccounts | null = null,
   ) {
     this.callAudit = new CallAudit(database);
+    this.offered = new OfferedDefinitions(database);
+    this.refusals = refusalRows(database);
+    this.perPerson = new PersonalConnections((upstream, userId) => {
+      const bearer = upstream.oauth === null ? null : this.accounts!.source(userId, upstream);
+      return new UpstreamConnection(upstream, this.log, () => this.upstreams.listChanged(upstream.name), bearer);
+    });
   }
 
   /**
-   * The tools this caller may use, merged-named, with their approved definitions. Of an `auth = oauth` upstream, only
-   * once the caller has connected their account there; before, one tool NAME__connect stands in its place.
+   * The tools this caller may use, merged-named, with their approved definitions, in merged-name order: those after
+   * `after` (a merged name, from a cursor), as many as fit in `budget` bytes; `last` names the last one given when more
+   * remain. Of an `auth = oauth` upstream, only once the caller has connected their account there; before, one tool
+   * NAME__connect stands in its place. Only the definitions offered are read, each from a copy kept per approval.
    */
-  async tools(access: Access, userId: number): Promise<Tool[]> {
+  async tools(access: Access, userId: number, after: string | null, budget: number): Promise<{ tools: Tool[]; last: string | null }> {
     const rows = await listApproved(this.database.db);
+    this.offered.keepOnly(rows);
     const connected = await this.connectedUpstreams(userId);
-    const offered = rows
+    const may = rows
       .filter((t) => offerable(t) && usable(t, this.config, access))
       .filter((t) => this.oauthOf(t.upstream) === null || connected.has(t.upstream))
-      .map((t) => ({ ...t.approved(), name: mergedName(t) }) as Tool);
-    const connects = this.config.upstreams
-      .filter((u) => u.oauth !== null && !connected.has(u.name) && mayConnect(u, access))
-      .map((u) => connectTool(u));
-    return [...offered, ...connects];
+      .filter((t) => after === null || mergedName(t) > after);
+    const definitions = await this.offered.offered(may, mergedName);
+    const candidates: OfferedTool[] = [...definitions.values()];
+    for (const u of this.config.upstreams)
+      if (u.oauth !== null && !connected.has(u.name) && mayConnect(u, access)) {
+        const tool = connectTool(u);
+        if (after === null || tool.name > after) candidates.push({ tool, bytes: Buffer.byteLength(JSON.stringify(tool)) });
+      }
+    candidates.sort((a, b) => (a.tool.name < b.tool.name ? -1 : 1));
+    const tools: Tool[] = [];
+    let used = 0;
+    for (const c of candidates) {
+      // Every definition offered is at most 16 KiB, so a page always holds one.
+      if (used + c.bytes > budget && tools.length > 0) return { tools, last: tools[tools.length - 1]!.name };
+      used += c.bytes;
+      tools.push(c.tool);
+    }
+    return { tools, last: null };
   }
 
   /**
    * What a merged name stands for, when this caller may use it: an upstream tool, or NAME__connect of an `auth = oauth`
    * upstream the caller has not connected to; null for anything else.
    */
-  async resolve(name: string, access: Access): Promise<Resolved | null> {
+  async resolve(name: string, access: Access, userId: number): Promise<Resolved | null> {
     const at = name.indexOf(SEPARATOR);
     if (at <= 0 || !MERGED_NAME.test(name)) return null;
     const [upstream, tool] = [name.slice(0, at), name.slice(at + SEPARATOR.length)];
     const found = await findTool(this.database.db, upstream, tool);
     if (found && usable(found, this.config, access)) return { tool: found };
     const oauthUpstream = this.oauthOf(upstream);
-    if (tool === CONNECT_TOOL && oauthUpstream && mayConnect(oauthUpstream, access)) return { connect: oauthUpstream };
+    if (!oauthUpstream || !mayConnect(oauthUpstream, access)) return null;
+    // Not connected, any name of the upstream is answered as NAME__connect: its tools may not be listed yet (nobody
+    // connected), and which exist tells a caller nothing they could use.
+    if (tool === CONNECT_TOOL || !(await this.connectedUpstreams(userId)).has(upstream)) return { connect: oauthUpstream };
     return null;
   }
 
@@ -164,13 +195,23 @@ export class UpstreamGateway {
     }
   }
 
-  /** NAME__connect: says whether the caller is connected, and where to connect when not. */
-  async callConnect(upstream: UpstreamConfig, caller: Caller, urlElicitation = false): Promise<CallToolResult> {
+  /**
+   * NAME__connect (or any name of the upstream, before the caller has connected): says whether the caller is
+   * connected, and where to connect when not. Audited as a call of the tool `name` (merged) names, with its outcome.
+   */
+  async callConnect(upstream: UpstreamConfig, name: string, caller: Caller, urlElicitation = false): Promise<CallToolResult> {
+    const started = performance.now();
     const bearer = await this.bearerFor(upstream, caller);
-    if (bearer === null) return refusal(upstream.name, 'unavailable', CAUSE_TEXT.unavailable);
-    if ('token' in bearer) return { content: [{ type: 'text', text: `Your account at ${upstream.name} is connected.` }] };
-    if (urlElicitation) throw this.elicitation(upstream);
-    return this.needsConnection(upstream, bearer.connect);
+    const [answer, outcome] =
+      bearer === null
+        ? [refusal(upstream.name, 'unavailable', CAUSE_TEXT.unavailable), 'unavailable']
+        : 'token' in bearer
+          ? [{ content: [{ type: 'text' as const, text: `Your account at ${upstream.name} is connected.` }] }, 'ok']
+          : [this.needsConnection(upstream, bearer.connect), 'not_connected'];
+    const tool = name.slice(upstream.name.length + SEPARATOR.length);
+    await this.audit({ upstream: upstream.name, name: tool }, null, caller, outcome, Math.round(performance.now() - started));
+    if (outcome === 'not_connected' && urlElicitation) throw this.elicitation(upstream);
+    return answer;
   }
 
   /** The answer to a call that needs the caller's account at the upstream connected first. */
@@ -197,24 +238,37 @@ export class UpstreamGateway {
     const seconds = (performance.now() - started) / 1000;
     this.metrics.upstreamCall(tool.upstream, outcome, seconds);
     if (outcome === 'ok' || outcome === 'unavailable') this.reached(tool.upstream, outcome === 'ok');
-    await this.audit(tool, argumentsSha256, caller, outcome, Math.round(seconds * 1000));
+    // Refusals over the rate are counted, one row per person, upstream and minute: a caller cannot flood the trail.
+    if (outcome === 'rate_limited')
+      await this.refusals.record({ actor: caller.uid, via: caller.via, upstream: tool.upstream, peer: caller.peer });
+    else await this.audit(tool, argumentsSha256, caller, outcome, Math.round(seconds * 1000));
     if (outcome === 'not_connected' && urlElicitation) throw this.elicitation(this.oauthOf(tool.upstream)!);
     return answer;
   }
 
-  /** The URL elicitation error that sends the person to connect their account at the upstream. */
+  /**
+   * The URL elicitation error that sends the person to connect their account at the upstream. Its message names the
+   * URL too: clients that do not show the elicitation show the message.
+   */
   private elicitation(upstream: UpstreamConfig): UrlElicitationRequiredError {
-    const message = `Connect your account at ${upstream.name} to use its tools.`;
-    return new UrlElicitationRequiredError(
-      [{ mode: 'url', message, elicitationId: randomUUID(), url: connectUrl(this.config, upstream) }],
-      `${upstream.name} needs your account connected first`,
-    );
+    const url = connectUrl(this.config, upstream);
+    const message = `Connect your account at ${upstream.name} to use its tools: ${url}`;
+    return new UrlElicitationRequiredError([{ mode: 'url', message, elicitationId: randomUUID(), url }], message);
   }
 
   /**
    * The call's answer, and its outcome for the audit row and the metrics: ok, error (the upstream's own isError) or
    * a cause. An answer is at most ANSWER_MAX bytes as it arrives: the transports cut off a larger one (too_large).
    */
+  /** An identity assertion; a failure to sign is svc's, not the upstream's. */
+  private async sign(caller: Caller, upstream: UpstreamConfig): Promise<string> {
+    try {
+      return await this.signer!.sign(caller, upstream);
+    } catch (e) {
+      throw new SvcFault(`signing the identity assertion failed: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+
   private async answer(
     tool: ToolGate,
     args: Record<string, unknown> | undefined,
@@ -230,9 +284,10 @@ export class UpstreamGateway {
       if ('connect' in bearer) return { answer: this.needsConnection(upstream, bearer.connect), outcome: 'not_connected' };
     }
     const connection = this.connectionFor(upstream, caller.userId);
+    if (connection === null) return { answer: refusal(upstream.name, 'busy', CAUSE_TEXT.busy), outcome: 'busy' };
     let result: CallToolResult;
     try {
-      const identity = upstream.identity === 'jwt' ? await this.signer!.sign(caller, upstream) : null;
+      const identity = upstream.identity === 'jwt' ? await this.sign(caller, upstream) : null;
       result = (await connection.callTool(tool.name, args, identity)) as CallToolResult;
     } catch (e) {
       if (e instanceof NeedsConnection) return { answer: this.needsConnection(upstream, e.connect), outcome: 'not_connected' };
@@ -263,54 +318,32 @@ export class UpstreamGateway {
     if (up === !this.unreachable.has(upstream)) return;
     if (up) this.unreachable.delete(upstream);
     else this.unreachable.add(upstream);
-    void this.upstreams.rediscover(upstream);
+    // At most one listing every 10 s, however often callers make the upstream come and go.
+    this.upstreams.listChanged(upstream);
   }
 
-  /** The connection a call goes to: the upstream's one, or with isolation = user this person's own process. */
-  private connectionFor(upstream: UpstreamConfig, userId: number): UpstreamConnection {
-    const ownConnection = upstream.oauth !== null || (upstream.transport.kind === 'stdio' && upstream.transport.isolation === 'user');
-    if (!ownConnection) return this.upstreams.connections.get(upstream.name)!;
-    const people = this.perPerson.get(upstream.name) ?? new Map<number, { connection: UpstreamConnection; usedAt: number }>();
-    this.perPerson.set(upstream.name, people);
-    const now = Date.now();
-    const mine = people.get(userId);
-    if (mine) {
-      mine.usedAt = now;
-      return mine.connection;
-    }
-    // A stdio process per person is bounded; an auth = oauth connection is only a client object (stopped when idle),
-    // and closing one could cut its owner's call in flight.
-    if (upstream.oauth === null && people.size >= PROCESSES_PER_UPSTREAM) {
-      // The one used longest ago makes room.
-      const [oldest] = [...people].sort(([, a], [, b]) => a.usedAt - b.usedAt)[0]!;
-      void people.get(oldest)!.connection.close();
-      people.delete(oldest);
-    }
-    const bearer = upstream.oauth === null ? null : this.accounts!.source(userId, upstream);
-    const connection = new UpstreamConnection(upstream, this.log, () => this.upstreams.listChanged(upstream.name), bearer);
-    people.set(userId, { connection, usedAt: now });
-    return connection;
-  }
-
-  /** Stops the per-person processes idle for IDLE_PROCESS_MS. */
-  private sweepIdle(): void {
-    const now = Date.now();
-    for (const people of this.perPerson.values()) {
-      for (const [userId, p] of people) {
-        if (now - p.usedAt < IDLE_PROCESS_MS) continue;
-        void p.connection.close();
-        people.delete(userId);
-      }
-    }
+  /**
+   * The connection a call goes to: the person's own (a session at an HTTP upstream, their token at an `auth = oauth`
+   * one, their process with isolation = user), or a shared stdio upstream's one process; null when the upstream has as
+   * many people's connections as it may and each has a call under way.
+   */
+  private connectionFor(upstream: UpstreamConfig, userId: number): UpstreamConnection | null {
+    const shared = upstream.transport.kind === 'stdio' && upstream.transport.isolation === 'shared';
+    return shared ? this.upstreams.connections.get(upstream.name)! : this.perPerson.get(upstream, userId);
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.sweeper);
-    await Promise.allSettled([...this.perPerson.values()].flatMap((people) => [...people.values()].map((p) => p.connection.close())));
-    this.perPerson.clear();
+    await this.refusals.flush();
+    await this.perPerson.stop();
   }
 
-  private async audit(tool: ToolGate, argumentsSha256: string, caller: Caller, outcome: string, durationMs: number): Promise<void> {
+  private async audit(
+    tool: Pick<ToolGate, 'upstream' | 'name'>,
+    argumentsSha256: string | null,
+    caller: Caller,
+    outcome: string,
+    durationMs: number,
+  ): Promise<void> {
     const credential = caller.tokenId === null ? caller.via : caller.tokenId;
     await this.callAudit.record({
       actor: caller.uid,
@@ -323,7 +356,7 @@ export class UpstreamGateway {
         ...(caller.clientId === null ? {} : { client: caller.clientId }),
         outcome,
         duration_ms: durationMs,
-        arguments_sha256: argumentsSha256,
+        ...(argumentsSha256 === null ? {} : { arguments_sha256: argumentsSha256 }),
       },
       peer: caller.peer,
     });

@@ -44,6 +44,7 @@ export function toolJson(t: UpstreamTool, labels: LabelSet | null) {
     approved_fingerprint: t.approvedFingerprint,
     definition: t.definition,
     approved_definition: t.approvedDefinition,
+    held: t.held === null ? null : [...t.held],
     updated_at: iso(t.updatedAt),
   };
 }
@@ -79,4 +80,18 @@ export function grantJson(g: GrantListing) {
     created_at: iso(g.createdAt),
     last_used_at: iso(g.lastUsedAt),
   };
+}
+
+/** Characters a reader could not see (format characters, DEL and C1 controls, lone surrogates); C0 JSON escapes itself. */
+const UNSEEN_IN_JSON = /[\p{Cf}\p{Cs}\u007f-\u009f]/gu;
+
+/**
+ * JSON text in which every character a reader could not see is written as its \u escape: the same value once parsed,
+ * but an upstream's hidden characters show in a terminal or a raw answer (CONTRACT §6.1). They only occur in strings,
+ * where an escape is valid JSON.
+ */
+export function visibleJson(value: unknown, space?: number): string {
+  return JSON.stringify(value, null, space).replace(UNSEEN_IN_JSON, (c) =>
+    [...Array(c.length).keys()].map((i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join(''),
+  );
 }

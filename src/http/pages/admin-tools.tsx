@@ -1,9 +1,10 @@
 // /admin/tools: the upstreams' tools by upstream, with their state, the labels that decide who may use them (their
 // own or their upstream's), who may, what changed in a definition (the approved one beside the new one), and the
 // approve, label and disable buttons (CONTRACT §6.1).
-import { Layout, formatTime } from './layout.tsx';
+import { Layout, PageLinks, formatTime } from './layout.tsx';
 import { Notices, type Frame } from './admin-frame.tsx';
 import type { UpstreamTool } from '../../store/upstream-tools.ts';
+import { splitHidden } from '../../domain/definition-text.ts';
 
 export interface ToolView {
   readonly tool: UpstreamTool;
@@ -42,20 +43,36 @@ function Connected(p: { people: NonNullable<ReturnType<ConnectedPeople['get']>> 
   );
 }
 
-const pretty = (value: unknown) => JSON.stringify(value, null, 2);
+/**
+ * Upstream text as a person can read it: isolated from the page's direction, and each character a reader could not
+ * see (a control, a zero-width or bidi character, a tag character) shown as its escape, marked.
+ */
+function Shown(p: { text: string; lines?: boolean }) {
+  return (
+    <bdi>{splitHidden(p.text, p.lines).map((part) => ('hidden' in part ? <mark class="hidden-char">{part.hidden}</mark> : part.text))}</bdi>
+  );
+}
+
+function DefinitionText(p: { value: unknown; class: string }) {
+  return (
+    <pre class={p.class} dir="ltr">
+      <Shown text={JSON.stringify(p.value, null, 2)} lines />
+    </pre>
+  );
+}
 
 function Definition(p: { view: ToolView }) {
   const t = p.view.tool;
-  if (t.state !== 'changed' || t.approvedDefinition === null) return <pre class="definition">{pretty(t.definition)}</pre>;
+  if (t.state !== 'changed' || t.approvedDefinition === null) return <DefinitionText value={t.definition} class="definition" />;
   return (
     <div class="side-by-side">
       <div>
         <h4>Approved (what agents are told)</h4>
-        <pre class="definition approved">{pretty(t.approvedDefinition)}</pre>
+        <DefinitionText value={t.approvedDefinition} class="definition approved" />
       </div>
       <div>
         <h4>Now offered by the upstream</h4>
-        <pre class="definition offered">{pretty(t.definition)}</pre>
+        <DefinitionText value={t.definition} class="definition offered" />
       </div>
     </div>
   );
@@ -66,7 +83,7 @@ function ToolActions(p: { view: ToolView }) {
   const action = `/admin/tools/${encodeURIComponent(t.upstream)}/${encodeURIComponent(t.name)}`;
   return (
     <div class="row">
-      {t.state !== 'approved' && t.state !== 'gone' && (
+      {t.state !== 'approved' && t.state !== 'gone' && t.held === null && (
         <form method="post" action={action} class="inline">
           <input type="hidden" name="action" value="approve" />
           <input type="hidden" name="fingerprint" value={t.fingerprint} />
@@ -107,8 +124,26 @@ function ToolCard(p: { view: ToolView }) {
   return (
     <section class="tool" data-tool={`${t.upstream}/${t.name}`} data-state={t.state}>
       <h3>
-        {t.name} <span class={`state ${t.state}`}>{t.state}</span>
+        <Shown text={t.name} /> <span class={`state ${t.state}`}>{t.state}</span>
+        {t.held !== null && (
+          <>
+            {' '}
+            <span class="state held">held</span>
+          </>
+        )}
       </h3>
+      {t.held !== null && (
+        <div class="notice error held-reasons">
+          Held: never offered to agents, and it cannot be approved as it is, because
+          <ul>
+            {t.held.map((r) => (
+              <li>
+                <Shown text={r} />
+              </li>
+            ))}
+          </ul>
+        </div>
+      )}
       <p>
         Labels:{' '}
         {labels === null ? (
@@ -137,7 +172,13 @@ function ToolCard(p: { view: ToolView }) {
   );
 }
 
-export function ToolsPage(p: Frame & { tools: readonly ToolView[]; connected: ConnectedPeople }) {
+export function ToolsPage(
+  p: Frame & {
+    tools: readonly ToolView[];
+    paging: { page: number; more: boolean; link: (page: number) => string };
+    connected: ConnectedPeople;
+  },
+) {
   const upstreams = [...new Set([...p.tools.map((v) => v.tool.upstream), ...p.connected.keys()])];
   return (
     <Layout title="Tools" nonce={p.nonce} signedIn={{ uid: p.me.uid, admin: true, canLogout: p.me.canLogout }}>
@@ -155,6 +196,7 @@ export function ToolsPage(p: Frame & { tools: readonly ToolView[]; connected: Co
             ))}
         </>
       ))}
+      <PageLinks {...p.paging} what="tools" />
     </Layout>
   );
 }

@@ -13,7 +13,9 @@ import { changeToolAs } from '../../admin/tools.ts';
 import { labelsField } from '../../requests/fields.ts';
 import type { ToolChange } from '../../requests/tools.ts';
 import { badRequest } from '../../domain/errors.ts';
-import { listTools } from '../../store/upstream-tools.ts';
+import { listToolsPage } from '../../store/upstream-tools.ts';
+import type { PageRequest } from '../../store/paging.ts';
+import { pageHref, pageRequest } from '../paging.ts';
 import { listUsers } from '../../store/users.ts';
 import { offerable } from '../../upstream/gateway.ts';
 import { toolLabels, usable } from '../../upstream/access.ts';
@@ -22,9 +24,14 @@ const DONE: Record<string, string> = { approve: 'Tool approved.', disable: 'Tool
 /** Users named per tool; the rest are counted. */
 const USERS_SHOWN = 20;
 
-async function toolViews({ database, config }: Services): Promise<ToolView[]> {
-  const [tools, users] = await Promise.all([listTools(database.db), listUsers(database.db)]);
-  return tools.map((tool) => {
+/** One page of tools (50; of one upstream with ?upstream=NAME), each with who may use it. */
+async function toolViews(
+  { database, config }: Services,
+  request: PageRequest,
+  only: { upstream?: string },
+): Promise<{ views: ToolView[]; more: boolean }> {
+  const [tools, users] = await Promise.all([listToolsPage(database.db, request, only), listUsers(database.db)]);
+  const views = tools.rows.map((tool) => {
     const may = users.filter((u) => usable(tool, config, { labels: u.labels, restriction: null })).map((u) => u.uid);
     return {
       tool,
@@ -36,6 +43,7 @@ async function toolViews({ database, config }: Services): Promise<ToolView[]> {
       userCount: may.length,
     };
   });
+  return { views, more: tools.more };
 }
 
 /** Per `auth = oauth` upstream, the people connected to it and how: never a token. */
@@ -62,7 +70,11 @@ async function page(services: Services, c: SignedCtx, status: 200 | 400 | 409 = 
     notice: DONE[c.req.query('done') ?? ''],
     ...(error ? { error } : {}),
   };
-  return c.html(<ToolsPage {...frame} tools={await toolViews(services)} connected={await connectedPeople(services)} />, status);
+  const request = pageRequest(c);
+  const upstream = c.req.query('upstream');
+  const { views, more } = await toolViews(services, request, upstream === undefined ? {} : { upstream });
+  const paging = { page: request.page, more, link: (n: number) => pageHref(c, 'page', n) };
+  return c.html(<ToolsPage {...frame} tools={views} paging={paging} connected={await connectedPeople(services)} />, status);
 }
 
 function changeFrom(body: Record<string, unknown>): ToolChange {

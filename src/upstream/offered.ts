@@ -1,0 +1,82 @@
+// The approved definitions /mcp offers, parsed once per approval and kept: a caller's tools/list reads the gates of
+// the approved tools (no definition), and only the definitions of the tools it offers, each from this copy while its
+// approval stands. Each definition is checked once, as it is parsed, by the rule discovery applies to what an
+// upstream lists (domain/definition-text.ts): one approved before svc held hidden characters, or larger than it now
+// offers, is never offered.
+import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Database } from '../db/open.ts';
+import { definitionSize, heldReasons } from '../domain/definition-text.ts';
+import { approvedDefinitions, type ToolDefinition, type ToolGate } from '../store/upstream-tools.ts';
+
+/** An approved definition as offered: the tool under its merged name, and the bytes it adds to a listing. */
+export interface OfferedTool {
+  readonly tool: Tool;
+  readonly bytes: number;
+}
+
+/** One kept definition: the approval it belongs to, and the tool as offered (null: never offered, by the rule). */
+interface Kept {
+  readonly fingerprint: string;
+  readonly offered: OfferedTool | null;
+}
+
+const keyOf = (t: Pick<ToolGate, 'upstream' | 'name'>) => `${t.upstream}\n${t.name}`;
+
+export class OfferedDefinitions {
+  private kept = new Map<string, Kept>();
+
+  constructor(private readonly database: Database) {}
+
+  /**
+   * The offered form of each of these approved tools, by `mergedName`; a tool missing from the answer is not offered
+   * (its definition breaks the rule, or its approval changed while it was read). Reads only the definitions not kept
+   * for their current approval, one query per upstream.
+   */
+  async offered(gates: readonly ToolGate[], mergedName: (t: ToolGate) => string): Promise<Map<ToolGate, OfferedTool>> {
+    const missing = new Map<string, ToolGate[]>();
+    for (const g of gates) {
+      if (this.kept.get(keyOf(g))?.fingerprint === g.approvedFingerprint) continue;
+      const list = missing.get(g.upstream) ?? [];
+      list.push(g);
+      missing.set(g.upstream, list);
+    }
+    for (const [upstream, list] of missing) {
+      for (let i = 0; i < list.length; i += 200) {
+        const rows = await approvedDefinitions(
+          this.database.db,
+          upstream,
+          list.slice(i, i + 200).map((g) => g.name),
+        );
+        for (const r of rows) {
+          if (r.approvedFingerprint === null || r.approvedDefinition === null) continue;
+          const gate = list.find((g) => g.name === r.name)!;
+          this.kept.set(keyOf(gate), {
+            fingerprint: r.approvedFingerprint,
+            offered: offeredForm(gate.name, mergedName(gate), r.approvedDefinition),
+          });
+        }
+      }
+    }
+    const answer = new Map<ToolGate, OfferedTool>();
+    for (const g of gates) {
+      const kept = this.kept.get(keyOf(g));
+      if (kept?.fingerprint === g.approvedFingerprint && kept.offered !== null) answer.set(g, kept.offered);
+    }
+    return answer;
+  }
+
+  /** Drops what is kept of tools no longer approved (called with every approved tool, now and then). */
+  keepOnly(gates: readonly ToolGate[]): void {
+    if (this.kept.size <= gates.length) return;
+    const live = new Set(gates.map(keyOf));
+    for (const key of this.kept.keys()) if (!live.has(key)) this.kept.delete(key);
+  }
+}
+
+/** The tool named `name` at its upstream as offered under `merged`, or null when its definition breaks the rule. */
+function offeredForm(name: string, merged: string, stored: string): OfferedTool | null {
+  const definition = JSON.parse(stored) as ToolDefinition;
+  if (heldReasons({ ...definition, name }, definitionSize(definition)).length > 0) return null;
+  const tool = { ...definition, name: merged } as Tool;
+  return { tool, bytes: Buffer.byteLength(JSON.stringify(tool)) };
+}
