@@ -8,7 +8,8 @@
 //   neither marks the upstream down or makes svc list it again;
 // - a stateful upstream gets one session per person: alice's note never reaches bob or carol;
 // - 1,000 large tools: one caller's tools/list pages at 4 MiB with nextCursor, and a cursor is its caller's alone;
-// - calls over `rate` are one audit row per person, upstream and minute, with their count.
+// - calls over `rate` are one audit row per person, upstream and minute, with their count; svc ends the sessions it
+//   held at an upstream when it closes them.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -48,8 +49,9 @@ async function startUpstream(
   stateful = false,
   /** a JSON-RPC answer written by hand (one the SDK could not write), or null to let the server answer */
   byHand: (message: unknown) => string | null = () => null,
-): Promise<{ url: string; sessions: Set<string>; listings: () => number; stop(): Promise<void> }> {
+): Promise<{ url: string; sessions: Set<string>; ended: Set<string>; listings: () => number; stop(): Promise<void> }> {
   const sessions = new Set<string>();
+  const ended = new Set<string>();
   const transports = new Map<string, StreamableHTTPServerTransport>();
   let listings = 0;
   const build = () => {
@@ -84,6 +86,7 @@ async function startUpstream(
       return;
     }
     const id = req.headers['mcp-session-id'];
+    if (req.method === 'DELETE' && typeof id === 'string') ended.add(id);
     let transport = typeof id === 'string' ? transports.get(id) : undefined;
     if (!transport && isInitializeRequest(parsed)) {
       transport = new StreamableHTTPServerTransport({
@@ -107,6 +110,7 @@ async function startUpstream(
   return {
     url: `http://127.0.0.1:${port}/mcp`,
     sessions,
+    ended,
     listings: () => listings,
     stop: () =>
       new Promise((ok) => {
@@ -529,7 +533,14 @@ refresh = 1h
       await Promise.all([a.close(), b.close()]);
     }
     // Counted refusals are added to their row when the minute ends, or when svc stops.
+    const sessions = [...upstreams.notes.sessions];
     await svc.restart();
+    // Stopping, svc ended every session it held at the stateful upstream, the people's and its own.
+    assert.deepEqual(
+      sessions.filter((id) => !upstreams.notes.ended.has(id)),
+      [],
+      'every session ended at the upstream',
+    );
     const refused = await svc.database.db.all<{ actor: string; target: string; detail: string }>(
       sql`SELECT actor, target, detail FROM audit WHERE action = 'upstream.call' AND json_extract(detail, '$.outcome') = 'rate_limited' ORDER BY actor`,
     );

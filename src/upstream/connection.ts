@@ -15,6 +15,8 @@ import { nestingDepth } from '../domain/canonical-json.ts';
 import { launch } from './stdio-sandbox.ts';
 
 const BACKOFF_FIRST_MS = 1000;
+/** How long closing a connection waits for an HTTP upstream to end its session. */
+const SESSION_END_MS = 2000;
 /** An upstream's answer nested deeper than this is refused. */
 export const NESTING_MAX = 64;
 
@@ -240,10 +242,27 @@ export class UpstreamConnection {
     return this.inFlight > 0;
   }
 
+  /**
+   * Closes the connection; an HTTP upstream's session is ended there too (a DELETE with its id, waited for at most
+   * SESSION_END_MS), so what it kept for the person does not outlive their session at svc.
+   */
   async close(): Promise<void> {
     this.stopped = true;
     const client = this.client;
     this.client = null;
-    await client?.then((c) => c.close()).catch(() => undefined);
+    await client
+      ?.then(async (c) => {
+        const transport = c.transport;
+        if (transport instanceof StreamableHTTPClientTransport && transport.sessionId !== undefined) {
+          let timer: NodeJS.Timeout | undefined;
+          const late = new Promise<void>((ok) => {
+            timer = setTimeout(ok, SESSION_END_MS).unref();
+          });
+          await Promise.race([transport.terminateSession().catch(() => undefined), late]);
+          clearTimeout(timer);
+        }
+        await c.close();
+      })
+      .catch(() => undefined);
   }
 }
