@@ -5,6 +5,7 @@ import type { GrantListing } from '../../store/oauth.ts';
 import type { Page } from '../../store/paging.ts';
 import { mcpClientConfig } from '../../mcp/client-config.ts';
 import { SCOPES, SCOPE_MEANING, DEFAULT_SCOPES, type ScopeSet } from '../../domain/scopes.ts';
+import { escapeHidden } from '../../domain/definition-text.ts';
 
 export interface TokensProps {
   nonce: string;
@@ -278,7 +279,8 @@ function ConnectedServices(p: { services: readonly ConnectedService[] }) {
                 </td>
                 <td>{s.state === 'none' ? 'not connected' : when(s.connectedAt)}</td>
                 <td>{when(s.lastUsedAt, '—')}</td>
-                <td>{s.scope === '' ? '—' : s.scope}</td>
+                {/* The upstream's authorization server chose these words: isolated, hidden characters as escapes. */}
+                <td>{s.scope === '' ? '—' : <bdi>{escapeHidden(s.scope)}</bdi>}</td>
                 <td>
                   {s.state !== 'connected' && (
                     <a class="button" href={`/upstreams/${s.upstream}/connect`} aria-label={`Connect ${s.upstream}`}>
