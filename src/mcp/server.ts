@@ -219,13 +219,22 @@ function answerEvenUnwritable(transport: WebStandardStreamableHTTPServerTranspor
       state.happened = true;
       log.warn('mcp_answer_unwritable', { error: e instanceof Error ? e.message.slice(0, 200) : 'failed' });
       const text = 'svc could not encode this answer';
-      for (const { id, method } of requestIds(body)) {
+      // The answer being written when it failed goes first (the one that completed the request, often the one that
+      // cannot be written); then the others in turn, until what is held can be written. Each replacement is written
+      // with the answers still held, so the first that leaves only encodable ones answers the request.
+      const ids = requestIds(body);
+      const failed = ids.filter((r) => r.id === message.id);
+      for (const { id, method } of [...failed, ...ids.filter((r) => r.id !== message.id)]) {
         const replacement: JSONRPCMessage =
           method === 'tools/call'
             ? { jsonrpc: '2.0', id, result: { content: [{ type: 'text', text }], isError: true } }
             : { jsonrpc: '2.0', id, error: { code: ErrorCode.InternalError, message: text } };
-        // Each replacement is written with the answers still held; the last one written has only encodable ones.
-        await send(replacement, options).catch(() => undefined);
+        try {
+          await send(replacement, options);
+          return;
+        } catch {
+          // still not encodable: the next one
+        }
       }
     }
   };

@@ -1,0 +1,78 @@
+// An answer /mcp cannot write (mcp/server.ts answerEvenUnwritable): the SDK's transport writes a request's answer with
+// JSON.stringify once every id has one, and a throw there left the request unanswered for good. The gateway bounds
+// what an upstream can make svc answer (an answer nested deeper than 64 levels is a protocol fault, test/
+// upstream-hostile.test.ts), so this takes the part the upstream would play: a gateway whose call answers 20,000
+// levels deep, behind the real endpoint, which must still answer the tool call (its isError result), keep the other
+// answers of a batch, and then answer the next request on a fresh server.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mcpEndpoint } from '../src/mcp/server.ts';
+import type { UpstreamGateway } from '../src/upstream/gateway.ts';
+import type { Principal } from '../src/auth/core.ts';
+import { silentLogger } from '../src/log.ts';
+import { openFresh } from './helpers/drivers.ts';
+
+let deep: unknown = 'bottom';
+for (let i = 0; i < 20_000; i++) deep = [deep];
+
+/** A gateway with one tool, `up__deep`, whose answer no JSON.stringify can write. */
+const gateway = {
+  tools: async () => ({ tools: [], last: null }),
+  resolve: async (name: string) => (name === 'up__deep' ? { tool: { upstream: 'up', name: 'deep' } } : null),
+  call: async () => ({ content: [{ type: 'text', text: 'deep' }], structuredContent: { deep } }),
+  callConnect: async () => ({ content: [] }),
+} as unknown as UpstreamGateway;
+
+const principal = {
+  user: { id: 1, uid: 'alice', name: 'Alice', email: 'alice@example.com', labels: [], admin: false },
+  via: 'token',
+} as unknown as Principal;
+
+function post(body: unknown): Request {
+  return new Request('http://127.0.0.1/mcp', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-03-26' },
+    body: JSON.stringify(body),
+  });
+}
+
+test('an answer the transport cannot write is still answered, as the call isError result; the other answers of a batch stand', {
+  timeout: 60_000,
+}, async () => {
+  const { database, close } = await openFresh('embedded');
+  try {
+    const endpoint = mcpEndpoint({ db: database.db, cursorKey: Buffer.alloc(32, 1), log: silentLogger, upstreams: gateway });
+    const caller = { principal, urlElicitation: false, peer: '127.0.0.1' };
+    const call = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'up__deep' } };
+    const alone = await endpoint.answer(post(call), call, caller);
+    assert.equal(alone.status, 200);
+    assert.deepEqual(await alone.json(), {
+      jsonrpc: '2.0',
+      id: 1,
+      result: { content: [{ type: 'text', text: 'svc could not encode this answer' }], isError: true },
+    });
+    // In a batch, the answer that cannot be written is replaced, and the others keep theirs, whichever comes first.
+    for (const batch of [
+      [call, { jsonrpc: '2.0', id: 2, method: 'tools/list' }],
+      [{ jsonrpc: '2.0', id: 2, method: 'tools/list' }, call],
+    ]) {
+      const answers = (await (await endpoint.answer(post(batch), batch, caller)).json()) as {
+        id: number;
+        result: { isError?: boolean; tools?: unknown[] };
+      }[];
+      assert.deepEqual(answers.map((m) => [m.id, m.result.isError ?? m.result.tools?.length]).sort(), [
+        [1, true],
+        [2, 3],
+      ]);
+    }
+    // The endpoint goes on: the next request is answered as usual.
+    const list = { jsonrpc: '2.0', id: 3, method: 'tools/list' };
+    const listed = (await (await endpoint.answer(post(list), list, caller)).json()) as { result: { tools: { name: string }[] } };
+    assert.deepEqual(
+      listed.result.tools.map((t) => t.name),
+      ['whoami', 'search', 'fetch'],
+    );
+  } finally {
+    await close();
+  }
+});
