@@ -3,7 +3,9 @@
 // on the same database with another secret. `svc check` (the CLI as a process) and the start say so, naming what is
 // affected and no secret; the identity upstream is called with a new key the JWKS lists; the person's account shows
 // and answers `reconnect`; the tokens of that account, once disconnected, stay queued rather than dropped unsent; and
-// connecting again works under the new secret.
+// connecting again works under the new secret. The upstream's provider makes svc's registration a confidential client
+// (it issues a client secret, which svc keeps sealed): under the new secret svc registers again rather than asking for
+// tokens as a public client, which the provider would refuse; two instances doing so at once end with one client.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -18,8 +20,10 @@ import { atProvider, startOauthUpstream, type OauthUpstream } from './helpers/oa
 import { DEFAULT_AUTH, newSecret } from './helpers/workspace.ts';
 import { waitFor } from './helpers/wait.ts';
 import type { User } from '../src/store/users.ts';
-import { listAccounts } from '../src/store/upstream-accounts.ts';
-import { upstreamRevocations } from '../src/db/schema.ts';
+import { eq } from 'drizzle-orm';
+import { findClient, listAccounts, putClient, type UpstreamClientRow } from '../src/store/upstream-accounts.ts';
+import { upstreamClients, upstreamRevocations } from '../src/db/schema.ts';
+import { OauthClients } from '../src/upstream/oauth.ts';
 import { upstreamFetch } from '../src/upstream/http-fetch.ts';
 import type { Fields, Logger } from '../src/log.ts';
 
@@ -76,6 +80,13 @@ describe('after the session secret changes', () => {
     error: (event, fields = {}) => logged.push({ event, fields }),
   };
   let firstKid = '';
+  /** svc's registration at code's provider as the first secret sealed it */
+  let firstClient: UpstreamClientRow;
+  const registeredAgain = () => logged.filter((l) => l.event === 'upstream_client_registered_again');
+  const noSecretLogged = () => {
+    for (const secret of [firstSecret, secondSecret, ...peers.issuedSecrets])
+      assert.ok(!JSON.stringify(logged).includes(secret), 'no secret is logged');
+  };
 
   const mcp = async (user: User) => {
     const client = new Client({ name: 'agent', version: '1' });
@@ -108,7 +119,8 @@ describe('after the session secret changes', () => {
   const queued = async () => (await svc.database.db.select().from(upstreamRevocations).all()).filter((q) => q.userId === alice.id);
 
   before(async () => {
-    peers = await startOauthUpstream();
+    // svc asks to register as a public client (`none`); this provider makes it client_secret_post and issues a secret.
+    peers = await startOauthUpstream({ registersAs: 'client_secret_post' });
     teller = await startTeller(() => new URL(`${svc.url}/.well-known/jwks.json`));
     svc = await startTestServer({
       log,
@@ -153,19 +165,35 @@ review = auto
       await agent.close();
     }
     assert.deepEqual(await jwksKids(), [firstKid]);
+    firstClient = (await findClient(svc.database.db, 'code'))!;
+    assert.equal(firstClient.kind, 'dcr');
+    assert.notEqual(firstClient.clientSecretSealed, null, 'the client secret the provider issued is kept, sealed');
+    assert.equal(peers.issuedSecrets.length, 1);
+    assert.ok((peers.counts.get(`client:${firstClient.clientId}`) ?? 0) > 0, 'svc asked for tokens with it');
     const same = await check(firstSecret);
     assert.equal(same.code, 0, same.stderr);
     assert.ok(!same.stderr.includes('auth.session'), `nothing to say while the secret is the same: ${same.stderr}`);
   });
 
   test('svc check with another secret warns, naming the signing key and the accounts affected, and no secret', async () => {
+    // Registrations that keep no secret (a public client, a client metadata document) are not named: nothing to open.
+    const keptless = { server: 'elsewhere', issuer: peers.issuer, clientSecretSealed: null, registeredAt: 0 };
+    await svc.database.write(async (tx) => {
+      await putClient(tx, { ...keptless, upstream: 'public', clientId: 'public-client', kind: 'dcr' });
+      await putClient(tx, { ...keptless, upstream: 'document', clientId: 'https://svc.example/client.json', kind: 'cimd' });
+    });
     const r = await check(secondSecret);
     assert.equal(r.code, 0, 'a warning, not a failure');
     assert.match(r.stderr, /svc: check: warning: auth\.session: the session secret is not the one that sealed/);
     assert.match(r.stderr, new RegExp(`identity signing key ${firstKid} cannot be opened`));
     assert.match(r.stderr, /1 person's account at code \(1\) cannot be opened; svc serve will mark them reconnect/);
+    assert.match(
+      r.stderr,
+      /svc's own registration at the authorization server of code cannot be opened .*svc serve will register again as a new client/,
+    );
     assert.match(r.stderr, /put the previous one back before svc serve starts/);
-    for (const secret of [firstSecret, secondSecret]) assert.ok(!(r.stdout + r.stderr).includes(secret), 'no secret is printed');
+    for (const secret of [firstSecret, secondSecret, ...peers.issuedSecrets])
+      assert.ok(!(r.stdout + r.stderr).includes(secret), 'no secret is printed');
     assert.equal((await listAccounts(svc.database.db, { userId: alice.id }))[0]!.state, 'connected', 'svc check changes nothing');
   });
 
@@ -176,7 +204,9 @@ review = auto
     assert.equal(said.length, 1, JSON.stringify(logged));
     assert.equal(said[0]!.fields.signing_key, firstKid);
     assert.equal(said[0]!.fields.accounts, 1);
-    for (const secret of [firstSecret, secondSecret]) assert.ok(!JSON.stringify(logged).includes(secret), 'no secret is logged');
+    assert.equal(said[0]!.fields.registrations, 1);
+    assert.match(String(said[0]!.fields.message), /svc will register again as a new client/);
+    noSecretLogged();
 
     const agent = await mcp(alice);
     try {
@@ -205,7 +235,13 @@ review = auto
     assert.ok(audit.some((r) => r.action === 'keys.rotate'));
 
     const after = await check(secondSecret);
-    assert.ok(!after.stderr.includes('auth.session'), `settled: nothing more to say: ${after.stderr}`);
+    assert.ok(!/signing key|account/.test(after.stderr), `settled but for the registration: ${after.stderr}`);
+    assert.match(
+      after.stderr,
+      /svc's own registration at the authorization server of code cannot be opened/,
+      'made again when next needed',
+    );
+    assert.equal(peers.issuedSecrets.length, 1, 'not yet registered again');
   });
 
   test('her old tokens, once disconnected, stay queued for an instance with the previous secret; svc check says so', async () => {
@@ -222,8 +258,22 @@ review = auto
     assert.ok(!told.stderr.includes('signing key'), told.stderr);
   });
 
-  test('alice connects again under the new secret, and her calls work', async () => {
+  test('alice connects again under the new secret: svc registers again, once, and her calls work', async () => {
     const browser = await connectAlice();
+    const registered = (await findClient(svc.database.db, 'code'))!;
+    assert.notEqual(registered.clientId, firstClient.clientId, 'a new client');
+    assert.equal(peers.issuedSecrets.length, 2, 'registered once more');
+    assert.notEqual(registered.clientSecretSealed, null);
+    assert.equal((await listAccounts(svc.database.db, { userId: alice.id }))[0]!.clientId, registered.clientId);
+    assert.ok((peers.counts.get(`client:${registered.clientId}`) ?? 0) > 0, 'her tokens were asked for as the new client');
+    assert.equal(registeredAgain().length, 1, JSON.stringify(logged));
+    assert.deepEqual(registeredAgain()[0]!.fields, {
+      upstream: 'code',
+      client_id: registered.clientId,
+      replaced: firstClient.clientId,
+      reason: 'its client secret was sealed under another session secret',
+    });
+    noSecretLogged();
     const agent = await mcp(alice);
     try {
       assert.equal(text(await agent.callTool({ name: 'code__whoami' })), 'alice-at-code');
@@ -232,5 +282,32 @@ review = auto
     }
     const page = await browser.request('/', { headers: { accept: 'text/html' } });
     assert.match(await page.text(), /data-upstream="code" data-state="connected"/);
+    const settled = await check(secondSecret);
+    assert.ok(!settled.stderr.includes('registration'), `nothing more to say of svc's registration: ${settled.stderr}`);
+  });
+
+  // Two instances (two OauthClients on the one database) find the registration sealed under the previous secret at
+  // the same moment: the provider holds each registration until the other has arrived, so both register; the first
+  // stored replaces the old row, the other instance uses that client, and only the first says so.
+  test('two instances registering again at once: the first stored stands and both use it, said once', async () => {
+    await svc.database.write((tx) => tx.update(upstreamClients).set(firstClient).where(eq(upstreamClients.upstream, 'code')));
+    logged.length = 0;
+    const upstream = svc.config.upstreams.find((u) => u.name === 'code')!;
+    const requestsBefore = peers.registrationRequests;
+    peers.registrationsTogether = true;
+    try {
+      const [a, b] = await Promise.all([0, 1].map(() => new OauthClients(svc.config, svc.database, log).party(upstream)));
+      assert.equal(peers.registrationRequests - requestsBefore, 2, 'both registered');
+      const stored = (await findClient(svc.database.db, 'code'))!;
+      assert.notEqual(stored.clientId, firstClient.clientId);
+      assert.notEqual(stored.clientSecretSealed, null);
+      assert.equal(a!.client.client_id, stored.clientId);
+      assert.equal(b!.client.client_id, stored.clientId);
+      assert.equal(registeredAgain().length, 1, JSON.stringify(logged));
+      assert.equal(registeredAgain()[0]!.fields.client_id, stored.clientId);
+      noSecretLogged();
+    } finally {
+      peers.registrationsTogether = false;
+    }
   });
 });

@@ -1,7 +1,7 @@
 // A person's own accounts at `auth = oauth` upstreams (CONTRACT §6.2), svc's registrations at their authorization
 // servers, and connections under way. Tokens arrive here sealed (upstream/accounts.ts seals and opens them); this
 // layer never sees one in the clear.
-import { and, eq, isNull, lt, lte, or, sql } from 'drizzle-orm';
+import { and, eq, isNotNull, isNull, lt, lte, or, sql } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { upstreamAccounts, upstreamClients, upstreamConnects, upstreamRevocations } from '../db/schema.ts';
 
@@ -140,17 +140,31 @@ export async function findClient(db: Db, upstream: string): Promise<UpstreamClie
   return (await db.select().from(upstreamClients).where(eq(upstreamClients.upstream, upstream)).get()) ?? null;
 }
 
+/** svc's registrations that keep a client secret (sealed): what `svc check` and start try to open. */
+export async function clientsWithSecrets(db: Db): Promise<Pick<UpstreamClientRow, 'upstream' | 'clientSecretSealed'>[]> {
+  return db
+    .select({ upstream: upstreamClients.upstream, clientSecretSealed: upstreamClients.clientSecretSealed })
+    .from(upstreamClients)
+    .where(isNotNull(upstreamClients.clientSecretSealed))
+    .all();
+}
+
 /**
  * Keeps svc's registration at an upstream's server, and returns the one kept: the first instance to register for
  * this server wins, and every instance uses its client. A row for another server (the upstream's url changed) or
- * another kind of client (svc.ini changed) is replaced.
+ * another kind of client (svc.ini changed) is replaced, and so is the one `replacing` names (a registration made
+ * again because its secret cannot be opened) while it is still kept: once another instance has replaced it, theirs stands.
  */
-export async function putClient(tx: Tx, row: UpstreamClientRow): Promise<UpstreamClientRow> {
+export async function putClient(
+  tx: Tx,
+  row: UpstreamClientRow,
+  replacing?: Pick<UpstreamClientRow, 'clientId'>,
+): Promise<UpstreamClientRow> {
   const kept = await tx.select().from(upstreamClients).where(eq(upstreamClients.upstream, row.upstream)).get();
   // The same server, and the same way of being its client (not a configured client changed in svc.ini since).
   const same =
     kept && kept.server === row.server && kept.kind === row.kind && (row.kind !== 'configured' || kept.clientId === row.clientId);
-  if (kept && same) return kept;
+  if (kept && same && kept.clientId !== replacing?.clientId) return kept;
   if (kept) await tx.delete(upstreamClients).where(eq(upstreamClients.upstream, row.upstream));
   await tx.insert(upstreamClients).values(row);
   return row;

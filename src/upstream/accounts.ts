@@ -108,7 +108,7 @@ export class UpstreamAccounts {
     /** told when a person connected: the upstream's tools can be listed with their token */
     private readonly connected: (upstream: string) => void,
   ) {
-    this.clients = new OauthClients(config, database);
+    this.clients = new OauthClients(config, database, log);
     const secret = config.auth.session!.secret;
     this.tokenKey = deriveKey(secret, TOKEN_PURPOSE);
     this.verifierKey = deriveKey(secret, VERIFIER_PURPOSE);

@@ -2,7 +2,8 @@
 // oauth4webapi: the server found as an MCP client finds it (RFC 9728 protected-resource metadata, then RFC 8414 or
 // OpenID discovery), the configured client or svc's own registration (its client metadata document where the server
 // takes one, else dynamic registration, kept in the database), authorization code with PKCE S256 and `resource`,
-// refresh and revocation (RFC 7009).
+// refresh and revocation (RFC 7009). A registration whose client secret was sealed under another session secret is
+// made again, never used as a public client.
 import { isIP } from 'node:net';
 import * as oauth from 'oauth4webapi';
 import type { Config, UpstreamConfig } from '../config/load.ts';
@@ -10,6 +11,7 @@ import type { Database } from '../db/open.ts';
 import { addressScope, isLoopbackIssuerHost, type AddressScope } from '../domain/addresses.ts';
 import { seal, unseal } from '../domain/sealed.ts';
 import { deriveKey } from '../domain/secrets.ts';
+import type { Logger } from '../log.ts';
 import { findClient, putClient, type UpstreamClientRow } from '../store/upstream-accounts.ts';
 import { VERSION } from '../version.ts';
 import { AddressRefused, guardedFetch, type AddressRule, type OauthFetch } from './oauth-fetch.ts';
@@ -17,6 +19,16 @@ import { AddressRefused, guardedFetch, type AddressRule, type OauthFetch } from 
 /** How long the server's metadata is kept before it is read again. */
 const METADATA_MS = 60 * 60_000;
 const CLIENT_PURPOSE = 'upstream-oauth-client-secret';
+
+/**
+ * Whether `secret` opens the client secret of svc's registration a row keeps; true when it keeps none (a public
+ * client, a client metadata document, a configured client). False when it was sealed under another session secret
+ * (upstream/secret-change.ts): svc registers again.
+ */
+export function clientSecretOpensUnder(secret: Buffer): (row: Pick<UpstreamClientRow, 'upstream' | 'clientSecretSealed'>) => boolean {
+  const key = deriveKey(secret, CLIENT_PURPOSE);
+  return (row) => row.clientSecretSealed === null || unseal(key, row.clientSecretSealed, row.upstream) !== null;
+}
 
 /** The upstream's authorization server and svc's client there, ready for requests. */
 export interface OauthParty {
@@ -171,6 +183,7 @@ export class OauthClients {
   constructor(
     private readonly config: Config,
     private readonly database: Database,
+    private readonly log: Logger,
   ) {}
 
   /** The upstream's server and svc's client there: discovered, and registered if need be, once an hour at most. */
@@ -234,7 +247,11 @@ export class OauthClients {
     if (pinned.issuer !== as.issuer) throw new OauthSetupError('another instance uses another authorization server for this upstream');
   }
 
-  /** svc's own client at the server: the one kept in the database for this server, or a new registration. */
+  /**
+   * svc's own client at the server: the one kept in the database for this server, or a new registration. A kept one
+   * whose client secret this session secret cannot open is registered again (as a public client the server would
+   * refuse it), and the new one replaces it for every instance: the first stored stands, and only its instance says so.
+   */
   private async registration(
     upstream: UpstreamConfig,
     as: oauth.AuthorizationServer,
@@ -242,16 +259,33 @@ export class OauthClients {
   ): Promise<{ client: oauth.Client; auth: oauth.ClientAuth }> {
     const key = deriveKey(this.config.auth.session!.secret, CLIENT_PURPOSE);
     const kept = await findClient(this.database.db, upstream.name);
-    if (kept && kept.server === upstream.server && kept.issuer === as.issuer && kept.kind !== 'configured')
-      return this.keptClient(upstream, as, kept);
+    const ours = kept && kept.server === upstream.server && kept.issuer === as.issuer && kept.kind !== 'configured' ? kept : null;
+    const usable = ours && this.keptClient(upstream, as, ours);
+    if (usable) return usable;
+    // Past here, a kept registration of ours is one whose secret was sealed under another session secret.
+    const stale = ours;
+    const store = async (row: UpstreamClientRow) => {
+      const stored = await this.database.write((tx) => putClient(tx, row, stale ?? undefined));
+      if (stale !== null && stored.clientId === row.clientId)
+        this.log.warn('upstream_client_registered_again', {
+          upstream: upstream.name,
+          client_id: stored.clientId,
+          replaced: stale.clientId,
+          reason: 'its client secret was sealed under another session secret',
+        });
+      // Another instance stored first: its client is everyone's.
+      const client = this.keptClient(upstream, as, stored);
+      if (client === null)
+        throw new OauthSetupError("svc's registration at the authorization server was made under another session secret");
+      return client;
+    };
     const now = this.database.now();
     const row = { upstream: upstream.name, server: upstream.server, issuer: as.issuer, registeredAt: now };
     // A metadata document's URL is a client id only over https: on an http base_url svc registers instead.
     const takesDocuments = (as as { client_id_metadata_document_supported?: boolean }).client_id_metadata_document_supported === true;
     if (takesDocuments && this.config.server.secure) {
       const clientId = clientMetadataUrl(this.config, upstream);
-      const stored = await this.database.write((tx) => putClient(tx, { ...row, clientId, clientSecretSealed: null, kind: 'cimd' }));
-      return this.keptClient(upstream, as, stored);
+      return store({ ...row, clientId, clientSecretSealed: null, kind: 'cimd' });
     }
     if (as.registration_endpoint === undefined)
       throw new OauthSetupError(
@@ -263,29 +297,28 @@ export class OauthClients {
       .catch((e: unknown) => Promise.reject(e instanceof AddressRefused ? new OauthSetupError(e.message) : e));
     const registered = await oauth.processDynamicClientRegistrationResponse(response);
     const secret = typeof registered.client_secret === 'string' ? registered.client_secret : null;
-    const stored = await this.database.write((tx) =>
-      putClient(tx, {
-        ...row,
-        clientId: registered.client_id,
-        clientSecretSealed: secret === null ? null : seal(key, secret, upstream.name),
-        kind: 'dcr',
-      }),
-    );
-    // Another instance registered at the same moment and was first: its client is everyone's.
-    return this.keptClient(upstream, as, stored);
+    return store({
+      ...row,
+      clientId: registered.client_id,
+      clientSecretSealed: secret === null ? null : seal(key, secret, upstream.name),
+      kind: 'dcr',
+    });
   }
 
-  /** The client a kept row names, for use with `as`; refused when the row is for another authorization server. */
+  /**
+   * The client a kept row names, for use with `as`; refused when the row is for another authorization server. Null
+   * when it keeps a client secret this session secret cannot open: never used as a public client instead.
+   */
   private keptClient(
     upstream: UpstreamConfig,
     as: oauth.AuthorizationServer,
     kept: UpstreamClientRow,
-  ): { client: oauth.Client; auth: oauth.ClientAuth } {
+  ): { client: oauth.Client; auth: oauth.ClientAuth } | null {
     if (kept.issuer !== as.issuer || kept.kind === 'configured')
       throw new OauthSetupError('another instance uses another authorization server or client for this upstream');
-    const key = deriveKey(this.config.auth.session!.secret, CLIENT_PURPOSE);
-    const secret = kept.clientSecretSealed === null ? null : unseal(key, kept.clientSecretSealed, upstream.name);
-    return { client: { client_id: kept.clientId }, auth: secret === null ? oauth.None() : oauth.ClientSecretPost(secret) };
+    if (kept.clientSecretSealed === null) return { client: { client_id: kept.clientId }, auth: oauth.None() };
+    const secret = unseal(deriveKey(this.config.auth.session!.secret, CLIENT_PURPOSE), kept.clientSecretSealed, upstream.name);
+    return secret === null ? null : { client: { client_id: kept.clientId }, auth: oauth.ClientSecretPost(secret) };
   }
 }
 

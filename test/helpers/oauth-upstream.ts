@@ -4,7 +4,7 @@
 // accepts only those tokens, verified with jose against the provider's JWKS, with one tool `whoami` that answers the
 // token's subject. The test can make either of them misbehave on purpose.
 import assert from 'node:assert/strict';
-import { createServer, type Server as HttpServer, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
@@ -24,6 +24,10 @@ export interface OauthUpstream {
   readonly counts: Map<string, number>;
   /** POST /reg requests that reached the provider */
   registrationRequests: number;
+  /** the client secret of each registration the provider made, in order (none for a public client) */
+  readonly issuedSecrets: string[];
+  /** while true, each registration is held until a second one has arrived (or 5 s have passed), then both answered */
+  registrationsTogether: boolean;
   /** while true, the token endpoint refuses every request with invalid_grant */
   refuseTokens: boolean;
   /** while true, the revocation endpoint answers 503, as a server that is down for a moment */
@@ -51,6 +55,11 @@ export interface OauthUpstreamOptions {
   readonly tokenDelayMs?: number;
   /** hold each registration until a second one has arrived (or 5 s have passed), then answer both */
   readonly registrationsTogether?: boolean;
+  /**
+   * The provider registers every client with this token_endpoint_auth_method, whatever it asked for, and so issues
+   * it a client secret (RFC 7591 §3.2.1 lets a server replace requested metadata).
+   */
+  readonly registersAs?: 'client_secret_post' | 'client_secret_basic';
   /**
    * The provider also takes client metadata documents (CIMD): a client id that is an https URL of svc's, fetched
    * from svc. svc's https `origin` is reached at `reach` on loopback, as a name would resolve to it.
@@ -104,8 +113,10 @@ function authorizationServer(provider: Provider, peers: OauthUpstream, options: 
     }
     if (req.method !== 'POST' || req.url !== '/reg') return handle(req, res);
     peers.registrationRequests++;
-    if (!options.registrationsTogether) return handle(req, res);
-    held.push(() => handle(req, res));
+    const method = options.registersAs;
+    const register = method ? () => void registeringAs(req, method).then(() => handle(req, res)) : () => handle(req, res);
+    if (!peers.registrationsTogether) return register();
+    held.push(register);
     const release = () => {
       clearTimeout(timer);
       for (const go of held.splice(0)) go();
@@ -113,6 +124,17 @@ function authorizationServer(provider: Provider, peers: OauthUpstream, options: 
     const timer = setTimeout(release, 5000);
     if (held.length >= 2) release();
   });
+}
+
+/**
+ * Reads a registration request's JSON and leaves it, with `method` in place of the token_endpoint_auth_method asked
+ * for, where the provider takes a body that was read already (`req.body`).
+ */
+async function registeringAs(req: IncomingMessage, method: string): Promise<void> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  const asked = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+  (req as IncomingMessage & { body?: unknown }).body = { ...asked, token_endpoint_auth_method: method };
 }
 
 /** The upstream MCP server: its protected-resource metadata, and `whoami` for a token it accepts; 401 otherwise. */
@@ -159,6 +181,8 @@ export async function startOauthUpstream(options: OauthUpstreamOptions = {}): Pr
     seen: [],
     counts,
     registrationRequests: 0,
+    issuedSecrets: [],
+    registrationsTogether: options.registrationsTogether ?? false,
     refuseTokens: false,
     refuseRevocations: false,
     holdRevocations: () => {
@@ -233,7 +257,10 @@ export async function startOauthUpstream(options: OauthUpstreamOptions = {}): Pr
   provider.on('grant.error', (_ctx: unknown, error: { error_description?: string }) => {
     if (error.error_description === 'refresh token already used') count('refresh reused');
   });
-  provider.on('registration_create.success', () => count('registration'));
+  provider.on('registration_create.success', (_ctx: unknown, client: { clientSecret?: string }) => {
+    count('registration');
+    if (client.clientSecret) peers.issuedSecrets.push(client.clientSecret);
+  });
   const as = authorizationServer(provider, peers, options);
   await new Promise<void>((r) => as.listen(asPort, '127.0.0.1', r));
   servers.push(as);
