@@ -75,7 +75,11 @@ review = auto
     assert.equal(stored.clientSecretSealed, null);
     const [account] = await listAccounts(svc.database.db, { userId: alice.id, upstream: 'code' });
     assert.equal(account?.clientId, DOCUMENT);
-    assert.equal(peers.counts.get(`client:${DOCUMENT}`), 1, 'the code was exchanged as that client');
+    // The code was exchanged, and her token refreshed as svc listed the upstream's tools with it (it lives 30 s), as
+    // that client: every token request.
+    assert.equal(peers.counts.get('authorization_code'), 1);
+    const tokenRequests = 1 + (peers.counts.get('refresh_token') ?? 0);
+    assert.equal(peers.counts.get(`client:${DOCUMENT}`), tokenRequests, 'every token request was made as that client');
   });
 
   test('the document svc publishes names only its https callback, and no secret', async () => {

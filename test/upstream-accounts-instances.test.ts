@@ -251,7 +251,9 @@ describe('people connected to an auth = oauth upstream through either of two ins
     assert.equal(c.peers.counts.get('registration'), 1, 'still one registration at the provider, shared by both instances');
     assert.equal(c.peers.registrationRequests, 1);
 
+    // He is offered the tools his own connection listed: B listed them with his token as he connected.
     const bobOnA = await c.mcp('bob', 'a');
+    await waitFor('A to offer code__whoami to bob', async () => (await names(bobOnA)).includes('code__whoami'), { everyMs: 100 });
     assert.deepEqual(await names(bobOnA), ['code__whoami']);
     assert.equal(text(await bobOnA.callTool({ name: 'code__whoami' })), 'bob-at-code');
 
@@ -278,7 +280,9 @@ describe('people connected to an auth = oauth upstream through either of two ins
     assert.equal(done.status, 303, await done.text());
     const replay = await carol.on('a', callback.pathname + callback.search);
     assert.equal(replay.status, 400, 'the state was used up through B');
-    assert.equal(text(await (await c.mcp('carol', 'a')).callTool({ name: 'code__whoami' })), 'carol-at-code');
+    const carolOnA = await c.mcp('carol', 'a');
+    await waitFor('A to offer code__whoami to carol', async () => (await names(carolOnA)).includes('code__whoami'), { everyMs: 100 });
+    assert.equal(text(await carolOnA.callTool({ name: 'code__whoami' })), 'carol-at-code');
     assert.equal(c.peers.counts.get('registration'), 1);
   });
 

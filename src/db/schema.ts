@@ -442,6 +442,14 @@ export const upstreamAccounts = sqliteTable(
      * rotates refresh tokens takes a second use of one as theft and revokes the whole grant
      */
     refreshingUntil: integer('refreshing_until'),
+    /**
+     * what this connection last listed of the upstream's tools, as JSON {name: fingerprint}, a tool that listing
+     * holds (a name listed twice, hidden characters) as null; null: not listed yet. The person is offered only the
+     * tools it has, as they were approved, and a tool is `gone` only when no connected person's listing has it
+     */
+    listedTools: text('listed_tools'),
+    /** when svc last listed the upstream with this connection, or tried to (a failed try keeps the earlier listing) */
+    listedAt: integer('listed_at'),
   },
   (t) => [primaryKey({ columns: [t.userId, t.upstream] }), index('upstream_accounts_upstream').on(t.upstream)],
 );

@@ -38,6 +38,79 @@ export async function listAccounts(db: Db, only: { userId?: number; upstream?: s
     .all();
 }
 
+/** What one connection listed of an upstream's tools: each name's fingerprint, null for a tool that listing holds. */
+export type Listing = Readonly<Record<string, string | null>>;
+
+/**
+ * Stores what svc listed with a person's connection (`listed`), or that it tried and failed (undefined: the earlier
+ * listing stays); only while the account is the connection listed with (connecting again makes a new one). True when
+ * stored.
+ */
+export async function recordListing(
+  tx: Tx,
+  key: { userId: number; upstream: string; connectedAt: number },
+  listed: Listing | undefined,
+  now: number,
+): Promise<boolean> {
+  const done = await tx
+    .update(upstreamAccounts)
+    .set({ listedAt: now, ...(listed === undefined ? {} : { listedTools: JSON.stringify(listed) }) })
+    .where(and(accountRow(key.userId, key.upstream), eq(upstreamAccounts.connectedAt, key.connectedAt)))
+    .returning({ userId: upstreamAccounts.userId });
+  return done.length === 1;
+}
+
+/**
+ * How many of these people's stored listings of the upstream give each tool each fingerprint (null: held there),
+ * counted inside the database: only connected accounts at `server` count. One row per name and fingerprint.
+ */
+export async function listingVotes(
+  db: Db,
+  upstream: string,
+  server: string,
+  userIds: readonly number[],
+): Promise<{ name: string; fingerprint: string | null; people: number }[]> {
+  if (userIds.length === 0) return [];
+  return db.all<{ name: string; fingerprint: string | null; people: number }>(sql`
+    SELECT j.key AS name, j.value AS fingerprint, count(*) AS people
+    FROM upstream_accounts AS a CROSS JOIN json_each(a.listed_tools) AS j
+    WHERE a.upstream = ${upstream} AND a.server = ${server} AND a.state = 'connected' AND a.listed_tools IS NOT NULL
+      AND a.user_id IN (SELECT value FROM json_each(${JSON.stringify(userIds)}))
+    GROUP BY j.key, j.value`);
+}
+
+/** The fingerprint an account's own listing has for the tool named by the placeholder `tool`, read by the database. */
+const listedFingerprint = sql<string | null>`(
+  SELECT value FROM json_each(${upstreamAccounts.listedTools}) WHERE key = ${sql.placeholder('tool')})`;
+
+function prepareAccountFor(db: Db) {
+  return db
+    .select({ state: upstreamAccounts.state, server: upstreamAccounts.server, fingerprint: listedFingerprint })
+    .from(upstreamAccounts)
+    .where(and(eq(upstreamAccounts.userId, sql.placeholder('userId')), eq(upstreamAccounts.upstream, sql.placeholder('upstream'))))
+    .prepare();
+}
+const accountFors = new WeakMap<Db, ReturnType<typeof prepareAccountFor>>();
+
+/**
+ * What a call decides on of the caller's account at an upstream: its state and server, and the fingerprint its own
+ * listing has for `tool` (null: not listed, or held there). One read by the primary key, the listing looked into by
+ * the database; the statement is prepared once per database.
+ */
+export async function accountFor(
+  db: Db,
+  userId: number,
+  upstream: string,
+  tool: string,
+): Promise<{ state: string; server: string; fingerprint: string | null } | null> {
+  let find = accountFors.get(db);
+  if (!find) {
+    find = prepareAccountFor(db);
+    accountFors.set(db, find);
+  }
+  return (await find.get({ userId, upstream, tool })) ?? null;
+}
+
 /** Stores a new connection; the tokens of the one it replaces (returned) are queued for revocation. */
 export async function putAccount(tx: Tx, account: UpstreamAccount): Promise<UpstreamAccount | null> {
   const before = await findAccount(tx, account.userId, account.upstream);

@@ -157,6 +157,19 @@ export async function approvedDefinitions(
     .all();
 }
 
+/** The fingerprints of one upstream's tools, as recorded and as approved: what merging people's listings weighs. */
+export async function toolFingerprints(
+  db: Db,
+  upstream: string,
+): Promise<Map<string, { fingerprint: string; approvedFingerprint: string | null }>> {
+  const rows = await db
+    .select({ name: upstreamTools.name, fingerprint: upstreamTools.fingerprint, approvedFingerprint: upstreamTools.approvedFingerprint })
+    .from(upstreamTools)
+    .where(eq(upstreamTools.upstream, upstream))
+    .all();
+  return new Map(rows.map((r) => [r.name, { fingerprint: r.fingerprint, approvedFingerprint: r.approvedFingerprint }]));
+}
+
 /** One tool's row, read inside a transaction or by a page; a missing tool is 404. */
 export async function getTool(db: Db, upstream: string, name: string): Promise<UpstreamTool> {
   const row = await db
@@ -190,7 +203,8 @@ export interface DiscoveryChange {
  * first listing of this server and the tool is not held: a tool that appears later waits, so an upstream cannot
  * rename its way past review), a definition that differs from the approved one `changed` (whatever review says),
  * tools no longer offered `gone`. A tool recorded from another server of the same name (its url or command changed)
- * is new again: its approval is not carried over. Returns the changes of state, for the audit trail.
+ * is new again: its approval is not carried over. The tools named in `keep` stay as they are (an `auth = oauth`
+ * upstream's tool that people's earlier listings still have). Returns the changes of state, for the audit trail.
  */
 export async function recordDiscovery(
   tx: Tx,
@@ -199,6 +213,7 @@ export async function recordDiscovery(
   found: readonly FoundTool[],
   review: 'admin' | 'auto',
   now: number,
+  keep: ReadonlySet<string> = new Set(),
 ): Promise<DiscoveryChange[]> {
   const known = new Map((await listTools(tx, { upstream })).map((t) => [t.name, t]));
   // This server's first listing: no row recorded from it yet (a row from before svc kept the server counts as its).
@@ -247,7 +262,7 @@ export async function recordDiscovery(
   }
   for (const gone of known.values()) {
     // A disabled tool stays disabled while it is away, so coming back cannot enable it.
-    if (gone.state === 'gone' || gone.state === 'disabled') continue;
+    if (gone.state === 'gone' || gone.state === 'disabled' || keep.has(gone.name)) continue;
     await tx
       .update(upstreamTools)
       .set({ state: 'gone', updatedAt: now })

@@ -58,6 +58,8 @@ const REVOKE_FIRST_RETRY_MS = 60_000;
 const REVOKE_ATTEMPTS = 10;
 /** How long an answer that queued revocations waits for them (revokeSoon). */
 const REVOKE_ANSWER_WAIT_MS = 2000;
+/** How long Connect waits for the upstream's tools to be listed with the new connection. */
+const LISTING_ANSWER_WAIT_MS = 2000;
 
 const stateId = (state: string) => createHash('sha256').update(state).digest('hex');
 const where = (userId: number, upstream: string, what: 'access' | 'refresh') => `${userId}/${upstream}/${what}`;
@@ -105,8 +107,11 @@ export class UpstreamAccounts {
     private readonly config: Config,
     private readonly database: Database,
     private readonly log: Logger,
-    /** told when a person connected: the upstream's tools can be listed with their token */
-    private readonly connected: (upstream: string) => void,
+    /**
+     * told when a person connected or disconnected: the upstream's tools are listed again, with the new connection's
+     * token, and without the listing of the one that ended
+     */
+    private readonly connected: (upstream: string) => Promise<void>,
   ) {
     this.clients = new OauthClients(config, database, log);
     const secret = config.auth.session!.secret;
@@ -178,9 +183,12 @@ export class UpstreamAccounts {
       await recordActorAudit(tx, person.actor, 'upstream.connect', upstream.name, { scope: tokens.scope ?? '' });
       return before;
     });
+    // The person is offered the upstream's tools once svc has listed them with their token: Connect answers when that
+    // is done, or after LISTING_ANSWER_WAIT_MS (a slow upstream holds no one's Connect; the listing goes on after).
+    const listed = atMost(this.connected(upstream.name), LISTING_ANSWER_WAIT_MS);
     // Connected again: the tokens of the earlier connection are revoked, not left live at the server.
     if (replaced) await this.revokeSoon();
-    this.connected(upstream.name);
+    await listed;
   }
 
   private async exchange(
@@ -222,6 +230,9 @@ export class UpstreamAccounts {
       lastUsedAt: null,
       refreshingUntil: null,
       refreshedAt: null,
+      // A new connection may be another account at the upstream: nothing it lists is known until svc lists with it.
+      listedTools: null,
+      listedAt: null,
     } satisfies UpstreamAccount;
   }
 
@@ -350,7 +361,10 @@ export class UpstreamAccounts {
       if (account) await recordActorAudit(tx, person.actor, 'upstream.disconnect', upstream.name);
       return account;
     });
-    if (gone) await this.revokeSoon();
+    if (gone) {
+      void this.connected(upstream.name);
+      await this.revokeSoon();
+    }
     return gone !== null;
   }
 
@@ -496,10 +510,13 @@ export class UpstreamAccounts {
     }
   }
 
-  /** Someone connected to the upstream, for listing its tools: the most recently used live account's person. */
-  async anyConnected(upstream: UpstreamConfig): Promise<number | null> {
+  /**
+   * The live connections to the upstream, for listing its tools and for whose listings count: connected at the
+   * server configured now, of people who may still use it.
+   */
+  async liveAccounts(upstream: UpstreamConfig): Promise<UpstreamAccount[]> {
     const users = new Map((await listUsers(this.database.db)).map((u) => [u.id, u]));
-    const live = (await listAccounts(this.database.db, { upstream: upstream.name })).filter((a) => {
+    return (await listAccounts(this.database.db, { upstream: upstream.name })).filter((a) => {
       const user = users.get(a.userId);
       // Only someone who may still use the upstream: svc does not act with the account of someone who lost access.
       return (
@@ -509,10 +526,21 @@ export class UpstreamAccounts {
         mayConnect(upstream, { labels: user.labels, restriction: null })
       );
     });
-    live.sort((a, b) => (b.lastUsedAt ?? b.connectedAt) - (a.lastUsedAt ?? a.connectedAt));
-    return live[0]?.userId ?? null;
   }
 }
+
+/** Resolves when `work` is done, or after `ms`, whichever is first. */
+const atMost = (work: Promise<unknown>, ms: number) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    timer.unref();
+    void work
+      .catch(() => undefined)
+      .finally(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+  });
 
 const resourceOf = (upstream: UpstreamConfig) => (upstream.transport.kind === 'http' ? upstream.transport.url : '');
 /** An error for the log: its message, never a token (oauth4webapi's messages name fields, not values). */

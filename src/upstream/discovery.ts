@@ -2,21 +2,24 @@
 // every `refresh`, and after a failure. A change of state is audited (actor: the upstream).
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Config, UpstreamConfig } from '../config/load.ts';
-import type { Database } from '../db/open.ts';
+import type { Database, Tx } from '../db/open.ts';
 import { canonicalJson, nestingDepth, sha256 } from '../domain/canonical-json.ts';
 import { DEFINITION_MAX_BYTES, DEFINITION_MAX_DEPTH, heldReasons } from '../domain/definition-text.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/events.ts';
 import { recordAudit } from '../store/audit.ts';
+import { listingVotes, recordListing, type UpstreamAccount } from '../store/upstream-accounts.ts';
 import {
   recordDiscovery,
   recordUpstreamStatus,
+  toolFingerprints,
   type DiscoveryChange,
   type FoundTool,
   type ToolDefinition,
 } from '../store/upstream-tools.ts';
 import { UpstreamConnection } from './connection.ts';
-import type { UpstreamAccounts } from './accounts.ts';
+import { NeedsConnection, type UpstreamAccounts } from './accounts.ts';
+import { listingOf, mergeListings, whomToList } from './listings.ts';
 
 /** A tool's definition as svc keeps and fingerprints it: title, description, schemas and annotations. */
 export function definitionOf(tool: Tool): ToolDefinition {
@@ -77,8 +80,8 @@ export function foundTools(upstream: UpstreamConfig, offered: readonly Tool[]): 
   return { found: [...found.values()], refused };
 }
 
-/** Lists one upstream's tools and records them; the changes of state. */
-export async function discover(database: Database, connection: UpstreamConnection, log: Logger): Promise<DiscoveryChange[]> {
+/** What one connection lists of the upstream's tools, as recorded (foundTools); what was left out is logged. */
+async function listFound(connection: UpstreamConnection, log: Logger): Promise<FoundTool[]> {
   const upstream = connection.upstream;
   const offered = await connection.listTools(TOOLS_PER_UPSTREAM);
   const { found, refused } = foundTools(upstream, offered);
@@ -90,19 +93,101 @@ export async function discover(database: Database, connection: UpstreamConnectio
       more_not_read: offered.length > TOOLS_PER_UPSTREAM,
       max_tools: TOOLS_PER_UPSTREAM,
     });
-  return database.write(async (tx) => {
+  return found;
+}
+
+/** Records what discovery found of one upstream (`keep`: names whose row stays as it is), each change audited. */
+async function recordFound(
+  tx: Tx,
+  upstream: UpstreamConfig,
+  found: readonly FoundTool[],
+  keep: ReadonlySet<string>,
+  now: number,
+): Promise<DiscoveryChange[]> {
+  const changes = await recordDiscovery(tx, upstream.name, upstream.server, found, upstream.review, now, keep);
+  await recordUpstreamStatus(tx, upstream.name, true, now);
+  for (const c of changes) {
+    await recordAudit(
+      tx,
+      { actor: null, via: 'upstream', action: `tool.${c.to}`, target: `${upstream.name}/${c.name}`, detail: { from: c.from } },
+      now,
+    );
+  }
+  return changes;
+}
+
+/** Lists one upstream's tools and records them; the changes of state. */
+export async function discover(database: Database, connection: UpstreamConnection, log: Logger): Promise<DiscoveryChange[]> {
+  const found = await listFound(connection, log);
+  return database.write((tx) => recordFound(tx, connection.upstream, found, new Set(), database.now()));
+}
+
+/** People listed with their own connections in one discovery of an `auth = oauth` upstream; the rest keep their last listing. */
+export const LISTINGS_PER_RUN = 20;
+/** Of those, listed at the same time. */
+const LISTINGS_AT_ONCE = 4;
+
+/** Whether a listing failed because the person's connection is gone or must be made again (not the upstream's fault). */
+function needsConnection(e: unknown): boolean {
+  for (let depth = 0; depth < 5 && e instanceof Error; depth++, e = e.cause) if (e instanceof NeedsConnection) return true;
+  return false;
+}
+
+/**
+ * Discovery of an `auth = oauth` upstream (listings.ts): lists with the connections whomToList picks, each with its
+ * person's token on a connection of its own closed after it, stores each person's listing, and records the merge of
+ * every connected person's stored listing. Nothing while no one is connected; a failure when every listing tried
+ * failed (the upstream is down). `more`: people never listed are waiting for another run.
+ */
+async function discoverPerPerson(
+  database: Database,
+  upstream: UpstreamConfig,
+  accounts: UpstreamAccounts,
+  log: Logger,
+): Promise<{ changes: DiscoveryChange[]; more: boolean }> {
+  const live = await accounts.liveAccounts(upstream);
+  if (live.length === 0) return { changes: [], more: false };
+  const { pick, more } = whomToList(live, LISTINGS_PER_RUN);
+  const listed = new Map<UpstreamAccount, FoundTool[] | Error>();
+  for (let i = 0; i < pick.length; i += LISTINGS_AT_ONCE) {
+    await Promise.all(
+      pick.slice(i, i + LISTINGS_AT_ONCE).map(async (account) => {
+        const connection = new UpstreamConnection(upstream, log, () => undefined, accounts.source(account.userId, upstream));
+        try {
+          listed.set(account, await listFound(connection, log));
+        } catch (e) {
+          listed.set(account, e instanceof Error ? e : new Error(String(e)));
+        } finally {
+          await connection.close();
+        }
+      }),
+    );
+  }
+  const failed = [...listed.values()].filter((r): r is Error => r instanceof Error && !needsConnection(r));
+  if (failed.length > 0 && failed.length === pick.length) throw failed[0];
+  // Some failed, others did not: those people keep their earlier listings, and the upstream is up.
+  if (failed.length > 0)
+    log.warn('upstream_listings_failed', { upstream: upstream.name, failed: failed.length, tried: pick.length, error: reason(failed[0]) });
+  const changes = await database.write(async (tx) => {
     const now = database.now();
-    const changes = await recordDiscovery(tx, upstream.name, upstream.server, found, upstream.review, now);
-    await recordUpstreamStatus(tx, upstream.name, true, now);
-    for (const c of changes) {
-      await recordAudit(
-        tx,
-        { actor: null, via: 'upstream', action: `tool.${c.to}`, target: `${upstream.name}/${c.name}`, detail: { from: c.from } },
-        now,
-      );
+    const fresh: FoundTool[][] = [];
+    for (const [account, result] of listed) {
+      const found = result instanceof Error ? undefined : result;
+      if ((await recordListing(tx, account, found && listingOf(found), now)) && found) fresh.push(found);
     }
-    return changes;
+    const people = live.map((a) => a.userId);
+    // What the upstream's `tools` leaves out counts for nothing (it may have changed since a listing was stored).
+    const votes = (await listingVotes(tx, upstream.name, upstream.server, people)).filter(
+      (v) => upstream.tools === null || upstream.tools.includes(v.name),
+    );
+    // No connected person's listing is known yet: nothing to record (as before anyone connected).
+    if (votes.length === 0 && fresh.length === 0) return [];
+    const merged = mergeListings(votes, fresh, await toolFingerprints(tx, upstream.name), TOOLS_PER_UPSTREAM);
+    if (merged.refused > 0)
+      log.warn('upstream_tools_left_out', { upstream: upstream.name, left_out: merged.refused, max_tools: TOOLS_PER_UPSTREAM });
+    return recordFound(tx, upstream, merged.found, merged.keep, now);
   });
+  return { changes, more };
 }
 
 const RETRY_FIRST_MS = 1000;
@@ -123,12 +208,17 @@ export interface Upstreams {
   rediscover(name: string): Promise<void>;
   /** an upstream said its tools changed: listed again, at most once every LIST_CHANGED_MS */
   listChanged(name: string): void;
+  /**
+   * a person connected to (or disconnected from) an `auth = oauth` upstream: listed again now, or after the listing
+   * under way; resolves when that listing is done
+   */
+  accountsChanged(name: string): Promise<void>;
   stop(): Promise<void>;
 }
 
 /**
- * Lists one upstream's tools: on its shared connection, or for an `auth = oauth` upstream with the token of someone
- * connected to it, on a connection of its own that is closed after the listing (until someone connects, nothing).
+ * Lists one upstream's tools: on its shared connection, or for an `auth = oauth` upstream with the connections of the
+ * people connected to it (until someone connects, nothing). `more`: another run is due soon.
  */
 async function listOnceWith(
   database: Database,
@@ -136,16 +226,28 @@ async function listOnceWith(
   connections: ReadonlyMap<string, UpstreamConnection>,
   accounts: UpstreamAccounts | null,
   log: Logger,
-): Promise<DiscoveryChange[]> {
-  if (upstream.oauth === null) return discover(database, connections.get(upstream.name)!, log);
-  const userId = accounts ? await accounts.anyConnected(upstream) : null;
-  if (userId === null) return [];
-  const connection = new UpstreamConnection(upstream, log, () => undefined, accounts!.source(userId, upstream));
-  try {
-    return await discover(database, connection, log);
-  } finally {
-    await connection.close();
-  }
+): Promise<{ changes: DiscoveryChange[]; more: boolean }> {
+  if (upstream.oauth === null) return { changes: await discover(database, connections.get(upstream.name)!, log), more: false };
+  if (accounts === null) return { changes: [], more: false };
+  return discoverPerPerson(database, upstream, accounts, log);
+}
+
+/** `run(name)` at most once every LIST_CHANGED_MS per name, however often asked: asks in between make one run. */
+function throttled(run: (name: string) => unknown, timers: NodeJS.Timeout[], stopped: () => boolean): (name: string) => void {
+  const lastAsked = new Map<string, number>();
+  const scheduled = new Set<string>();
+  return (name) => {
+    if (scheduled.has(name) || stopped()) return;
+    scheduled.add(name);
+    const wait = Math.max(0, (lastAsked.get(name) ?? 0) + LIST_CHANGED_MS - Date.now());
+    timers.push(
+      setTimeout(() => {
+        scheduled.delete(name);
+        lastAsked.set(name, Date.now());
+        void run(name);
+      }, wait).unref(),
+    );
+  };
 }
 
 export function startUpstreams(
@@ -160,6 +262,8 @@ export function startUpstreams(
   const timers: NodeJS.Timeout[] = [];
   const running = new Map<string, Promise<void>>();
   const retryMs = new Map<string, number>();
+  /** upstreams to list again once the listing under way is done */
+  const again = new Set<string>();
   let stopped = false;
   const listOnce = (upstream: UpstreamConfig) => listOnceWith(database, upstream, connections, accounts, log);
   const rediscover = (name: string): Promise<void> => {
@@ -168,10 +272,12 @@ export function startUpstreams(
     const already = running.get(name);
     if (already) return already;
     const run = listOnce(upstream)
-      .then((changes) => {
+      .then(({ changes, more }) => {
         retryMs.delete(name);
         metrics.upstreamUp(name, true);
         if (changes.length > 0) log.info('upstream_tools', { upstream: name, changes: changes.map((c) => `${c.name}:${c.to}`).join(' ') });
+        // People never listed wait for a run of their own: soon, not at the next `refresh`.
+        if (more && !stopped) timers.push(setTimeout(() => void rediscover(name), RETRY_FIRST_MS).unref());
       })
       .catch(async (e: unknown) => {
         metrics.upstreamUp(name, false);
@@ -182,25 +288,15 @@ export function startUpstreams(
         if (!stopped) timers.push(setTimeout(() => void rediscover(name), wait).unref());
         log.warn('upstream_discovery_failed', { upstream: name, error: reason(e), retry_in_ms: wait });
       })
-      .finally(() => running.delete(name));
+      .finally(() => {
+        running.delete(name);
+        if (again.delete(name)) void rediscover(name);
+      });
     running.set(name, run);
     return run;
   };
   // list_changed lists again, at most once every LIST_CHANGED_MS per upstream: a flood of notifications is one listing.
-  const lastAsked = new Map<string, number>();
-  const scheduled = new Set<string>();
-  const soon = (name: string) => {
-    if (scheduled.has(name) || stopped) return;
-    scheduled.add(name);
-    const wait = Math.max(0, (lastAsked.get(name) ?? 0) + LIST_CHANGED_MS - Date.now());
-    timers.push(
-      setTimeout(() => {
-        scheduled.delete(name);
-        lastAsked.set(name, Date.now());
-        void rediscover(name);
-      }, wait).unref(),
-    );
-  };
+  const soon = throttled(rediscover, timers, () => stopped);
   for (const upstream of config.upstreams) {
     if (upstream.oauth === null) connections.set(upstream.name, new UpstreamConnection(upstream, log, () => soon(upstream.name)));
     void rediscover(upstream.name);
@@ -212,6 +308,13 @@ export function startUpstreams(
     connections,
     rediscover,
     listChanged: soon,
+    accountsChanged(name) {
+      const under = running.get(name);
+      if (!under) return rediscover(name);
+      again.add(name);
+      // The listing under way ends by starting the next one (above): this waits for that one too.
+      return under.then(() => running.get(name));
+    },
     async stop() {
       stopped = true;
       for (const t of timers) clearTimeout(t);

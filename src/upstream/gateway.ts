@@ -12,7 +12,7 @@ import type { Access } from '../domain/visibility.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/events.ts';
 import { findTool, listApproved, type ToolGate, type UpstreamTool } from '../store/upstream-tools.ts';
-import { listAccounts } from '../store/upstream-accounts.ts';
+import { accountFor, listAccounts, type Listing } from '../store/upstream-accounts.ts';
 import { mayConnect, usable } from './access.ts';
 import { CallAudit, refusalRows } from './call-audit.ts';
 import { PersonalConnections } from './sessions.ts';
@@ -20,6 +20,7 @@ import { rateCounter, type RateCounter } from './rate.ts';
 import { NeedsConnection, UpstreamAccounts, type Bearer } from './accounts.ts';
 import { ensureSigningKey, IdentitySigner, type Subject } from './identity.ts';
 import { startUpstreams, type Upstreams } from './discovery.ts';
+import { listedFingerprint } from './listings.ts';
 import { ProtocolFault, SvcFault, UpstreamConnection } from './connection.ts';
 import { keepFromChildren } from './stdio-sandbox.ts';
 import { OfferedDefinitions, type OfferedTool } from './offered.ts';
@@ -124,8 +125,9 @@ export class UpstreamGateway {
   /**
    * The tools this caller may use, merged-named, with their approved definitions, in merged-name order: those after
    * `after` (a merged name, from a cursor), as many as fit in `budget` bytes; `last` names the last one given when more
-   * remain. Of an `auth = oauth` upstream, only once the caller has connected their account there; before, one tool
-   * NAME__connect stands in its place. Only the definitions offered are read, each from a copy kept per approval.
+   * remain. Of an `auth = oauth` upstream, only once the caller has connected their account there, and only the tools
+   * their own connection listed, as they were approved (upstream/listings.ts); before, one tool NAME__connect stands in
+   * its place. Only the definitions offered are read, each from a copy kept per approval.
    */
   async tools(access: Access, userId: number, after: string | null, budget: number): Promise<{ tools: Tool[]; last: string | null }> {
     const rows = await listApproved(this.database.db);
@@ -133,7 +135,7 @@ export class UpstreamGateway {
     const connected = await this.connectedUpstreams(userId);
     const may = rows
       .filter((t) => offerable(t) && usable(t, this.config, access))
-      .filter((t) => this.oauthOf(t.upstream) === null || connected.has(t.upstream))
+      .filter((t) => this.oauthOf(t.upstream) === null || listedFingerprint(connected.get(t.upstream), t.name) === t.approvedFingerprint)
       .filter((t) => after === null || mergedName(t) > after);
     const definitions = await this.offered.offered(may, mergedName);
     const candidates: OfferedTool[] = [...definitions.values()];
@@ -155,20 +157,28 @@ export class UpstreamGateway {
   }
 
   /**
-   * What a merged name stands for, when this caller may use it: an upstream tool, or NAME__connect of an `auth = oauth`
-   * upstream the caller has not connected to; null for anything else.
+   * What a merged name stands for, when this caller may use it: an upstream tool (of an `auth = oauth` upstream, one
+   * their own connection listed as it was approved), or NAME__connect of an `auth = oauth` upstream the caller has not
+   * connected to; null for anything else.
    */
   async resolve(name: string, access: Access, userId: number): Promise<Resolved | null> {
     const at = name.indexOf(SEPARATOR);
     if (at <= 0 || !MERGED_NAME.test(name)) return null;
     const [upstream, tool] = [name.slice(0, at), name.slice(at + SEPARATOR.length)];
     const found = await findTool(this.database.db, upstream, tool);
-    if (found && usable(found, this.config, access)) return { tool: found };
+    const may = found !== null && usable(found, this.config, access);
     const oauthUpstream = this.oauthOf(upstream);
-    if (!oauthUpstream || !mayConnect(oauthUpstream, access)) return null;
+    if (oauthUpstream === null) return may ? { tool: found! } : null;
+    const mayConnectThere = mayConnect(oauthUpstream, access);
+    if ((!may && !mayConnectThere) || this.accounts === null) return null;
+    // One read of the caller's account, by its key: connected, and what their own listing has of this tool.
+    const mine = await accountFor(this.database.db, userId, upstream, tool);
+    const connected = mine !== null && mine.state === 'connected' && mine.server === oauthUpstream.server;
+    if (may && connected && mine.fingerprint === found!.approvedFingerprint) return { tool: found! };
+    if (!mayConnectThere) return null;
     // Not connected, any name of the upstream is answered as NAME__connect: its tools may not be listed yet (nobody
     // connected), and which exist tells a caller nothing they could use.
-    if (tool === CONNECT_TOOL || !(await this.connectedUpstreams(userId)).has(upstream)) return { connect: oauthUpstream };
+    if (tool === CONNECT_TOOL || !connected) return { connect: oauthUpstream };
     return null;
   }
 
@@ -176,10 +186,12 @@ export class UpstreamGateway {
     return this.config.upstreams.find((u) => u.name === upstream && u.oauth !== null) ?? null;
   }
 
-  private async connectedUpstreams(userId: number): Promise<Set<string>> {
-    if (this.accounts === null) return new Set();
+  /** The `auth = oauth` upstreams the caller is connected to, each with what their connection listed (null: not yet). */
+  private async connectedUpstreams(userId: number): Promise<Map<string, Listing | null>> {
+    if (this.accounts === null) return new Map();
     const mine = await listAccounts(this.database.db, { userId });
-    return new Set(mine.filter((a) => a.state === 'connected' && a.server === this.oauthOf(a.upstream)?.server).map((a) => a.upstream));
+    const connected = mine.filter((a) => a.state === 'connected' && a.server === this.oauthOf(a.upstream)?.server);
+    return new Map(connected.map((a) => [a.upstream, a.listedTools === null ? null : (JSON.parse(a.listedTools) as Listing)]));
   }
 
   /** The caller's token for the upstream, or that they must connect; null when its server cannot be reached. */
@@ -378,10 +390,10 @@ export async function startGateway(
     await ensureSigningKey(database, secret);
     signer = new IdentitySigner(config, database, secret);
   }
-  // auth = oauth: each person's own account; a new connection lets svc list the upstream's tools with it.
+  // auth = oauth: each person's own account; a connection made or ended has the upstream's tools listed again.
   let upstreams: Upstreams | null = null;
   const accounts = config.upstreams.some((u) => u.oauth !== null)
-    ? new UpstreamAccounts(config, database, log, (name) => void upstreams?.rediscover(name))
+    ? new UpstreamAccounts(config, database, log, (name) => upstreams?.accountsChanged(name) ?? Promise.resolve())
     : null;
   upstreams = startUpstreams(config, database, log, metrics, accounts);
   // Tokens of deleted connections still to be revoked (the command line's too): now, and every 10 s.

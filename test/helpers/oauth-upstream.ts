@@ -2,7 +2,7 @@
 // server (dynamic registration, resource indicators issuing JWT access tokens for the upstream's URL, refresh
 // tokens, revocation, and optionally a client registered by hand), and an SDK MCP server as the upstream that
 // accepts only those tokens, verified with jose against the provider's JWKS, with one tool `whoami` that answers the
-// token's subject. The test can make either of them misbehave on purpose.
+// token's subject, and the tools a test lists for that subject. The test can make either of them misbehave on purpose.
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -41,6 +41,16 @@ export interface OauthUpstream {
   readonly refusedJti: Set<string>;
   /** when set, the upstream's metadata names this authorization server instead of the real one */
   namedIssuer: string | null;
+  /** subjects to whom the upstream answers 503, as a server failing for some accounts only */
+  readonly unavailableTo: Set<string>;
+  /**
+   * The tools the upstream lists to the token's subject besides `whoami` (default none), each answering
+   * `NAME:SUBJECT`; with `whoami: false`, not `whoami` either.
+   */
+  toolsFor: (sub: string) => {
+    readonly tools: readonly { readonly name: string; readonly description: string }[];
+    readonly whoami?: boolean;
+  };
   stop(): Promise<void>;
 }
 
@@ -160,8 +170,16 @@ function upstreamServer(peers: OauthUpstream, upPort: number): HttpServer {
       res.writeHead(401, { 'www-authenticate': `Bearer resource_metadata="${metadata}"` }).end();
       return;
     }
+    if (peers.unavailableTo.has(sub)) {
+      res.writeHead(503).end();
+      return;
+    }
     const server = new McpServer({ name: 'code', version: '1' });
-    server.registerTool('whoami', { description: 'Who the token is for.' }, async () => ({ content: [{ type: 'text', text: sub }] }));
+    const listed = peers.toolsFor(sub);
+    if (listed.whoami !== false)
+      server.registerTool('whoami', { description: 'Who the token is for.' }, async () => ({ content: [{ type: 'text', text: sub }] }));
+    for (const t of listed.tools)
+      server.registerTool(t.name, { description: t.description }, async () => ({ content: [{ type: 'text', text: `${t.name}:${sub}` }] }));
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
     await transport.handleRequest(req, res);
@@ -190,6 +208,8 @@ export async function startOauthUpstream(options: OauthUpstreamOptions = {}): Pr
     },
     refusedJti: new Set(),
     namedIssuer: null,
+    unavailableTo: new Set(),
+    toolsFor: () => ({ tools: [] }),
     async stop() {
       await Promise.all(
         servers.map(

@@ -1,0 +1,2 @@
+ALTER TABLE `upstream_accounts` ADD `listed_tools` text;--> statement-breakpoint
+ALTER TABLE `upstream_accounts` ADD `listed_at` integer;
