@@ -34,6 +34,8 @@ export function countedRecorder<E>(
         return;
       }
       if (entry) await settle(key);
+      // Keys whose window is over go once the map is full (one seen once is otherwise kept for good).
+      if (open.size >= MAX_OPEN) for (const [k, e] of open) if (e.until <= now) void settle(k).catch(() => undefined);
       if (open.size < MAX_OPEN) open.set(key, { event, until: now + windowMs, pending: 0, timer: null });
       await write(event, 1);
     },

@@ -5,13 +5,22 @@
 //
 // Held: control characters (C0 and C1; a description may keep tab and newline), format characters (Unicode
 // category Cf: zero-width characters, bidi embeddings, overrides and isolates, word joiners and invisible operators,
-// the byte-order mark, tag characters U+E0000–U+E007F, the soft hyphen) and lone surrogates, which no text shows.
+// the byte-order mark, tag characters U+E0000–U+E007F, the soft hyphen), lone surrogates, which no text shows, and
+// what else renders as nothing or as a blank: every default-ignorable code point (Hangul fillers, the combining
+// grapheme joiner, Mongolian and Khmer invisible marks, variation selectors), unassigned and private-use code points
+// (a font may draw nothing for them), and the line and paragraph separators. A variation selector is kept when it
+// directly follows a character that shows (the emoji of ⚠️ needs one); a second in a row, or one after nothing that
+// shows, is held: a run of them after one letter carries a whole text, a byte each, that no reader sees.
 
 import { canonicalJson, nestingDepth } from './canonical-json.ts';
 
-/** One character a reader could not see for what it is, anywhere in a string. */
-const HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}]/u;
-const HIDDEN_ALL = /[\p{Cc}\p{Cf}\p{Cs}]/gu;
+/** Characters a reader could not see for what they are. */
+const UNSEEN = '[\\p{Cc}\\p{Cf}\\p{Cs}\\p{Cn}\\p{Co}\\p{Default_Ignorable_Code_Point}\\u2028\\u2029]';
+const SELECTOR = '[\\uFE00-\\uFE0F\\u{E0100}-\\u{E01EF}]';
+/** One such character, anywhere in a string: a variation selector only where no character that shows comes before it. */
+const HIDDEN_SOURCE = `[${UNSEEN}--${SELECTOR}]|(?<=^|${UNSEEN})${SELECTOR}`;
+const HIDDEN = new RegExp(HIDDEN_SOURCE, 'v');
+const HIDDEN_ALL = new RegExp(HIDDEN_SOURCE, 'gv');
 /** Tab and newline, which a description may hold. */
 const DESCRIPTION_BREAKS = /[\t\n]/g;
 

@@ -37,8 +37,11 @@ export const SERVER_INFO = { name: 'svc', version: '0.1.0' } as const;
 const RESOURCE_PREFIX = 'svc://items/';
 const RESOURCE_PAGE = 100;
 const RESOURCE_NOT_FOUND = -32002;
-/** One page of tools/list is at most this many bytes of tools; more are paged with nextCursor. */
-const TOOLS_LIST_MAX = 4 * 1024 * 1024;
+/**
+ * One answer of tools/list is at most 4 MiB; more are paged with nextCursor. The tools' own JSON may take this much
+ * of it, a byte per tool for the commas: the rest holds the answer's envelope and its cursor.
+ */
+const TOOLS_LIST_MAX = 4 * 1024 * 1024 - 1024;
 export const QUERY_MAX = 1000;
 
 // Built once as objects: given raw shapes, the SDK would build these objects again for every request.
@@ -96,6 +99,18 @@ function guarded<A extends unknown[], R>(log: Logger, what: string, handler: (..
 function unprefixed(e: McpError): McpError {
   e.message = e.message.replace(/^MCP error -?\d+: /, '');
   return e;
+}
+
+/** McpServer's own tools/call answers a failure (an unknown tool) as an isError result whose text is prefixed too. */
+function unprefixedResult(result: unknown): unknown {
+  const r = result as { isError?: boolean; content?: { type: string; text?: string }[] };
+  if (r.isError !== true || !Array.isArray(r.content)) return result;
+  return {
+    ...r,
+    content: r.content.map((c) =>
+      c.type === 'text' && typeof c.text === 'string' ? { ...c, text: c.text.replace(/^MCP error -?\d+: /, '') } : c,
+    ),
+  };
 }
 
 /** What the handlers of every request share: the store, the cursor key, and where failures are told. */
@@ -334,7 +349,7 @@ function mergeUpstreamTools(
     guarded(log, 'tools/call', async (request, extra) => {
       const { principal, access, peer, urlElicitation } = callerOf(extra);
       const resolved = await upstreams.resolve(request.params.name, access, principal.user.id);
-      if (!resolved) return (await call(request, extra)) as never;
+      if (!resolved) return unprefixedResult(await call(request, extra)) as never;
       const caller = {
         uid: principal.user.uid,
         userId: principal.user.id,
@@ -348,7 +363,7 @@ function mergeUpstreamTools(
         clientId: principal.clientId ?? null,
         peer,
       };
-      if ('connect' in resolved) return upstreams.callConnect(resolved.connect, request.params.name, caller, urlElicitation);
+      if ('connect' in resolved) return upstreams.callConnect(resolved.connect, caller, urlElicitation);
       return upstreams.call(resolved.tool, request.params.arguments, caller, urlElicitation);
     }),
   );

@@ -93,24 +93,30 @@ export async function recordCountedAudit(
 }
 
 /**
- * Calls a person made over an upstream's `rate` (CONTRACT §6.1): one `upstream.call` row per person and upstream per
- * minute, outcome `rate_limited`, with their count; `count` is added to the current minute's row, made when there is none.
+ * Upstream calls counted rather than written one by one (CONTRACT §6.1): a person's calls refused over an upstream's
+ * `rate`, and their calls answered only with where to connect (`not_connected`, `unavailable` of an `auth = oauth`
+ * upstream's connect answer). One `upstream.call` row per person, upstream, outcome and minute with their count;
+ * `count` is added to the current minute's row, made when there is none.
  */
-export async function recordRefusedCalls(
+export async function recordCountedCalls(
   tx: Tx,
-  event: { actor: string; via: string; upstream: string; peer: string },
+  event: { actor: string; via: string; upstream: string; peer: string; outcome: string },
   count: number,
   now = Date.now(),
 ): Promise<void> {
   await addToCountedRow(
     tx,
-    and(eq(audit.actor, event.actor), eq(audit.target, event.upstream), sql`json_extract(${audit.detail}, '$.outcome') = 'rate_limited'`)!,
+    and(
+      eq(audit.actor, event.actor),
+      eq(audit.target, event.upstream),
+      sql`json_extract(${audit.detail}, '$.outcome') = ${event.outcome}`,
+    )!,
     {
       actor: event.actor,
       via: event.via,
       action: 'upstream.call',
       target: event.upstream,
-      detail: { outcome: 'rate_limited', count },
+      detail: { outcome: event.outcome, count },
       peer: event.peer,
     },
     count,

@@ -2,7 +2,7 @@
 // answered whose row could still be lost), but the rows of calls that end while a commit is under way, or soon
 // before it, go together in one transaction, so a burst of calls costs a few commits, not one each.
 import type { Database } from '../db/open.ts';
-import { COUNTED_WINDOW_MS, recordAudits, recordRefusedCalls, type AuditEvent } from '../store/audit.ts';
+import { COUNTED_WINDOW_MS, recordAudits, recordCountedCalls, type AuditEvent } from '../store/audit.ts';
 import { countedRecorder, type CountedRecorder } from '../domain/counted.ts';
 
 /** At most this many rows in one transaction. */
@@ -91,23 +91,26 @@ export class CallAudit {
   }
 }
 
-/** A call refused over an upstream's `rate`: who made it, and where. */
-interface Refused {
+/** A call counted rather than written alone: who made it, where, and what it was answered. */
+interface Counted {
   readonly actor: string;
   readonly via: string;
   readonly upstream: string;
   readonly peer: string;
+  /** rate_limited, or a connect answer's not_connected or unavailable */
+  readonly outcome: string;
 }
 
 /**
- * Calls refused over an upstream's `rate` (CONTRACT §6.1): one audit row per person, upstream and minute with their
- * count (store/audit.ts recordRefusedCalls), the first written at once and the rest added before the minute ends, so
- * a caller over their rate cannot fill the audit trail however fast they call.
+ * Calls a caller can repeat as fast as they like without reaching the upstream (CONTRACT §6.1): refused over `rate`,
+ * or answered only with where to connect. One audit row per person, upstream, outcome and minute with their count
+ * (store/audit.ts recordCountedCalls), the first written at once and the rest added before the minute ends, so such
+ * calls cannot fill the audit trail.
  */
-export function refusalRows(database: Database): CountedRecorder<Refused> {
+export function countedCalls(database: Database): CountedRecorder<Counted> {
   return countedRecorder(
-    (r) => `${r.actor}\n${r.upstream}`,
-    (r, count) => database.write((tx) => recordRefusedCalls(tx, r, count, database.now())),
+    (c) => `${c.actor}\n${c.upstream}\n${c.outcome}`,
+    (c, count) => database.write((tx) => recordCountedCalls(tx, c, count, database.now())),
     COUNTED_WINDOW_MS,
   );
 }

@@ -6,7 +6,14 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { ErrorCode, McpError, ToolListChangedNotificationSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolResultSchema,
+  ErrorCode,
+  ListToolsResultSchema,
+  McpError,
+  ToolListChangedNotificationSchema,
+  type Tool,
+} from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/load.ts';
 import type { Logger } from '../log.ts';
 import { VERSION } from '../version.ts';
@@ -197,7 +204,11 @@ export class UpstreamConnection {
     const tools: Tool[] = [];
     let cursor: string | undefined;
     for (let page = 0; page < LIST_PAGES; page++) {
-      const answer = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: this.upstream.timeoutMs });
+      // Asked as a plain request: the SDK's listTools also compiles a JSON Schema validator for every outputSchema
+      // listed, and keeps them (a hostile listing held svc's event loop for seconds, and its memory grew with each).
+      const answer = await client.request({ method: 'tools/list', params: cursor === undefined ? {} : { cursor } }, ListToolsResultSchema, {
+        timeout: this.upstream.timeoutMs,
+      });
       for (const tool of answer.tools) {
         if (tools.length > max) return tools;
         tools.push(tool);
@@ -216,7 +227,10 @@ export class UpstreamConnection {
     try {
       const client = await current;
       const meta = identity === null ? {} : { _meta: { [IDENTITY_META]: identity } };
-      const answer = await client.callTool({ name, ...(args === undefined ? {} : { arguments: args }), ...meta }, undefined, {
+      // A plain request, passed through as it is: no validation against the upstream's own outputSchema (an
+      // upstream's pattern could hold svc's event loop; the caller's client validates against the approved schema).
+      const params = { name, ...(args === undefined ? {} : { arguments: args }), ...meta };
+      const answer = await client.request({ method: 'tools/call', params }, CallToolResultSchema, {
         timeout: this.upstream.timeoutMs,
       });
       // Bounded as it is read: an answer nested deeper could not be written back to the caller.

@@ -14,7 +14,7 @@ import type { Metrics } from '../metrics/events.ts';
 import { findTool, listApproved, type ToolGate, type UpstreamTool } from '../store/upstream-tools.ts';
 import { accountFor, listAccounts, type Listing } from '../store/upstream-accounts.ts';
 import { mayConnect, usable } from './access.ts';
-import { CallAudit, refusalRows } from './call-audit.ts';
+import { CallAudit, countedCalls } from './call-audit.ts';
 import { PersonalConnections } from './sessions.ts';
 import { rateCounter, type RateCounter } from './rate.ts';
 import { NeedsConnection, UpstreamAccounts, type Bearer } from './accounts.ts';
@@ -99,8 +99,8 @@ export class UpstreamGateway {
   private readonly unreachable = new Set<string>();
   /** each person's own session, token or process at an upstream */
   private readonly perPerson: PersonalConnections;
-  /** refusals over `rate`, one audit row per person, upstream and minute */
-  private readonly refusals: ReturnType<typeof refusalRows>;
+  /** calls that never reach the upstream (over `rate`, told where to connect): one audit row per person, upstream, outcome and minute */
+  private readonly counted: ReturnType<typeof countedCalls>;
 
   constructor(
     private readonly config: Config,
@@ -115,7 +115,7 @@ export class UpstreamGateway {
   ) {
     this.callAudit = new CallAudit(database);
     this.offered = new OfferedDefinitions(database);
-    this.refusals = refusalRows(database);
+    this.counted = countedCalls(database);
     this.perPerson = new PersonalConnections((upstream, userId) => {
       const bearer = upstream.oauth === null ? null : this.accounts!.source(userId, upstream);
       return new UpstreamConnection(upstream, this.log, () => this.upstreams.listChanged(upstream.name), bearer);
@@ -149,8 +149,8 @@ export class UpstreamGateway {
     let used = 0;
     for (const c of candidates) {
       // Every definition offered is at most 16 KiB, so a page always holds one.
-      if (used + c.bytes > budget && tools.length > 0) return { tools, last: tools[tools.length - 1]!.name };
-      used += c.bytes;
+      if (used + c.bytes + 1 > budget && tools.length > 0) return { tools, last: tools[tools.length - 1]!.name };
+      used += c.bytes + 1;
       tools.push(c.tool);
     }
     return { tools, last: null };
@@ -209,19 +209,25 @@ export class UpstreamGateway {
 
   /**
    * NAME__connect (or any name of the upstream, before the caller has connected): says whether the caller is
-   * connected, and where to connect when not. Audited as a call of the tool `name` (merged) names, with its outcome.
+   * connected, and where to connect when not. Under the upstream's `rate` like its tools; an answer that is not `ok`
+   * (the caller can ask again and again without reaching the upstream) is audited counted, one row per person,
+   * upstream, outcome and minute.
    */
-  async callConnect(upstream: UpstreamConfig, name: string, caller: Caller, urlElicitation = false): Promise<CallToolResult> {
+  async callConnect(upstream: UpstreamConfig, caller: Caller, urlElicitation = false): Promise<CallToolResult> {
     const started = performance.now();
-    const bearer = await this.bearerFor(upstream, caller);
+    const wait = upstream.rate === null ? null : await this.rate.take(`${upstream.name}\n${caller.userId}`, upstream.rate);
+    const bearer = wait === null ? await this.bearerFor(upstream, caller) : null;
     const [answer, outcome] =
-      bearer === null
-        ? [refusal(upstream.name, 'unavailable', CAUSE_TEXT.unavailable), 'unavailable']
-        : 'token' in bearer
-          ? [{ content: [{ type: 'text' as const, text: `Your account at ${upstream.name} is connected.` }] }, 'ok']
-          : [this.needsConnection(upstream, bearer.connect), 'not_connected'];
-    const tool = name.slice(upstream.name.length + SEPARATOR.length);
-    await this.audit({ upstream: upstream.name, name: tool }, null, caller, outcome, Math.round(performance.now() - started));
+      wait !== null
+        ? [refusal(upstream.name, 'rate_limited', `over its rate for you; try again in ${wait} s`), 'rate_limited']
+        : bearer === null
+          ? [refusal(upstream.name, 'unavailable', CAUSE_TEXT.unavailable), 'unavailable']
+          : 'token' in bearer
+            ? [{ content: [{ type: 'text' as const, text: `Your account at ${upstream.name} is connected.` }] }, 'ok']
+            : [this.needsConnection(upstream, bearer.connect), 'not_connected'];
+    if (outcome === 'ok')
+      await this.audit({ upstream: upstream.name, name: CONNECT_TOOL }, null, caller, outcome, Math.round(performance.now() - started));
+    else await this.counted.record({ actor: caller.uid, via: caller.via, upstream: upstream.name, peer: caller.peer, outcome });
     if (outcome === 'not_connected' && urlElicitation) throw this.elicitation(upstream);
     return answer;
   }
@@ -250,9 +256,10 @@ export class UpstreamGateway {
     const seconds = (performance.now() - started) / 1000;
     this.metrics.upstreamCall(tool.upstream, outcome, seconds);
     if (outcome === 'ok' || outcome === 'unavailable') this.reached(tool.upstream, outcome === 'ok');
-    // Refusals over the rate are counted, one row per person, upstream and minute: a caller cannot flood the trail.
-    if (outcome === 'rate_limited')
-      await this.refusals.record({ actor: caller.uid, via: caller.via, upstream: tool.upstream, peer: caller.peer });
+    // Calls that never reached the upstream (refused over the rate, or told where to connect) are counted, one row per
+    // person, upstream, outcome and minute: a caller cannot flood the trail with them.
+    if (outcome === 'rate_limited' || outcome === 'not_connected')
+      await this.counted.record({ actor: caller.uid, via: caller.via, upstream: tool.upstream, peer: caller.peer, outcome });
     else await this.audit(tool, argumentsSha256, caller, outcome, Math.round(seconds * 1000));
     if (outcome === 'not_connected' && urlElicitation) throw this.elicitation(this.oauthOf(tool.upstream)!);
     return answer;
@@ -295,11 +302,13 @@ export class UpstreamGateway {
       if (bearer === null) return { answer: refusal(upstream.name, 'unavailable', CAUSE_TEXT.unavailable), outcome: 'unavailable' };
       if ('connect' in bearer) return { answer: this.needsConnection(upstream, bearer.connect), outcome: 'not_connected' };
     }
-    const connection = this.connectionFor(upstream, caller.userId);
-    if (connection === null) return { answer: refusal(upstream.name, 'busy', CAUSE_TEXT.busy), outcome: 'busy' };
     let result: CallToolResult;
     try {
+      // Signed before a connection is taken: the call starts on it at once, so it counts as in use from the moment
+      // it is handed out (a connection not in use may be closed to make room).
       const identity = upstream.identity === 'jwt' ? await this.sign(caller, upstream) : null;
+      const connection = this.connectionFor(upstream, caller.userId);
+      if (connection === null) return { answer: refusal(upstream.name, 'busy', CAUSE_TEXT.busy), outcome: 'busy' };
       result = (await connection.callTool(tool.name, args, identity)) as CallToolResult;
     } catch (e) {
       if (e instanceof NeedsConnection) return { answer: this.needsConnection(upstream, e.connect), outcome: 'not_connected' };
@@ -345,7 +354,7 @@ export class UpstreamGateway {
   }
 
   async stop(): Promise<void> {
-    await this.refusals.flush();
+    await this.counted.flush();
     await this.perPerson.stop();
   }
 

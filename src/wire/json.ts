@@ -82,8 +82,12 @@ export function grantJson(g: GrantListing) {
   };
 }
 
-/** Characters a reader could not see (format characters, DEL and C1 controls, lone surrogates); C0 JSON escapes itself. */
-const UNSEEN_IN_JSON = /[\p{Cf}\p{Cs}\u007f-\u009f]/gu;
+/**
+ * Characters a reader could not see (domain/definition-text.ts): format characters, DEL and C1 controls, lone
+ * surrogates, unassigned and private-use code points, default-ignorables (variation selectors among them, every one
+ * here) and the line and paragraph separators; C0 controls JSON escapes itself.
+ */
+const UNSEEN_IN_JSON = /[\p{Cf}\p{Cs}\p{Cn}\p{Co}\p{Default_Ignorable_Code_Point}\u007f-\u009f\u2028\u2029]/gu;
 
 /**
  * JSON text in which every character a reader could not see is written as its \u escape: the same value once parsed,

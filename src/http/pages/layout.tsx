@@ -41,6 +41,7 @@ fieldset.access legend, fieldset.scopes legend { font-weight: 600; }
 label.choice { display: flex; gap: .4rem; align-items: center; font-weight: 400; }
 .labels { display: flex; gap: .75rem; flex-wrap: wrap; padding-left: 1.5rem; }
 .side-by-side { display: grid; grid-template-columns: 1fr 1fr; gap: .75rem; }
+pre.definition { white-space: pre-wrap; overflow-wrap: anywhere; }
 mark.hidden-char { background: var(--bad); color: #fff; border-radius: 3px; padding: 0 .2em; font-family: monospace; }
 section.tool { border-top: 1px solid var(--line); padding-top: .5rem; }
 .state.pending, .state.changed, .state.held { color: var(--bad); } .state.approved { color: var(--ok); } .state.disabled, .state.gone { color: var(--muted); }
