@@ -309,7 +309,9 @@ refresh = 1h
     await waitFor(
       'every upstream listed',
       async () => {
-        const listed = JSON.parse((await cli(['upstream', 'list', '--json'])).stdout) as { state: string; tools: Record<string, number> }[];
+        const r = await cli(['upstream', 'list', '--json']);
+        assert.equal(r.code, 0, r.stderr);
+        const listed = JSON.parse(r.stdout) as { state: string; tools: Record<string, number> }[];
         return listed.length === 5 && listed.every((u) => u.state === 'up');
       },
       { everyMs: 300, timeoutMs: 60_000 },

@@ -3,7 +3,8 @@ import { type Command, type CommandContext, withDatabase, str, flag, cliActor } 
 import { UsageError } from './errors.ts';
 import type { Database } from '../db/open.ts';
 import type { Actor } from '../store/audit.ts';
-import { listTools, upstreamStatuses, type ToolState, type UpstreamTool } from '../store/upstream-tools.ts';
+import { listToolsPage, toolCounts, upstreamStatuses, type ToolState, type UpstreamTool } from '../store/upstream-tools.ts';
+import type { Db } from '../db/open.ts';
 import { getUser } from '../store/users.ts';
 import { approveToolAs, disableToolAs, labelToolAs } from '../admin/tools.ts';
 import { labelsField } from '../requests/fields.ts';
@@ -13,6 +14,19 @@ import { escapeHidden } from '../domain/definition-text.ts';
 import { iso } from '../domain/clock.ts';
 
 const TWO = ['UPSTREAM', 'TOOL'];
+
+/**
+ * Every tool, read a page at a time: an upstream's definitions can come to more than a database server answers in
+ * one response.
+ */
+async function everyTool(db: Db): Promise<UpstreamTool[]> {
+  const all: UpstreamTool[] = [];
+  for (let page = 1; ; page++) {
+    const read = await listToolsPage(db, { page, size: 100 });
+    all.push(...read.rows);
+    if (!read.more) return all;
+  }
+}
 
 /**
  * A name an upstream chose, as a terminal shows it: every character a reader could not see (controls, tabs, zero-width
@@ -64,7 +78,7 @@ export const toolCommands: Command[] = [
       const config = ctx.config();
       const uid = str(ctx, 'user');
       const tools = await withDatabase(config, async ({ db }) => {
-        const all = await listTools(db);
+        const all = await everyTool(db);
         if (uid === undefined) return all;
         const user = await getUser(db, uid);
         return all.filter((t) => usable(t, config, { labels: user.labels, restriction: null }));
@@ -137,11 +151,10 @@ export const toolCommands: Command[] = [
     configMode: 'data',
     async run(ctx) {
       const config = ctx.config();
-      const [statuses, tools] = await withDatabase(config, ({ db }) => Promise.all([upstreamStatuses(db), listTools(db)]));
+      const [statuses, counted] = await withDatabase(config, ({ db }) => Promise.all([upstreamStatuses(db), toolCounts(db)]));
       const rows = config.upstreams.map((u) => {
         const status = statuses.get(u.name);
-        const counts: Record<ToolState, number> = { pending: 0, approved: 0, changed: 0, disabled: 0, gone: 0 };
-        for (const t of tools) if (t.upstream === u.name) counts[t.state]++;
+        const counts: Record<ToolState, number> = counted.get(u.name) ?? { pending: 0, approved: 0, changed: 0, disabled: 0, gone: 0 };
         return {
           name: u.name,
           transport: u.transport.kind,

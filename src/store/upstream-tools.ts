@@ -58,17 +58,6 @@ function toTool(r: Row): UpstreamTool {
   };
 }
 
-/** Tools of one upstream or all, with everything of them (the admin's view; /mcp reads listApproved). */
-export async function listTools(db: Db, only: { upstream?: string } = {}): Promise<UpstreamTool[]> {
-  const rows = await db
-    .select()
-    .from(upstreamTools)
-    .where(only.upstream === undefined ? undefined : eq(upstreamTools.upstream, only.upstream))
-    .orderBy(asc(upstreamTools.upstream), asc(upstreamTools.name))
-    .all();
-  return rows.map(toTool);
-}
-
 /** One page of every upstream's tools, by upstream and name (the admin's page and API: no answer grows with an upstream). */
 export async function listToolsPage(db: Db, request: PageRequest, only: { upstream?: string } = {}): Promise<Page<UpstreamTool>> {
   const rows = await db
@@ -186,7 +175,7 @@ export async function getTool(db: Db, upstream: string, name: string): Promise<U
  * A tool's state after discovery found it again as `found`; `approved` is what was approved of it, if any. `auto`:
  * a tool never approved is approved as found (review = auto, in the server's first listing), unless it is held.
  */
-function stateFound(tool: UpstreamTool, approved: string | null, found: FoundTool, auto: boolean): ToolState {
+function stateFound(tool: Pick<ToolGate, 'state'>, approved: string | null, found: FoundTool, auto: boolean): ToolState {
   if (tool.state === 'disabled') return 'disabled';
   if (approved === null) return auto && found.held === null ? 'approved' : 'pending';
   return found.fingerprint === approved ? 'approved' : 'changed';
@@ -215,7 +204,14 @@ export async function recordDiscovery(
   now: number,
   keep: ReadonlySet<string> = new Set(),
 ): Promise<DiscoveryChange[]> {
-  const known = new Map((await listTools(tx, { upstream })).map((t) => [t.name, t]));
+  // What deciding each tool's state needs of its row, not its definitions (an upstream's rows can hold megabytes of
+  // them, more than a database server answers in one response).
+  const rows = await tx
+    .select({ ...gateColumns, fingerprint: upstreamTools.fingerprint })
+    .from(upstreamTools)
+    .where(eq(upstreamTools.upstream, upstream))
+    .all();
+  const known = new Map(rows.map((r) => [r.name, { ...toGate(r), fingerprint: r.fingerprint }]));
   // This server's first listing: no row recorded from it yet (a row from before svc kept the server counts as its).
   const auto = review === 'auto' && ![...known.values()].some((t) => t.server === null || t.server === server);
   const changes: DiscoveryChange[] = [];
@@ -293,6 +289,22 @@ export async function labelTool(tx: Tx, tool: UpstreamTool, labels: LabelSet | n
     .update(upstreamTools)
     .set({ labels: labels === null ? null : formatLabels(labels), updatedAt: now })
     .where(and(eq(upstreamTools.upstream, tool.upstream), eq(upstreamTools.name, tool.name)));
+}
+
+/** How many tools of each upstream are in each state (svc upstream list): counted in the database, no definition read. */
+export async function toolCounts(db: Db): Promise<Map<string, Record<ToolState, number>>> {
+  const rows = await db
+    .select({ upstream: upstreamTools.upstream, state: upstreamTools.state, n: sql<number>`count(*)` })
+    .from(upstreamTools)
+    .groupBy(upstreamTools.upstream, upstreamTools.state)
+    .all();
+  const counts = new Map<string, Record<ToolState, number>>();
+  for (const r of rows) {
+    const of = counts.get(r.upstream) ?? { pending: 0, approved: 0, changed: 0, disabled: 0, gone: 0 };
+    of[r.state as ToolState] = Number(r.n);
+    counts.set(r.upstream, of);
+  }
+  return counts;
 }
 
 /** Records whether an upstream answered its last discovery. */

@@ -41,11 +41,12 @@ export class OfferedDefinitions {
       missing.set(g.upstream, list);
     }
     for (const [upstream, list] of missing) {
-      for (let i = 0; i < list.length; i += 200) {
+      // 50 at a time: a database server answers a few megabytes at once, and an approved definition may be 64 KiB.
+      for (let i = 0; i < list.length; i += 50) {
         const rows = await approvedDefinitions(
           this.database.db,
           upstream,
-          list.slice(i, i + 200).map((g) => g.name),
+          list.slice(i, i + 50).map((g) => g.name),
         );
         for (const r of rows) {
           if (r.approvedFingerprint === null || r.approvedDefinition === null) continue;
