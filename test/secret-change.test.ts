@@ -10,12 +10,9 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { startTestServer, type TestServer } from './helpers/server.ts';
-import { Browser } from './helpers/http.ts';
 import { atProvider, startOauthUpstream, type OauthUpstream } from './helpers/oauth-upstream.ts';
 import { DEFAULT_AUTH, newSecret } from './helpers/workspace.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -24,8 +21,8 @@ import { eq } from 'drizzle-orm';
 import { findClient, listAccounts, putClient, type UpstreamClientRow } from '../src/store/upstream-accounts.ts';
 import { upstreamClients, upstreamRevocations } from '../src/db/schema.ts';
 import { OauthClients } from '../src/upstream/oauth.ts';
-import { upstreamFetch } from '../src/upstream/http-fetch.ts';
 import type { Fields, Logger } from '../src/log.ts';
+import { agentOf, signedIn } from './helpers/agents.ts';
 
 const text = (r: unknown) => ((r as CallToolResult).content[0] as { text: string }).text;
 
@@ -88,22 +85,8 @@ describe('after the session secret changes', () => {
       assert.ok(!JSON.stringify(logged).includes(secret), 'no secret is logged');
   };
 
-  const mcp = async (user: User) => {
-    const client = new Client({ name: 'agent', version: '1' });
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${svc.url}/mcp`), {
-        requestInit: { headers: { Authorization: `Bearer ${await svc.tokenFor(user)}` } },
-        // Connections of its own: none left over from before a restart of svc.
-        fetch: upstreamFetch(() => undefined).fetch,
-      }),
-    );
-    return client;
-  };
-  const browserOf = async (uid: string) => {
-    const b = new Browser(svc.url);
-    assert.equal((await b.login(uid, `${uid} password 1`)).status, 303);
-    return b;
-  };
+  const mcp = (user: User) => agentOf(svc, user);
+  const browserOf = (uid: string) => signedIn(svc.url, uid);
   const connectAlice = async () => {
     const browser = await browserOf('alice');
     const start = await browser.request('/upstreams/code/connect', { headers: { accept: 'text/html' } });

@@ -6,17 +6,15 @@
 // their own connection lists, as it was approved.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { startTestServer, type TestServer } from './helpers/server.ts';
-import { Browser } from './helpers/http.ts';
 import { atProvider, startOauthUpstream, type OauthUpstream } from './helpers/oauth-upstream.ts';
 import { DEFAULT_AUTH, freePort } from './helpers/workspace.ts';
 import { waitFor } from './helpers/wait.ts';
 import type { User } from '../src/store/users.ts';
 import { listAccounts } from '../src/store/upstream-accounts.ts';
-import { upstreamFetch } from '../src/upstream/http-fetch.ts';
+import { agentOf, signedIn } from './helpers/agents.ts';
 
 const text = (r: unknown) => ((r as CallToolResult).content[0] as { text: string }).text;
 
@@ -34,16 +32,7 @@ describe("an auth = oauth upstream: each person's own listing", () => {
   let alice: User;
   let bob: User;
 
-  const mcp = async (user: User) => {
-    const client = new Client({ name: 'agent', version: '1' });
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${svc.url}/mcp`), {
-        requestInit: { headers: { Authorization: `Bearer ${await svc.tokenFor(user)}` } },
-        fetch: upstreamFetch(() => undefined).fetch,
-      }),
-    );
-    return client;
-  };
+  const mcp = (user: User) => agentOf(svc, user);
   const withAgent = async <T>(user: User, fn: (agent: Client) => Promise<T>): Promise<T> => {
     const agent = await mcp(user);
     try {
@@ -52,11 +41,7 @@ describe("an auth = oauth upstream: each person's own listing", () => {
       await agent.close();
     }
   };
-  const browserOf = async (uid: string) => {
-    const b = new Browser(svc.url);
-    assert.equal((await b.login(uid, `${uid} password 1`)).status, 303);
-    return b;
-  };
+  const browserOf = (uid: string) => signedIn(svc.url, uid);
   const connect = async (uid: string) => {
     const b = await browserOf(uid);
     const start = await b.request('/upstreams/code/connect', { headers: { accept: 'text/html' } });

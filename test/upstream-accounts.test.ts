@@ -13,7 +13,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { decodeJwt } from 'jose';
 import { startTestServer, type TestServer } from './helpers/server.ts';
-import { Browser } from './helpers/http.ts';
+import type { Browser } from './helpers/http.ts';
 import { atProvider, startOauthUpstream, type OauthUpstream } from './helpers/oauth-upstream.ts';
 import { DEFAULT_AUTH, freePort, readDatabaseFile } from './helpers/workspace.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -23,7 +23,7 @@ import type { User } from '../src/store/users.ts';
 import { findClient, listAccounts } from '../src/store/upstream-accounts.ts';
 import { and, eq, sql } from 'drizzle-orm';
 import { upstreamAccounts, upstreamConnects, upstreamRevocations } from '../src/db/schema.ts';
-import { upstreamFetch } from '../src/upstream/http-fetch.ts';
+import { agentOf, signedIn } from './helpers/agents.ts';
 
 /** A client registered at the provider by hand, as an operator would for oauth_client_id. */
 const CONFIGURED = { id: 'svc-configured', secret: 'svc-configured-secret-0123456789' };
@@ -45,22 +45,8 @@ describe('upstreams that act for each person (auth = oauth)', () => {
   const clock = movableClock();
   let metricsUrl: string;
 
-  const mcp = async (user: User) => {
-    const client = new Client({ name: 'agent', version: '1' });
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${svc.url}/mcp`), {
-        requestInit: { headers: { Authorization: `Bearer ${await svc.tokenFor(user)}` } },
-        // Connections of its own: none left over from before a restart of svc.
-        fetch: upstreamFetch(() => undefined).fetch,
-      }),
-    );
-    return client;
-  };
-  const browserOf = async (uid: string) => {
-    const b = new Browser(svc.url);
-    assert.equal((await b.login(uid, `${uid} password 1`)).status, 303);
-    return b;
-  };
+  const mcp = (user: User) => agentOf(svc, user);
+  const browserOf = (uid: string) => signedIn(svc.url, uid);
   /** Connect as far as the provider's answer: the callback URL it sends the browser to. */
   const startConnect = async (b: Browser, login: string, upstream = 'code') => {
     const start = await b.request(`/upstreams/${upstream}/connect`, { headers: { accept: 'text/html' } });
