@@ -28,17 +28,11 @@ async function everyTool(db: Db): Promise<UpstreamTool[]> {
   }
 }
 
-/**
- * A name an upstream chose, as a terminal shows it: every character a reader could not see (controls, tabs, zero-width
- * and bidi characters, tag characters) as its escape (U+202E), not obeyed.
- */
-const printable = (text: string) => escapeHidden(text);
-
 function line(ctx: CommandContext, tool: UpstreamTool): string {
   const labels = toolLabels(tool, ctx.config().upstreams);
   const shown = labels === null ? '(upstream not configured)' : labels.join(',') || '(unrestricted)';
   const held = tool.held === null ? '' : `\theld: ${tool.held.join('; ')}`;
-  return `${tool.upstream}\t${printable(tool.name)}\t${tool.state}\t${shown}${tool.labels === null ? '' : ' (own)'}${held}`;
+  return `${tool.upstream}\t${escapeHidden(tool.name)}\t${tool.state}\t${shown}${tool.labels === null ? '' : ' (own)'}${held}`;
 }
 
 /** `svc tool VERB UPSTREAM TOOL`: one admin action on one tool. */

@@ -14,8 +14,8 @@
 
 import { canonicalJson, nestingDepth } from './canonical-json.ts';
 
-/** Characters a reader could not see for what they are. */
-const UNSEEN = '[\\p{Cc}\\p{Cf}\\p{Cs}\\p{Cn}\\p{Co}\\p{Default_Ignorable_Code_Point}\\u2028\\u2029]';
+/** Characters a reader could not see for what they are, as a character class (for the `v` flag). */
+export const UNSEEN = '[\\p{Cc}\\p{Cf}\\p{Cs}\\p{Cn}\\p{Co}\\p{Default_Ignorable_Code_Point}\\u2028\\u2029]';
 const SELECTOR = '[\\uFE00-\\uFE0F\\u{E0100}-\\u{E01EF}]';
 /** One such character, anywhere in a string: a variation selector only where no character that shows comes before it. */
 const HIDDEN_SOURCE = `[${UNSEEN}--${SELECTOR}]|(?<=^|${UNSEEN})${SELECTOR}`;

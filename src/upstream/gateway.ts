@@ -215,11 +215,11 @@ export class UpstreamGateway {
    */
   async callConnect(upstream: UpstreamConfig, caller: Caller, urlElicitation = false): Promise<CallToolResult> {
     const started = performance.now();
-    const wait = upstream.rate === null ? null : await this.rate.take(`${upstream.name}\n${caller.userId}`, upstream.rate);
-    const bearer = wait === null ? await this.bearerFor(upstream, caller) : null;
+    const overRate = await this.overRate(upstream, caller);
+    const bearer = overRate === null ? await this.bearerFor(upstream, caller) : null;
     const [answer, outcome] =
-      wait !== null
-        ? [refusal(upstream.name, 'rate_limited', `over its rate for you; try again in ${wait} s`), 'rate_limited']
+      overRate !== null
+        ? [overRate, 'rate_limited']
         : bearer === null
           ? [refusal(upstream.name, 'unavailable', CAUSE_TEXT.unavailable), 'unavailable']
           : 'token' in bearer
@@ -279,6 +279,12 @@ export class UpstreamGateway {
    * The call's answer, and its outcome for the audit row and the metrics: ok, error (the upstream's own isError) or
    * a cause. An answer is at most ANSWER_MAX bytes as it arrives: the transports cut off a larger one (too_large).
    */
+  /** Counts the call against the upstream's `rate` for this caller: the refusal when it is over, else null. */
+  private async overRate(upstream: UpstreamConfig, caller: Caller): Promise<CallToolResult | null> {
+    const wait = upstream.rate === null ? null : await this.rate.take(`${upstream.name}\n${caller.userId}`, upstream.rate);
+    return wait === null ? null : refusal(upstream.name, 'rate_limited', `over its rate for you; try again in ${wait} s`);
+  }
+
   /** An identity assertion; a failure to sign is svc's, not the upstream's. */
   private async sign(caller: Caller, upstream: UpstreamConfig): Promise<string> {
     try {
@@ -294,9 +300,8 @@ export class UpstreamGateway {
     caller: Caller,
   ): Promise<{ answer: CallToolResult; outcome: 'ok' | 'error' | 'not_connected' | Cause }> {
     const upstream = this.config.upstreams.find((u) => u.name === tool.upstream)!;
-    const wait = upstream.rate === null ? null : await this.rate.take(`${upstream.name}\n${caller.userId}`, upstream.rate);
-    if (wait !== null)
-      return { answer: refusal(upstream.name, 'rate_limited', `over its rate for you; try again in ${wait} s`), outcome: 'rate_limited' };
+    const overRate = await this.overRate(upstream, caller);
+    if (overRate !== null) return { answer: overRate, outcome: 'rate_limited' };
     if (upstream.oauth !== null) {
       const bearer = await this.bearerFor(upstream, caller);
       if (bearer === null) return { answer: refusal(upstream.name, 'unavailable', CAUSE_TEXT.unavailable), outcome: 'unavailable' };

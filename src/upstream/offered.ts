@@ -41,6 +41,7 @@ export class OfferedDefinitions {
       missing.set(g.upstream, list);
     }
     for (const [upstream, list] of missing) {
+      const byName = new Map(list.map((g) => [g.name, g]));
       // 50 at a time: a database server answers a few megabytes at once, and an approved definition may be 64 KiB.
       for (let i = 0; i < list.length; i += 50) {
         const rows = await approvedDefinitions(
@@ -50,7 +51,7 @@ export class OfferedDefinitions {
         );
         for (const r of rows) {
           if (r.approvedFingerprint === null || r.approvedDefinition === null) continue;
-          const gate = list.find((g) => g.name === r.name)!;
+          const gate = byName.get(r.name)!;
           this.kept.set(keyOf(gate), {
             fingerprint: r.approvedFingerprint,
             offered: offeredForm(gate.name, mergedName(gate), r.approvedDefinition),

@@ -8,6 +8,7 @@ import type { GrantListing } from '../store/oauth.ts';
 import type { UpstreamTool } from '../store/upstream-tools.ts';
 import type { LabelSet } from '../domain/labels.ts';
 import { iso } from '../domain/clock.ts';
+import { UNSEEN } from '../domain/definition-text.ts';
 
 export function userJson(u: User, signIn?: SignInSummary) {
   return {
@@ -83,11 +84,10 @@ export function grantJson(g: GrantListing) {
 }
 
 /**
- * Characters a reader could not see (domain/definition-text.ts): format characters, DEL and C1 controls, lone
- * surrogates, unassigned and private-use code points, default-ignorables (variation selectors among them, every one
- * here) and the line and paragraph separators; C0 controls JSON escapes itself.
+ * Characters a reader could not see (domain/definition-text.ts, every variation selector among them here), but the
+ * newlines JSON.stringify writes between values: it escapes every control character inside a string itself.
  */
-const UNSEEN_IN_JSON = /[\p{Cf}\p{Cs}\p{Cn}\p{Co}\p{Default_Ignorable_Code_Point}\u007f-\u009f\u2028\u2029]/gu;
+const UNSEEN_IN_JSON = new RegExp(`[${UNSEEN}--[\\n]]`, 'gv');
 
 /**
  * JSON text in which every character a reader could not see is written as its \u escape: the same value once parsed,
