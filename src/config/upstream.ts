@@ -22,6 +22,14 @@ export type UpstreamTransport =
       readonly writable: readonly string[];
     };
 
+/**
+ * Which protocol era svc's client speaks to an upstream: auto (the newest both support: a `server/discover` probe at
+ * 2026-07-28, else the 2025 `initialize` handshake), 2025 (the `initialize` handshake only) or 2026-07-28 (that
+ * revision only, no fallback).
+ */
+export const UPSTREAM_PROTOCOLS = ['auto', '2025', '2026-07-28'] as const;
+export type UpstreamProtocol = (typeof UPSTREAM_PROTOCOLS)[number];
+
 export interface UpstreamConfig {
   /** a-z 0-9 '-', 1 to 32 characters, starting with a letter: the prefix of its tools (NAME__TOOL) */
   readonly name: string;
@@ -40,6 +48,8 @@ export interface UpstreamConfig {
   /** token_env's value, sent as Authorization: Bearer …; null when not set (or not read: the data commands) */
   readonly token: string | null;
   readonly identity: 'none' | 'jwt';
+  /** the protocol era svc's client speaks to it (UPSTREAM_PROTOCOLS) */
+  readonly protocol: UpstreamProtocol;
   readonly timeoutMs: number;
   readonly refreshMs: number;
   /** calls per person to this upstream, per `perSeconds`; null: no limit */
@@ -84,6 +94,7 @@ const KEYS = [
   'oauth_client_secret_env',
   'oauth_scopes',
   'oauth_private_network',
+  'protocol',
 ];
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 const RATE_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600 };
@@ -108,6 +119,7 @@ export function readUpstream(name: string, lines: Lines, env: Env, readSecret: b
     tools: readTools(path, section.str('tools', ''), problems),
     token: readToken(path, section.str('token_env', ''), env, readSecret, problems),
     identity: oneOf(path, 'identity', section.str('identity', 'none'), ['none', 'jwt'], problems),
+    protocol: oneOf(path, 'protocol', section.str('protocol', 'auto'), UPSTREAM_PROTOCOLS, problems),
     timeoutMs: seconds(path, 'timeout', section.str('timeout', '30s'), problems) * 1000,
     refreshMs: seconds(path, 'refresh', section.str('refresh', '5m'), problems) * 1000,
     rate: readRate(path, section.str('rate', ''), problems),

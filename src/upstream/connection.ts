@@ -2,18 +2,30 @@
 // `url`, or a stdio child svc starts from `command`. Opened on first use and again after it fails or the child exits
 // (a child is started again with backoff: 1 s doubling to 60 s). Only `token_env`'s value crosses to the upstream:
 // never a caller's token, cookie or header.
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+//
+// The protocol era is the upstream's `protocol`: `auto` asks `server/discover` at 2026-07-28 first and falls back to
+// the 2025 `initialize` handshake (on stdio the question goes to a throwaway sibling process, which doubles the time
+// to connect), `2025` only shakes hands, `2026-07-28` only speaks that revision. The era an upstream answered in is
+// kept for the life of the process, so every later connection to it (a person's session, a child started again)
+// starts in that era without asking; when the upstream then refuses a request for its era, what was kept is dropped
+// and the next connection asks again.
 import {
-  CallToolResultSchema,
-  ErrorCode,
-  ListToolsResultSchema,
-  McpError,
-  ToolListChangedNotificationSchema,
+  Client,
+  ProtocolError,
+  SdkError,
+  SdkErrorCode,
+  SdkHttpError,
+  StreamableHTTPClientTransport,
+  type CallToolResult,
+  type jsonSchemaValidator,
+  type McpSubscription,
+  type PriorDiscovery,
   type Tool,
-} from '@modelcontextprotocol/sdk/types.js';
+  type Transport,
+  type VersionNegotiationMode,
+} from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { z } from 'zod';
 import type { UpstreamConfig } from '../config/load.ts';
 import type { Logger } from '../log.ts';
 import { VERSION } from '../version.ts';
@@ -31,6 +43,8 @@ export const NESTING_MAX = 64;
 export class ProtocolFault extends Error {}
 /** A failure of svc's own before the request left for the upstream: the upstream is not at fault. */
 export class SvcFault extends Error {}
+/** A call the upstream did not answer within its `timeout` (the call's `timeout` fault). */
+export class UpstreamTimeout extends Error {}
 /** A tool listing reads at most this many pages. */
 const LIST_PAGES = 20;
 const BACKOFF_MAX_MS = 60_000;
@@ -50,7 +64,11 @@ export function childEnvironment(configured: Readonly<Record<string, string>>): 
 /** The `_meta` key an identity assertion travels in; to an HTTP upstream it goes as the X-Svc-Identity header. */
 export const IDENTITY_META = 'svc/identity';
 
-/** A request body's identity assertion moved from its `_meta` to the header X-Svc-Identity. */
+/**
+ * A request body's identity assertion moved from its `_meta` to the header X-Svc-Identity. Only that key moves: in
+ * the 2026-07-28 era every request's `_meta` also holds the SDK's protocol keys (version, client info and
+ * capabilities), which stay where they are.
+ */
 function identityToHeader(init: RequestInit | undefined): RequestInit | undefined {
   if (typeof init?.body !== 'string' || !init.body.includes(IDENTITY_META)) return init;
   const message = JSON.parse(init.body) as { params?: { _meta?: Record<string, unknown> } };
@@ -62,6 +80,11 @@ function identityToHeader(init: RequestInit | undefined): RequestInit | undefine
   const headers = new Headers(init.headers);
   headers.set('X-Svc-Identity', assertion);
   return { ...init, headers, body: JSON.stringify(message) };
+}
+
+/** Whether a request opens a `subscriptions/listen` stream (the SDK names a 2026-07-28 request's method in a header). */
+function opensListen(init: RequestInit | undefined): boolean {
+  return init?.headers instanceof Headers && init.headers.get('mcp-method') === 'subscriptions/listen';
 }
 
 /**
@@ -80,15 +103,19 @@ function transportFor(
   if (t.kind === 'http') {
     const headers: Record<string, string> = upstream.token === null ? {} : { Authorization: `Bearer ${upstream.token}` };
     const http = upstreamFetch(oversized);
+    // A listen stream lasts as long as the connection: cut off past 10 MiB, it ends, and no call is blamed for it.
+    const listening = upstreamFetch(() => undefined);
     const transport = new StreamableHTTPClientTransport(new URL(t.url), {
-      requestInit: { headers },
+      // `manual`: the SDK follows no redirect, not even within the upstream's origin (and svc's fetch follows none).
+      requestInit: { headers, redirect: 'manual' },
       fetch: async (input, init) => {
         const sent = identityToHeader(init);
-        if (bearer === null) return http.fetch(input, sent);
+        const via = opensListen(sent) ? listening : http;
+        if (bearer === null) return via.fetch(input, sent);
         const send = (token: string) => {
           const withToken = new Headers(sent?.headers);
           withToken.set('Authorization', `Bearer ${token}`);
-          return http.fetch(input, { ...sent, headers: withToken });
+          return via.fetch(input, { ...sent, headers: withToken });
         };
         // A token the upstream refuses before its time (revoked there, or its key rotated) is refreshed once, and
         // the request sent again: refused with 401, it was not acted on.
@@ -101,12 +128,124 @@ function transportFor(
         return send(fresh);
       },
     });
-    return { transport, release: () => http.close() };
+    return {
+      transport,
+      release: () => {
+        http.close();
+        listening.close();
+      },
+    };
   }
-  // In a sandbox where the host has one (stdio-sandbox.ts): the child can read neither svc nor its database.
+  // In a sandbox where the host has one (stdio-sandbox.ts): the child can read neither svc nor its database. The SDK's
+  // own stdio transport, so that `auto` asks its question of a throwaway sibling started the same way.
   const transport = new StdioClientTransport({ ...launch(t), env: childEnvironment(t.env), stderr: 'pipe' });
   return { transport, release: () => undefined };
 }
+
+/** The era each upstream answered in, by upstream and server: for the life of the process. */
+const eras = new Map<string, PriorDiscovery>();
+/** Connections asking an upstream its era now: another connection to it waits for the answer instead of asking too. */
+const asking = new Map<string, Promise<unknown>>();
+const eraKey = (upstream: UpstreamConfig) => `${upstream.name}\n${upstream.server}`;
+
+/** The era kept for the upstream that its `protocol` lets a connection start in without asking; undefined: ask. */
+function keptEra(upstream: UpstreamConfig): PriorDiscovery | undefined {
+  const kept = eras.get(eraKey(upstream));
+  if (kept === undefined || upstream.protocol === '2025') return undefined;
+  return upstream.protocol === '2026-07-28' && kept.kind !== 'modern' ? undefined : kept;
+}
+
+/** How a connection asks: `auto`, only the handshake (`2025`), or only 2026-07-28 (a pin, no fallback). */
+function negotiation(upstream: UpstreamConfig): VersionNegotiationMode {
+  if (upstream.protocol === 'auto') return 'auto';
+  return upstream.protocol === '2025' ? 'legacy' : { pin: upstream.protocol };
+}
+
+const UNSUPPORTED_VERSION = -32022;
+
+/** The JSON-RPC error code in the body of an HTTP answer the SDK refused, if it holds one. */
+function codeIn(e: SdkHttpError): number | undefined {
+  const text = (e.data as { text?: unknown } | undefined)?.text;
+  if (typeof text !== 'string') return undefined;
+  try {
+    const code = (JSON.parse(text) as { error?: { code?: unknown } }).error?.code;
+    return typeof code === 'number' ? code : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Whether the upstream refused a request for the era it was sent in, without acting on it: the specification's
+ * unsupported-version error, or (a 2026-07-28 request) an HTTP 400, as a 2025 server answers a request outside any
+ * session of its own.
+ */
+function refusedForEra(e: unknown, modern: boolean): boolean {
+  if (e instanceof ProtocolError) return e.code === UNSUPPORTED_VERSION;
+  if (!(e instanceof SdkHttpError) || e.status !== 400) return false;
+  return modern || codeIn(e) === UNSUPPORTED_VERSION;
+}
+
+/** Whether an answer says the upstream no longer speaks the connection's era: refused, or answered in 2025's form. */
+function eraChanged(e: unknown, modern: boolean): boolean {
+  if (refusedForEra(e, modern)) return true;
+  const violation = e instanceof SdkError ? (e.data as { violation?: unknown } | undefined)?.violation : undefined;
+  return modern && violation === 'missing-resultType';
+}
+
+/** An error of the SDK's client as the call's fault: timeout, protocol, or (anything else) unavailable. */
+function asFault(e: unknown): unknown {
+  if (e instanceof ProtocolError) return new ProtocolFault(`the upstream answered error ${e.code}: ${e.message.slice(0, 200)}`);
+  if (!(e instanceof SdkError)) return e;
+  if (e.code === SdkErrorCode.RequestTimeout) return new UpstreamTimeout(e.message);
+  const unreadable = e.code === SdkErrorCode.InvalidResult || e.code === SdkErrorCode.UnsupportedResultType;
+  return unreadable ? new ProtocolFault(e.message.slice(0, 300)) : e;
+}
+
+/**
+ * svc's client compiles and checks no JSON Schema of an upstream's: the SDK would compile an Ajv validator for every
+ * outputSchema listed (a hostile listing held svc's event loop for seconds). Calls are plain requests, so nothing asks
+ * for one; this makes sure nothing compiles one either.
+ */
+const NO_SCHEMA_CHECK: jsonSchemaValidator = {
+  getValidator: () => (input) => ({ valid: true, data: input as never, errorMessage: undefined }),
+};
+
+/**
+ * What svc reads of a listing, checked to one level inside each definition: schemas, annotations and `_meta` are
+ * objects, looked into by svc's own rule (definition-text.ts) and not here. The SDK's 2025 schema descends into every
+ * property of an input schema, and a definition nested some thousands deep overflowed its stack, failing the whole
+ * listing instead of holding that one tool.
+ */
+const LISTING = z.looseObject({
+  tools: z.array(
+    z.looseObject({
+      name: z.string(),
+      title: z.string().optional(),
+      description: z.string().optional(),
+      inputSchema: z.looseObject({
+        type: z.literal('object'),
+        properties: z.record(z.string(), z.unknown()).optional(),
+        required: z.array(z.string()).optional(),
+      }),
+      outputSchema: z.looseObject({}).optional(),
+      annotations: z
+        .looseObject({
+          title: z.string().optional(),
+          readOnlyHint: z.boolean().optional(),
+          destructiveHint: z.boolean().optional(),
+          idempotentHint: z.boolean().optional(),
+          openWorldHint: z.boolean().optional(),
+        })
+        .optional(),
+      _meta: z.record(z.string(), z.unknown()).optional(),
+    }),
+  ),
+  nextCursor: z.string().optional(),
+});
+
+/** Waits before listening again after a listen stream ended: 1 s doubling to 60 s, back to 1 s once one is open. */
+const LISTEN_AGAIN_FIRST_MS = 1000;
 
 export class UpstreamConnection {
   private client: Promise<Client> | null = null;
@@ -121,6 +260,8 @@ export class UpstreamConnection {
   private oversizedAt = 0;
   /** calls under way */
   private inFlight = 0;
+  /** listen streams that ended in a row (the wait before the next grows) */
+  private listenEnded = 0;
   /** when the last call ended (or the connection was made) */
   usedAt = Date.now();
 
@@ -131,6 +272,11 @@ export class UpstreamConnection {
     private readonly onToolsChanged: () => void,
     /** auth = oauth: the person's token, asked for each request; null: the upstream's own token_env, if any */
     private readonly bearer: BearerSource | null = null,
+    /**
+     * listen: in the 2026-07-28 era, hold a `subscriptions/listen` stream for the upstream's tool list changes (the
+     * upstream's one shared connection; a person's own does not)
+     */
+    private readonly options: { readonly listen?: boolean } = {},
   ) {}
 
   /** The connected client: the open one, or a new connection (refused while a restart's backoff runs). */
@@ -146,10 +292,46 @@ export class UpstreamConnection {
     return opening;
   }
 
+  /**
+   * A connection in the era kept for the upstream, or else one that asks (and keeps the answer). Started in a kept
+   * 2025 era, a handshake the upstream refuses for its version drops what was kept and asks again.
+   */
   private async open(generation: number): Promise<Client> {
     this.openedAt = Date.now();
-    const client = new Client({ name: 'svc', version: VERSION });
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.onToolsChanged());
+    const key = eraKey(this.upstream);
+    if (this.upstream.protocol !== '2025' && keptEra(this.upstream) === undefined) await asking.get(key)?.catch(() => undefined);
+    const kept = keptEra(this.upstream);
+    if (kept !== undefined) {
+      try {
+        return await this.attempt(generation, kept);
+      } catch (e) {
+        if (!refusedForEra(e, false)) throw e;
+        this.forgetEra(kept.kind);
+      }
+    }
+    if (this.upstream.protocol === '2025') return this.attempt(generation, undefined);
+    const asked = this.attempt(generation, undefined);
+    asking.set(key, asked);
+    try {
+      return await asked;
+    } finally {
+      if (asking.get(key) === asked) asking.delete(key);
+    }
+  }
+
+  /** One connection: started in the `kept` era, or asking as the upstream's `protocol` says (the answer is kept). */
+  private async attempt(generation: number, kept: PriorDiscovery | undefined): Promise<Client> {
+    const client = new Client(
+      { name: 'svc', version: VERSION },
+      {
+        versionNegotiation: { mode: kept === undefined ? negotiation(this.upstream) : 'legacy' },
+        // A 2026-07-28 question to the person (an `input_required` result) is not answered for them: that call's
+        // protocol fault, never a retry the SDK makes on its own.
+        inputRequired: { autoFulfill: false },
+        jsonSchemaValidator: NO_SCHEMA_CHECK,
+      },
+    );
+    client.setNotificationHandler('notifications/tools/list_changed', () => this.onToolsChanged());
     const { transport, release } = transportFor(
       this.upstream,
       () => {
@@ -166,28 +348,91 @@ export class UpstreamConnection {
         this.log.debug?.('upstream_stderr', { upstream: this.upstream.name, text: chunk.toString('utf8').slice(0, 500) });
       });
     }
+    let open = false;
     client.onclose = () => {
       release();
-      if (!this.stopped && generation === this.generation) this.lost();
+      if (open && !this.stopped && generation === this.generation) this.lost();
     };
     try {
-      await client.connect(transport, { timeout: this.upstream.timeoutMs });
+      await client.connect(transport, { timeout: this.upstream.timeoutMs, ...(kept === undefined ? {} : { prior: kept }) });
     } catch (e) {
       release();
+      // Whatever the SDK left open of a connection that failed (a child, a stream): not waited for.
+      void client.close().catch(() => undefined);
       throw e;
     }
+    open = true;
     this.failures = 0;
+    if (kept === undefined && this.upstream.protocol !== '2025') this.keepEra(client);
+    if (this.options.listen === true) this.listen(client, generation);
     return client;
   }
 
-  /** The connection ended or failed: the next use opens a new one, after the backoff for a stdio child. */
-  private lost(): void {
+  /** Keeps the era the upstream answered in (with what it said of itself in 2026-07-28): later connections start in it. */
+  private keepEra(client: Client): void {
+    const discover = client.getDiscoverResult();
+    const era: PriorDiscovery =
+      client.getProtocolEra() === 'modern' && discover !== undefined ? { kind: 'modern', discover } : { kind: 'legacy' };
+    eras.set(eraKey(this.upstream), era);
+    this.log.info('upstream_era', { upstream: this.upstream.name, era: era.kind });
+  }
+
+  /**
+   * The upstream refused the era `was`: it is no longer kept (unless another connection kept the era it answered in
+   * since), and the next connection asks.
+   */
+  private forgetEra(was: PriorDiscovery['kind']): void {
+    const key = eraKey(this.upstream);
+    if (eras.get(key)?.kind !== was) return;
+    eras.delete(key);
+    this.log.info('upstream_era_changed', { upstream: this.upstream.name, was });
+  }
+
+  /**
+   * In the 2026-07-28 era, a `subscriptions/listen` stream for the tool list's changes, when the upstream says its list
+   * changes; its notifications reach the handler set above. A stream that ends, or could not be opened, is opened again
+   * after a wait, and the tools are listed again then (a change in between was not heard).
+   */
+  private listen(client: Client, generation: number): void {
+    if (client.getProtocolEra() !== 'modern' || client.getServerCapabilities()?.tools?.listChanged !== true) return;
+    const current = () => !this.stopped && generation === this.generation && this.client !== null;
+    const again = () => {
+      if (!current()) return;
+      const wait = Math.min(LISTEN_AGAIN_FIRST_MS * 2 ** this.listenEnded++, BACKOFF_MAX_MS);
+      setTimeout(() => {
+        if (!current()) return;
+        this.onToolsChanged();
+        this.listen(client, generation);
+      }, wait).unref();
+    };
+    client.listen({ toolsListChanged: true }, { timeout: this.upstream.timeoutMs }).then(
+      (subscription: McpSubscription) => {
+        this.listenEnded = 0;
+        void subscription.closed.then((cause) => {
+          if (cause !== 'local') again();
+        });
+      },
+      (e: unknown) => {
+        this.log.warn('upstream_listen_failed', {
+          upstream: this.upstream.name,
+          error: e instanceof Error ? e.message.slice(0, 200) : 'failed',
+        });
+        // An upstream that answers the listen with an error is not asked again on this connection: `refresh` lists it.
+        if (!(e instanceof ProtocolError)) again();
+      },
+    );
+  }
+
+  /**
+   * The connection ended or failed: the next use opens a new one, after the backoff for a stdio child (`failed`
+   * false: at once, as for a child cut off for an oversized answer, or one whose era changed).
+   */
+  private lost(failed = true): void {
     if (this.client === null) return;
     const old = this.client;
     this.client = null;
     void old?.then((c) => c.close()).catch(() => undefined);
-    // A child cut off for an oversized answer did not fail: it is started again at once.
-    if (this.upstream.transport.kind === 'stdio' && this.oversizedAt < this.openedAt) {
+    if (failed && this.upstream.transport.kind === 'stdio' && this.oversizedAt < this.openedAt) {
       const wait = Math.min(BACKOFF_FIRST_MS * 2 ** this.failures, BACKOFF_MAX_MS);
       this.failures++;
       this.retryAt = Date.now() + wait;
@@ -196,22 +441,48 @@ export class UpstreamConnection {
   }
 
   /**
+   * `send` on the connection; when the upstream no longer speaks the connection's era (it changed since the era was
+   * kept), the kept era is dropped, the connection replaced, and `send` made again on one that asks, if the upstream
+   * did not act on it or `repeatable` says it may act twice.
+   */
+  private async inEra<T>(current: Promise<Client>, send: (client: Client) => Promise<T>, repeatable: boolean): Promise<T> {
+    const client = await current;
+    try {
+      return await send(client);
+    } catch (e) {
+      const modern = client.getProtocolEra() === 'modern';
+      if (!eraChanged(e, modern)) throw e;
+      this.forgetEra(modern ? 'modern' : 'legacy');
+      if (this.client === current) this.lost(false);
+      if (!repeatable && !refusedForEra(e, modern)) throw e;
+      return send(await this.connected());
+    }
+  }
+
+  /**
    * The tools the upstream offers, page by page, up to `max` (one more, so the caller can tell there were more) and
    * at most LIST_PAGES pages: a hostile upstream cannot make svc hold more than that.
    */
   async listTools(max: number): Promise<Tool[]> {
-    const client = await this.connected();
+    try {
+      return await this.inEra(this.connected(), (client) => this.listOn(client, max), true);
+    } catch (e) {
+      throw asFault(e);
+    }
+  }
+
+  private async listOn(client: Client, max: number): Promise<Tool[]> {
     const tools: Tool[] = [];
     let cursor: string | undefined;
     for (let page = 0; page < LIST_PAGES; page++) {
-      // Asked as a plain request: the SDK's listTools also compiles a JSON Schema validator for every outputSchema
-      // listed, and keeps them (a hostile listing held svc's event loop for seconds, and its memory grew with each).
-      const answer = await client.request({ method: 'tools/list', params: cursor === undefined ? {} : { cursor } }, ListToolsResultSchema, {
+      // Asked as a plain request, read by LISTING: the SDK's listTools also compiles a JSON Schema validator for every
+      // outputSchema listed, and keeps them (a hostile listing held svc's event loop for seconds, and its memory grew).
+      const answer = await client.request({ method: 'tools/list', params: cursor === undefined ? {} : { cursor } }, LISTING, {
         timeout: this.upstream.timeoutMs,
       });
       for (const tool of answer.tools) {
         if (tools.length > max) return tools;
-        tools.push(tool);
+        tools.push(tool as Tool);
       }
       cursor = answer.nextCursor;
       if (cursor === undefined) break;
@@ -219,20 +490,21 @@ export class UpstreamConnection {
     return tools;
   }
 
-  /** Calls one tool; the SDK's own errors (timeout, connection closed, the upstream's JSON-RPC error) propagate. */
-  async callTool(name: string, args: Record<string, unknown> | undefined, identity: string | null = null): Promise<unknown> {
+  /**
+   * Calls one tool. Its faults: UpstreamTimeout, ProtocolFault (an error answer, or one svc cannot read),
+   * AnswerTooLarge, SvcFault (svc could not send it), or the SDK's own error (the upstream cannot be reached).
+   */
+  async callTool(name: string, args: Record<string, unknown> | undefined, identity: string | null = null): Promise<CallToolResult> {
     this.inFlight++;
     const current = this.connected();
     const started = Date.now();
     try {
-      const client = await current;
       const meta = identity === null ? {} : { _meta: { [IDENTITY_META]: identity } };
       // A plain request, passed through as it is: no validation against the upstream's own outputSchema (an
       // upstream's pattern could hold svc's event loop; the caller's client validates against the approved schema).
       const params = { name, ...(args === undefined ? {} : { arguments: args }), ...meta };
-      const answer = await client.request({ method: 'tools/call', params }, CallToolResultSchema, {
-        timeout: this.upstream.timeoutMs,
-      });
+      const send = (client: Client) => client.request({ method: 'tools/call', params }, { timeout: this.upstream.timeoutMs });
+      const answer = await this.inEra(current, send, false);
       // Bounded as it is read: an answer nested deeper could not be written back to the caller.
       if (nestingDepth(answer, NESTING_MAX) > NESTING_MAX) throw new ProtocolFault(`the answer nests deeper than ${NESTING_MAX} levels`);
       return answer;
@@ -241,10 +513,10 @@ export class UpstreamConnection {
       // anything is sent: svc's failure, not the upstream's.
       if (e instanceof RangeError) throw new SvcFault(`the request could not be encoded: ${e.message}`);
       // A closed connection is replaced now, not when its close event comes: the next call must not find it.
-      const closed = this.oversizedAt >= started || (e instanceof McpError && e.code === ErrorCode.ConnectionClosed);
+      const closed = this.oversizedAt >= started || (e instanceof SdkError && e.code === SdkErrorCode.ConnectionClosed);
       if (closed && this.client === current) this.lost();
       if (this.oversizedAt >= started) throw new AnswerTooLarge('the upstream answered more than 10 MiB');
-      throw e;
+      throw asFault(e);
     } finally {
       this.inFlight--;
       this.usedAt = Date.now();
@@ -257,8 +529,8 @@ export class UpstreamConnection {
   }
 
   /**
-   * Closes the connection; an HTTP upstream's session is ended there too (a DELETE with its id, waited for at most
-   * SESSION_END_MS), so what it kept for the person does not outlive their session at svc.
+   * Closes the connection; an HTTP upstream's session (2025) is ended there too (a DELETE with its id, waited for at
+   * most SESSION_END_MS), so what it kept for the person does not outlive their session at svc.
    */
   async close(): Promise<void> {
     this.stopped = true;

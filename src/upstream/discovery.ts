@@ -1,6 +1,6 @@
 // Discovery: what each upstream offers, recorded as tool rows. At start, when an upstream says its list changed,
 // every `refresh`, and after a failure. A change of state is audited (actor: the upstream).
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/client';
 import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { Database, Tx } from '../db/open.ts';
 import { canonicalJson, nestingDepth, sha256 } from '../domain/canonical-json.ts';
@@ -298,7 +298,9 @@ export function startUpstreams(
   // list_changed lists again, at most once every LIST_CHANGED_MS per upstream: a flood of notifications is one listing.
   const soon = throttled(rediscover, timers, () => stopped);
   for (const upstream of config.upstreams) {
-    if (upstream.oauth === null) connections.set(upstream.name, new UpstreamConnection(upstream, log, () => soon(upstream.name)));
+    // The shared connection listens for list changes (a 2026-07-28 upstream tells them on a listen stream only).
+    if (upstream.oauth === null)
+      connections.set(upstream.name, new UpstreamConnection(upstream, log, () => soon(upstream.name), null, { listen: true }));
     void rediscover(upstream.name);
     const timer = setInterval(() => void rediscover(upstream.name), upstream.refreshMs);
     timer.unref();

@@ -4,7 +4,8 @@
 // an `isError` result naming the upstream and the cause, never the upstream's own detail. Every call is audited with
 // the SHA-256 of its arguments, never the arguments.
 import { randomUUID } from 'node:crypto';
-import { ErrorCode, McpError, UrlElicitationRequiredError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, McpError, UrlElicitationRequiredError } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Tool } from '@modelcontextprotocol/client';
 import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { Database } from '../db/open.ts';
 import { fingerprint } from '../domain/canonical-json.ts';
@@ -21,7 +22,7 @@ import { NeedsConnection, UpstreamAccounts, type Bearer } from './accounts.ts';
 import { ensureSigningKey, IdentitySigner, type Subject } from './identity.ts';
 import { startUpstreams, type Upstreams } from './discovery.ts';
 import { listedFingerprint } from './listings.ts';
-import { ProtocolFault, SvcFault, UpstreamConnection } from './connection.ts';
+import { ProtocolFault, SvcFault, UpstreamConnection, UpstreamTimeout } from './connection.ts';
 import { keepFromChildren } from './stdio-sandbox.ts';
 import { OfferedDefinitions, type OfferedTool } from './offered.ts';
 import { ANSWER_MAX, AnswerTooLarge } from './http-fetch.ts';
@@ -72,6 +73,7 @@ function causeOf(e: unknown): Exclude<Cause, 'rate_limited' | 'busy'> {
   if (e instanceof AnswerTooLarge) return 'too_large';
   if (e instanceof ProtocolFault) return 'protocol';
   if (e instanceof SvcFault) return 'svc_error';
+  if (e instanceof UpstreamTimeout) return 'timeout';
   if (e instanceof McpError) {
     if (e.code === ErrorCode.RequestTimeout) return 'timeout';
     if (e.code === ErrorCode.ConnectionClosed) return 'unavailable';

@@ -3,7 +3,7 @@
 // approval stands. Each definition is checked once, as it is parsed, by the rule discovery applies to what an
 // upstream lists (domain/definition-text.ts): one approved before svc held hidden characters, or larger than it now
 // offers, is never offered.
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { Tool } from '@modelcontextprotocol/client';
 import type { Database } from '../db/open.ts';
 import { definitionSize, heldReasons } from '../domain/definition-text.ts';
 import { approvedDefinitions, type ToolDefinition, type ToolGate } from '../store/upstream-tools.ts';
