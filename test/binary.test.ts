@@ -24,6 +24,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Client as StableLineClient, StreamableHTTPClientTransport as StableLineTransport } from '@modelcontextprotocol/client';
 import { ROOT, freePort, newSecret, DEFAULT_AUTH } from './helpers/workspace.ts';
 import { binaryRunner } from './helpers/installation.ts';
 import { lockedDatabase, crashRounds, cliBesideServer } from './helpers/durability.ts';
@@ -168,6 +169,17 @@ describe('svc as a single executable', () => {
         ['docs/binary'],
       );
       await client.close();
+      // The 2026-07-28 era inside the binary too (the SDK's stable line, run by Node 24 there).
+      const modern = new StableLineClient({ name: 'binary-smoke', version: '2' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+      await modern.connect(
+        new StableLineTransport(new URL(`http://127.0.0.1:${port}/mcp`), {
+          requestInit: { headers: { authorization: `Bearer ${token}` } },
+        }),
+      );
+      assert.equal(modern.getProtocolEra(), 'modern');
+      const whoModern = (await modern.callTool({ name: 'whoami', arguments: {} })) as unknown as { structuredContent: { uid: string } };
+      assert.equal(whoModern.structuredContent.uid, 'ops');
+      await modern.close();
       const login = await fetch(`http://127.0.0.1:${port}/login`, {
         method: 'POST',
         redirect: 'manual',

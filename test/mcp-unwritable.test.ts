@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mcpEndpoint } from '../src/mcp/server.ts';
 import type { UpstreamGateway } from '../src/upstream/gateway.ts';
-import type { Principal } from '../src/auth/core.ts';
+import { callerOf, type Principal } from '../src/auth/core.ts';
 import { silentLogger } from '../src/log.ts';
 import { openFresh } from './helpers/drivers.ts';
 
@@ -36,15 +36,44 @@ function post(body: unknown): Request {
   });
 }
 
+/** The message as a 2026-07-28 client sends it: its revision, client and capabilities in `_meta`. */
+function modern(message: { method: string; params?: Record<string, unknown> }) {
+  const meta = {
+    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+    'io.modelcontextprotocol/clientInfo': { name: 'test', version: '1' },
+    'io.modelcontextprotocol/clientCapabilities': {},
+  };
+  return { ...message, params: { ...message.params, _meta: meta } };
+}
+
+function postModern(body: { method: string; params?: Record<string, unknown> }): Request {
+  return new Request('http://127.0.0.1/mcp', {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': body.method,
+      ...(typeof body.params?.name === 'string' ? { 'mcp-name': body.params.name } : {}),
+    },
+    body: JSON.stringify(body),
+  });
+}
+
 test('an answer the transport cannot write is still answered, as the call isError result; the other answers of a batch stand', {
   timeout: 60_000,
 }, async () => {
   const { database, close } = await openFresh('embedded');
   try {
     const endpoint = mcpEndpoint({ db: database.db, cursorKey: Buffer.alloc(32, 1), log: silentLogger, upstreams: gateway });
-    const caller = { principal, urlElicitation: false, peer: '127.0.0.1' };
+    const caller = {
+      caller: callerOf(principal, '127.0.0.1'),
+      era: 'legacy' as const,
+      urlElicitation: false,
+      signal: () => new AbortController().signal,
+    };
     const call = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'up__deep' } };
-    const alone = await endpoint.answer(post(call), call, caller);
+    const alone = await endpoint.legacy(post(call), call, caller);
     assert.equal(alone.status, 200);
     assert.deepEqual(await alone.json(), {
       jsonrpc: '2.0',
@@ -56,7 +85,7 @@ test('an answer the transport cannot write is still answered, as the call isErro
       [call, { jsonrpc: '2.0', id: 2, method: 'tools/list' }],
       [{ jsonrpc: '2.0', id: 2, method: 'tools/list' }, call],
     ]) {
-      const answers = (await (await endpoint.answer(post(batch), batch, caller)).json()) as {
+      const answers = (await (await endpoint.legacy(post(batch), batch, caller)).json()) as {
         id: number;
         result: { isError?: boolean; tools?: unknown[] };
       }[];
@@ -67,11 +96,19 @@ test('an answer the transport cannot write is still answered, as the call isErro
     }
     // The endpoint goes on: the next request is answered as usual.
     const list = { jsonrpc: '2.0', id: 3, method: 'tools/list' };
-    const listed = (await (await endpoint.answer(post(list), list, caller)).json()) as { result: { tools: { name: string }[] } };
+    const listed = (await (await endpoint.legacy(post(list), list, caller)).json()) as { result: { tools: { name: string }[] } };
     assert.deepEqual(
       listed.result.tools.map((t) => t.name),
       ['whoami', 'search', 'fetch'],
     );
+    // The 2026-07-28 era's handler writes its answers the same way, and is answered the same way.
+    const modernCall = modern(call);
+    const answered = await endpoint.modern(postModern(modernCall), modernCall, { ...caller, era: 'modern' });
+    assert.equal(answered.status, 200, await answered.clone().text());
+    const body = (await answered.json()) as { id: number; result: { content: unknown; isError: boolean } };
+    assert.equal(body.id, 1);
+    assert.deepEqual(body.result.content, [{ type: 'text', text: 'svc could not encode this answer' }]);
+    assert.equal(body.result.isError, true);
   } finally {
     await close();
   }

@@ -3,7 +3,8 @@
 // a request carrying a bad token is refused, never treated as anonymous or as its cookie's user.
 import type { User } from '../store/users.ts';
 import type { LabelSet } from '../domain/labels.ts';
-import type { Access } from '../domain/visibility.ts';
+import { effectiveLabels, type Access } from '../domain/visibility.ts';
+import type { Caller } from '../domain/caller.ts';
 import type { Scope, ScopeSet } from '../domain/scopes.ts';
 import type { AuthOutcome } from '../metrics/events.ts';
 
@@ -105,4 +106,26 @@ export function credentialOf(principal: Principal): string {
   if (principal.tokenId) return `token:${principal.tokenId}`;
   if (principal.sessionId) return `session:${principal.sessionId}`;
   return principal.via;
+}
+
+/** The caller of one MCP request, named once: who they are, what they read with, their credential and address. */
+export function callerOf(principal: Principal, peer: string): Caller {
+  const { user } = principal;
+  const access = accessOf(principal);
+  return {
+    userId: user.id,
+    uid: user.uid,
+    email: user.email,
+    name: user.name,
+    admin: user.admin,
+    access,
+    labels: [...effectiveLabels(access)],
+    scopes: principal.via === 'token' ? [...(principal.scopes ?? [])] : null,
+    via: principal.via,
+    tokenId: principal.tokenId ?? null,
+    grantId: principal.grantId ?? null,
+    clientId: principal.clientId ?? null,
+    credential: credentialOf(principal),
+    peer,
+  };
 }

@@ -41,3 +41,16 @@ export class OauthProtocolError extends Error {
 export const badRequest = (message: string, field?: string) => new AppError('bad_request', message, field);
 export const notFound = (message: string) => new AppError('not_found', message);
 export const conflict = (message: string, field?: string) => new AppError('conflict', message, field);
+
+/**
+ * A call that needs the person to connect their account at an upstream first, told to an MCP client that declared
+ * URL elicitation (the MCP layer answers it as the URL elicitation error, -32042); the message names the URL too.
+ */
+export class ConnectionNeeded extends Error {
+  constructor(
+    readonly url: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}

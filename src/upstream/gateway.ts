@@ -3,33 +3,30 @@
 // upstream that is down, too slow, breaks the protocol, answers too much or is over the caller's rate gives that call
 // an `isError` result naming the upstream and the cause, never the upstream's own detail. Every call is audited with
 // the SHA-256 of its arguments, never the arguments.
-import { randomUUID } from 'node:crypto';
-import { ErrorCode, McpError, UrlElicitationRequiredError } from '@modelcontextprotocol/sdk/types.js';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/client';
 import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { Database } from '../db/open.ts';
 import { fingerprint } from '../domain/canonical-json.ts';
+import { mergedName, offerable, SEPARATOR, splitMerged } from '../domain/merged-names.ts';
 import type { Access } from '../domain/visibility.ts';
+import type { Caller } from '../domain/caller.ts';
+import { ConnectionNeeded } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/events.ts';
-import { findTool, listApproved, type ToolGate, type UpstreamTool } from '../store/upstream-tools.ts';
+import { findTool, listApproved, type ToolGate } from '../store/upstream-tools.ts';
 import { accountFor, listAccounts, type Listing } from '../store/upstream-accounts.ts';
 import { mayConnect, usable } from './access.ts';
 import { CallAudit, countedCalls } from './call-audit.ts';
 import { PersonalConnections } from './sessions.ts';
 import { rateCounter, type RateCounter } from './rate.ts';
 import { NeedsConnection, UpstreamAccounts, type Bearer } from './accounts.ts';
-import { ensureSigningKey, IdentitySigner, type Subject } from './identity.ts';
+import { ensureSigningKey, IdentitySigner } from './identity.ts';
 import { startUpstreams, type Upstreams } from './discovery.ts';
 import { listedFingerprint } from './listings.ts';
 import { ProtocolFault, SvcFault, UpstreamConnection, UpstreamTimeout } from './connection.ts';
 import { keepFromChildren } from './stdio-sandbox.ts';
 import { OfferedDefinitions, type OfferedTool } from './offered.ts';
 import { ANSWER_MAX, AnswerTooLarge } from './http-fetch.ts';
-
-/** A merged tool name: what MCP clients accept, and no longer than 128. */
-const MERGED_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
-const SEPARATOR = '__';
 
 /** The tool that stands for an `auth = oauth` upstream a caller has not connected to: NAME__connect. */
 const CONNECT_TOOL = 'connect';
@@ -49,20 +46,6 @@ function connectTool(upstream: UpstreamConfig): Tool {
 /** What a merged name a caller may use stands for. */
 export type Resolved = { readonly tool: ToolGate } | { readonly connect: UpstreamConfig };
 
-export const mergedName = (tool: Pick<UpstreamTool, 'upstream' | 'name'>) => `${tool.upstream}${SEPARATOR}${tool.name}`;
-export const offerable = (tool: Pick<UpstreamTool, 'upstream' | 'name'>) => MERGED_NAME.test(mergedName(tool));
-
-/** Who is calling, as the audit trail records it and an identity assertion names them. */
-export interface Caller extends Subject {
-  readonly userId: number;
-  readonly via: string;
-  /** the token's id, or null for a session or the proxy */
-  readonly tokenId: string | null;
-  /** the OAuth grant the token was issued under, if any */
-  readonly grantId: string | null;
-  readonly peer: string;
-}
-
 type Cause = 'unavailable' | 'timeout' | 'protocol' | 'too_large' | 'rate_limited' | 'svc_error' | 'busy';
 
 function refusal(upstream: string, cause: Cause, detail: string): CallToolResult {
@@ -74,11 +57,6 @@ function causeOf(e: unknown): Exclude<Cause, 'rate_limited' | 'busy'> {
   if (e instanceof ProtocolFault) return 'protocol';
   if (e instanceof SvcFault) return 'svc_error';
   if (e instanceof UpstreamTimeout) return 'timeout';
-  if (e instanceof McpError) {
-    if (e.code === ErrorCode.RequestTimeout) return 'timeout';
-    if (e.code === ErrorCode.ConnectionClosed) return 'unavailable';
-    return 'protocol';
-  }
   return 'unavailable';
 }
 
@@ -164,9 +142,9 @@ export class UpstreamGateway {
    * connected to; null for anything else.
    */
   async resolve(name: string, access: Access, userId: number): Promise<Resolved | null> {
-    const at = name.indexOf(SEPARATOR);
-    if (at <= 0 || !MERGED_NAME.test(name)) return null;
-    const [upstream, tool] = [name.slice(0, at), name.slice(at + SEPARATOR.length)];
+    const split = splitMerged(name);
+    if (split === null) return null;
+    const { upstream, name: tool } = split;
     const found = await findTool(this.database.db, upstream, tool);
     const may = found !== null && usable(found, this.config, access);
     const oauthUpstream = this.oauthOf(upstream);
@@ -271,10 +249,9 @@ export class UpstreamGateway {
    * The URL elicitation error that sends the person to connect their account at the upstream. Its message names the
    * URL too: clients that do not show the elicitation show the message.
    */
-  private elicitation(upstream: UpstreamConfig): UrlElicitationRequiredError {
+  private elicitation(upstream: UpstreamConfig): ConnectionNeeded {
     const url = connectUrl(this.config, upstream);
-    const message = `Connect your account at ${upstream.name} to use its tools: ${url}`;
-    return new UrlElicitationRequiredError([{ mode: 'url', message, elicitationId: randomUUID(), url }], message);
+    return new ConnectionNeeded(url, `Connect your account at ${upstream.name} to use its tools: ${url}`);
   }
 
   /**

@@ -17,7 +17,7 @@ import { listToolsPage } from '../../store/upstream-tools.ts';
 import type { PageRequest } from '../../store/paging.ts';
 import { pageHref, pageRequest } from '../paging.ts';
 import { listUsers } from '../../store/users.ts';
-import { offerable } from '../../upstream/gateway.ts';
+import { offerable } from '../../domain/merged-names.ts';
 import { toolLabels, usable } from '../../upstream/access.ts';
 
 const DONE: Record<string, string> = { approve: 'Tool approved.', disable: 'Tool disabled.', label: 'Labels set.', inherit: 'Labels set.' };

@@ -1,4 +1,5 @@
-// /mcp: the SDK's web-standard Streamable HTTP transport in stateless JSON mode, behind the auth core.
+// /mcp: svc's MCP server in both protocol eras, behind the auth core. Each request's body is read and parsed once,
+// here; the era is the SDK's own classification of it (mcp/server.ts), and each era's rules follow from that.
 import { Hono } from 'hono';
 import type { Env, Services } from '../context.ts';
 import { oauthChallenge, resourceMetadataUrl } from '../../oauth/rules.ts';
@@ -8,6 +9,7 @@ import { newSessionId, checkSessionId, declaresUrlElicitation, sessionIdKey } fr
 import { cursorKey } from '../../mcp/cursor.ts';
 import { batchRefusal, opensSession } from '../../mcp/batch.ts';
 import type { McpEndpoint } from '../../mcp/server.ts';
+import { callerOf } from '../../auth/core.ts';
 
 /**
  * The MCP SDK (with zod and Ajv) is loaded on the first /mcp request: a server that has not served MCP yet keeps
@@ -69,7 +71,7 @@ export function mcpRoutes(services: Services): Hono<Env> {
     }
     if (c.req.method === 'DELETE') return c.body(null, 200);
 
-    // Read the body here once: to see whether it opens a session, and to hand it on parsed.
+    // The body is read and parsed here, once; the era, the batch rule and the session are decided from it.
     let parsedBody: unknown;
     const raw = await c.req.text();
     try {
@@ -78,23 +80,32 @@ export function mcpRoutes(services: Services): Hono<Env> {
       parsedBody = undefined;
     }
     if (parsedBody === undefined) return rpcError(400, -32700, 'Parse error: the body is not JSON');
+
+    // Batches in neither era but 2025-03-26's, and small there.
     const batchRefused = batchRefusal(parsedBody, c.req.header('mcp-protocol-version'));
     if (batchRefused !== null) return rpcError(400, -32600, batchRefused);
 
     endpoint ??= loadMcp().then(({ mcpEndpoint }) =>
       mcpEndpoint({ db: services.database.db, cursorKey: cursor, log: services.log, upstreams: services.upstreams ?? null }),
     );
-    const started = performance.now();
-    const response = await (await endpoint).answer(c.req.raw, parsedBody, {
-      principal,
+    const mcp = await endpoint;
+    const era = await mcp.eraOf(c.req.raw, parsedBody);
+    if (era === 'modern') urlElicitation = declaresUrlElicitation(parsedBody, era);
+    const call = {
+      caller: callerOf(principal, c.get('client')),
+      era,
       urlElicitation,
-      peer: c.get('client'),
       // Read only by a broad search: the request makes its AbortController only when asked.
       signal: () => c.req.raw.signal,
-    });
+    };
+    const started = performance.now();
+    const response = await mcp[era](c.req.raw, parsedBody, call);
     countMessages(services, parsedBody, (performance.now() - started) / 1000);
-    if (response.ok && opensSession(parsedBody))
-      response.headers.set('mcp-session-id', newSessionId(key, principal.user.id, { urlElicitation: declaresUrlElicitation(parsedBody) }));
+    if (era === 'legacy' && response.ok && opensSession(parsedBody))
+      response.headers.set(
+        'mcp-session-id',
+        newSessionId(key, principal.user.id, { urlElicitation: declaresUrlElicitation(parsedBody, era) }),
+      );
     return response;
   }
   return app;

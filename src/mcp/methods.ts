@@ -1,0 +1,205 @@
+// What /mcp answers, method by method, in either protocol era: the one place a typed method is dispatched. svc's
+// own tools and the upstreams' tools share tools/list and tools/call; svc's documents are resources. Every answer is
+// decided for the caller of the request it belongs to (domain/caller.ts), handed to each handler with the request.
+import {
+  ProtocolError,
+  ProtocolErrorCode,
+  ResourceNotFoundError,
+  UrlElicitationRequiredError,
+  type Server,
+} from '@modelcontextprotocol/server';
+import { randomUUID } from 'node:crypto';
+import type { Db } from '../db/open.ts';
+import { isBusy, isUnreachable, safeDatabaseMessage } from '../db/errors.ts';
+import type { Caller } from '../domain/caller.ts';
+import { ConnectionNeeded } from '../domain/errors.ts';
+import { deriveKey } from '../domain/secrets.ts';
+import type { Logger } from '../log.ts';
+import { fetchVisible, listVisible } from '../store/items.ts';
+import type { UpstreamGateway } from '../upstream/gateway.ts';
+import { decodeCursor, encodeCursor } from './cursor.ts';
+import { OWN_TOOLS, type ToolAnswer } from './own-tools.ts';
+
+const RESOURCE_PREFIX = 'svc://items/';
+const RESOURCE_PAGE = 100;
+/**
+ * One answer of tools/list is at most 4 MiB; more are paged with nextCursor. The tools' own JSON may take this much
+ * of it, a byte per tool for the commas: the rest holds the answer's envelope and its cursor.
+ */
+const TOOLS_LIST_MAX = 4 * 1024 * 1024 - 1024;
+const OWN_DEFINITIONS = [...OWN_TOOLS.values()].map((t) => t.definition);
+const OWN_BYTES = Buffer.byteLength(JSON.stringify(OWN_DEFINITIONS));
+
+/** What every request's handlers share: the store, the cursor keys, the upstreams, and where failures are told. */
+export interface Shared {
+  readonly db: Db;
+  /** signs resources/list cursors (see cursor.ts); the tools/list key is derived from it */
+  readonly cursorKey: Buffer;
+  readonly log: Logger;
+  /** the upstreams' tools, merged after svc's own; null without [upstream] sections */
+  readonly upstreams: UpstreamGateway | null;
+}
+
+/** Who is calling one request, and what their client declared that an answer depends on. */
+export interface Call {
+  readonly caller: Caller;
+  /** the protocol era the request came in: 2025 (`legacy`) or 2026-07-28 and later (`modern`) */
+  readonly era: 'legacy' | 'modern';
+  /** the client declared URL elicitation: a needed connection is asked for that way */
+  readonly urlElicitation: boolean;
+  /** aborted when the request's client has gone; made only when asked */
+  readonly signal: () => AbortSignal;
+}
+
+/** The key under which a request's Call travels in the AuthInfo the SDK hands each of its handlers. */
+export const CALL = 'svc.call';
+
+/** The handlers' view of the SDK's context: only the AuthInfo that carries the request's Call. */
+interface Context {
+  readonly http?: { readonly authInfo?: { readonly extra?: Record<string, unknown> } };
+}
+
+/**
+ * The Call of the request this message came in, set by the endpoint for this request alone. Without one (which the
+ * endpoint never allows) the handler fails rather than guess.
+ */
+function callOf(ctx: Context): Call {
+  const call = ctx.http?.authInfo?.extra?.[CALL];
+  if (call === undefined) throw new Error('an MCP message came without its caller');
+  return call as Call;
+}
+
+/** The words a caller gets for a failure of svc's own: nothing of svc's insides (the log has the cause). */
+function failure(log: Logger, what: string, e: unknown): ProtocolError {
+  if (e instanceof ProtocolError) return e;
+  log.warn('mcp_handler_failed', { handler: what, error: safeDatabaseMessage(e) });
+  return new ProtocolError(
+    ProtocolErrorCode.InternalError,
+    isBusy(e) || isUnreachable(e)
+      ? 'svc cannot read its database just now; try again shortly'
+      : 'svc failed to answer this call; its log has details',
+  );
+}
+
+/**
+ * A handler whose failure is told to the caller in words that name nothing of svc's insides: a database driver's own
+ * message names the statement or the database server. A tool call's failure is its `isError` result, as MCP has
+ * tools report theirs, but for a connection the person must make first, which is the URL elicitation error.
+ */
+function guarded<R>(log: Logger, what: string, handler: (params: Record<string, unknown>, call: Call) => Promise<R>) {
+  return async (request: { params?: Record<string, unknown> }, ctx: Context): Promise<R | ToolAnswer> => {
+    try {
+      return await handler(request.params ?? {}, callOf(ctx));
+    } catch (e) {
+      if (e instanceof ProtocolError && what === 'tools/call') throw e;
+      if (e instanceof ConnectionNeeded)
+        throw new UrlElicitationRequiredError([{ mode: 'url', message: e.message, elicitationId: randomUUID(), url: e.url }], e.message);
+      if (what !== 'tools/call') throw failure(log, what, e);
+      // The log names the tool: svc's own, or an upstream's merged name.
+      const refused = failure(log, String(request.params?.name).slice(0, 140), e);
+      return { content: [{ type: 'text', text: refused.message }], isError: true };
+    }
+  };
+}
+
+/**
+ * A tool the caller may not use, and one that does not exist: in the 2025 era the `isError` result svc has always
+ * given; from 2026-07-28 the invalid-params error the specification names for an unknown tool.
+ */
+function unknownTool(name: string, era: Call['era']): ToolAnswer {
+  const message = `Unknown tool: ${name.slice(0, 140)}`;
+  if (era === 'modern') throw new ProtocolError(ProtocolErrorCode.InvalidParams, message);
+  return { content: [{ type: 'text', text: message }], isError: true };
+}
+
+/** A cursor of this server's, for this caller; an answer of invalid params for any other. */
+function after(key: Buffer, userId: number, cursor: unknown): string | null {
+  if (cursor === undefined) return null;
+  const last = typeof cursor === 'string' ? decodeCursor(key, userId, cursor) : null;
+  if (last === null) throw new ProtocolError(ProtocolErrorCode.InvalidParams, 'invalid cursor: not one this server gave you');
+  return last;
+}
+
+/** Puts svc's answer to each method it serves on the server. */
+export function installMethods(server: Server, shared: Shared): void {
+  const { db, log, cursorKey, upstreams } = shared;
+  const toolsKey = deriveKey(cursorKey, 'mcp-tools-cursor');
+  const on = server.setRequestHandler.bind(server) as unknown as (method: string, handler: (request: never, ctx: never) => unknown) => void;
+
+  // svc's own tools open the first page, then each upstream tool the caller may use as NAME__TOOL.
+  on(
+    'tools/list',
+    guarded(log, 'tools/list', async (params, { caller }) => {
+      const last = after(toolsKey, caller.userId, params.cursor);
+      if (upstreams === null) return { tools: last === null ? OWN_DEFINITIONS : [] };
+      const theirs = await upstreams.tools(caller.access, caller.userId, last, TOOLS_LIST_MAX - (last === null ? OWN_BYTES : 0));
+      return {
+        tools: last === null ? [...OWN_DEFINITIONS, ...theirs.tools] : theirs.tools,
+        ...(theirs.last === null ? {} : { nextCursor: encodeCursor(toolsKey, caller.userId, theirs.last) }),
+      };
+    }),
+  );
+
+  // An upstream tool the caller may use goes to its upstream; what they may not use reads like a tool that does not
+  // exist.
+  on(
+    'tools/call',
+    guarded(log, 'tools/call', async (params, call) => {
+      const name = typeof params.name === 'string' ? params.name : '';
+      const own = OWN_TOOLS.get(name);
+      if (own) {
+        const parsed = own.parse(params.arguments);
+        if (!parsed.ok) return { content: [{ type: 'text', text: parsed.message }], isError: true };
+        return own.run(parsed.input, { db, caller: call.caller, signal: call.signal });
+      }
+      const resolved = upstreams === null ? null : await upstreams.resolve(name, call.caller.access, call.caller.userId);
+      if (resolved === null || upstreams === null) return unknownTool(name, call.era);
+      const args = params.arguments as Record<string, unknown> | undefined;
+      if ('connect' in resolved) return upstreams.callConnect(resolved.connect, call.caller, call.urlElicitation);
+      return upstreams.call(resolved.tool, args, call.caller, call.urlElicitation);
+    }),
+  );
+
+  on('resources/templates/list', async () => ({
+    resourceTemplates: [
+      {
+        uriTemplate: `${RESOURCE_PREFIX}{id}`,
+        name: 'item',
+        title: 'Document',
+        description: 'A document by id',
+        mimeType: 'text/markdown',
+      },
+    ],
+  }));
+
+  on(
+    'resources/list',
+    guarded(log, 'resources/list', async (params, { caller }) => {
+      const page = await listVisible(db, caller.access, after(cursorKey, caller.userId, params.cursor), RESOURCE_PAGE);
+      return {
+        resources: page.items.map((i) => ({ uri: RESOURCE_PREFIX + i.id, name: i.id, title: i.title, mimeType: 'text/markdown' })),
+        ...(page.last === null ? {} : { nextCursor: encodeCursor(cursorKey, caller.userId, page.last) }),
+      };
+    }),
+  );
+
+  // An invisible document and a missing one are the same answer.
+  on(
+    'resources/read',
+    guarded(log, 'resources/read', async (params, { caller }) => {
+      const uri = typeof params.uri === 'string' ? params.uri : '';
+      const id = uri.startsWith(RESOURCE_PREFIX) ? decodeId(uri.slice(RESOURCE_PREFIX.length)) : null;
+      const item = id === null ? null : await fetchVisible(db, id, caller.access);
+      if (!item) throw new ResourceNotFoundError(uri, `Resource not found: ${uri}`);
+      return { contents: [{ uri, mimeType: 'text/markdown', text: item.text }] };
+    }),
+  );
+}
+
+function decodeId(text: string): string | null {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return null;
+  }
+}
