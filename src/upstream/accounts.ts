@@ -33,7 +33,8 @@ import {
   type UpstreamRevocation,
 } from '../store/upstream-accounts.ts';
 import { mayConnect } from './access.ts';
-import { callbackUrl, OauthClients, OauthSetupError, oauth, type OauthParty } from './oauth.ts';
+import { OauthClients, OauthSetupError, oauth, type OauthParty } from './oauth.ts';
+import { callbackUrl } from './client-document.ts';
 
 const TOKEN_PURPOSE = 'upstream-account-tokens';
 const VERIFIER_PURPOSE = 'upstream-connect-verifier';

@@ -13,7 +13,7 @@ import { seal, unseal } from '../domain/sealed.ts';
 import { deriveKey } from '../domain/secrets.ts';
 import type { Logger } from '../log.ts';
 import { findClient, putClient, type UpstreamClientRow } from '../store/upstream-accounts.ts';
-import { VERSION } from '../version.ts';
+import { clientMetadata, clientMetadataUrl } from './client-document.ts';
 import { AddressRefused, guardedFetch, type AddressRule, type OauthFetch } from './oauth-fetch.ts';
 
 /** How long the server's metadata is kept before it is read again. */
@@ -42,25 +42,7 @@ export interface OauthParty {
 /** Something about the upstream's authorization server that stops svc from connecting anyone; said to the person. */
 export class OauthSetupError extends Error {}
 
-export const callbackUrl = (config: Config, upstream: UpstreamConfig) => `${config.server.baseUrl}/upstreams/${upstream.name}/callback`;
-export const clientMetadataUrl = (config: Config, upstream: UpstreamConfig) =>
-  `${config.server.baseUrl}/upstreams/${upstream.name}/client.json`;
 const resourceOf = (upstream: UpstreamConfig) => (upstream.transport.kind === 'http' ? upstream.transport.url : '');
-
-/** svc's client metadata document for one upstream (published at clientMetadataUrl). */
-export function clientMetadata(config: Config, upstream: UpstreamConfig): Record<string, unknown> {
-  return {
-    client_id: clientMetadataUrl(config, upstream),
-    client_name: `svc at ${new URL(config.server.baseUrl).host}`,
-    client_uri: config.server.baseUrl,
-    redirect_uris: [callbackUrl(config, upstream)],
-    grant_types: ['authorization_code', 'refresh_token'],
-    response_types: ['code'],
-    token_endpoint_auth_method: 'none',
-    software_id: 'svc',
-    software_version: VERSION,
-  };
-}
 
 type RequestOptions = { [oauth.allowInsecureRequests]?: boolean; [oauth.customFetch]: OauthFetch; signal?: AbortSignal };
 

@@ -6,7 +6,7 @@ import type { UpstreamConfig } from '../../config/load.ts';
 import { AppError } from '../../domain/errors.ts';
 import { mayConnect } from '../../upstream/access.ts';
 import type { Person, UpstreamAccounts } from '../../upstream/accounts.ts';
-import { clientMetadata } from '../../upstream/oauth.ts';
+import { clientMetadata } from '../../upstream/client-document.ts';
 import type { Env, Services } from '../context.ts';
 import { nonceOf, STATUS } from '../context.ts';
 import { requireCaller, type SignedCtx } from '../guards.ts';
