@@ -26,6 +26,7 @@ import { createRemoteJWKSet, jwtVerify } from 'jose';
 import { z } from 'zod';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Client as StableLineClient, StreamableHTTPClientTransport as StableLineTransport } from '@modelcontextprotocol/client';
 import { Server as LegacyServer } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import {
@@ -170,6 +171,18 @@ async function startEverything(): Promise<{ process: ChildProcess; url: string }
   return { process: child, url: `http://127.0.0.1:${port}/mcp` };
 }
 
+/** A 2026-07-28 client of svc: the stable line's, pinned to that revision. */
+async function modernAgent(svc: TestServer, user: User): Promise<Client> {
+  const client = new StableLineClient({ name: 'agent', version: '2.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+  await client.connect(
+    new StableLineTransport(new URL(`${svc.url}/mcp`), {
+      requestInit: { headers: { Authorization: `Bearer ${await svc.tokenFor(user)}` } },
+    }),
+  );
+  assert.equal(client.getProtocolEra(), 'modern');
+  return client as unknown as Client;
+}
+
 async function agent(svc: TestServer, user: User): Promise<Client> {
   const client = new Client({ name: 'agent', version: '1.0.0' });
   await client.connect(
@@ -178,6 +191,22 @@ async function agent(svc: TestServer, user: User): Promise<Client> {
     }),
   );
   return client;
+}
+
+/** What a client of svc, of either era, gets of each upstream through /mcp. */
+async function answersThrough(client: Client): Promise<void> {
+  try {
+    const names = (await client.listTools()).tools.map((t) => t.name);
+    for (const name of ['modern__echo', 'modern__deep', 'legacy__echo', 'modern-stdio__echo', 'legacy-stdio__echo'])
+      assert.ok(names.includes(name), `${name} in ${JSON.stringify(names)}`);
+    const modern = await client.callTool({ name: 'modern__echo', arguments: { message: 'hi' } });
+    assert.deepEqual([modern.isError, text(modern), modern.structuredContent], [undefined, 'modern: hi', { echoed: 'hi' }]);
+    assert.equal(text(await client.callTool({ name: 'legacy__echo', arguments: { message: 'hi' } })), 'Echo: hi');
+    assert.equal(text(await client.callTool({ name: 'modern-stdio__echo', arguments: { message: 'hi' } })), 'modern-stdio: hi');
+    assert.equal(text(await client.callTool({ name: 'legacy-stdio__echo', arguments: { message: 'hi' } })), 'legacy-stdio: hi');
+  } finally {
+    await client.close();
+  }
 }
 
 const texts = (r: unknown) => ((r as CallToolResult).content as { text: string }[]).map((c) => c.text);
@@ -276,20 +305,8 @@ ${stdio('legacy')}
     rmSync(dir, { recursive: true, force: true });
   });
 
-  test('each lists and answers through /mcp, the modern ones in 2026-07-28 and the others in 2025', async () => {
-    const client = await agent(svc, people[0]!);
-    try {
-      const names = (await client.listTools()).tools.map((t) => t.name);
-      for (const name of ['modern__echo', 'modern__deep', 'legacy__echo', 'modern-stdio__echo', 'legacy-stdio__echo'])
-        assert.ok(names.includes(name), `${name} in ${JSON.stringify(names)}`);
-      const modern = await client.callTool({ name: 'modern__echo', arguments: { message: 'hi' } });
-      assert.deepEqual([modern.isError, text(modern), modern.structuredContent], [undefined, 'modern: hi', { echoed: 'hi' }]);
-      assert.equal(text(await client.callTool({ name: 'legacy__echo', arguments: { message: 'hi' } })), 'Echo: hi');
-      assert.equal(text(await client.callTool({ name: 'modern-stdio__echo', arguments: { message: 'hi' } })), 'modern-stdio: hi');
-      assert.equal(text(await client.callTool({ name: 'legacy-stdio__echo', arguments: { message: 'hi' } })), 'legacy-stdio: hi');
-    } finally {
-      await client.close();
-    }
+  test('each lists and answers through /mcp, the modern ones in 2026-07-28 and the others in 2025, to clients of both eras', async () => {
+    for (const connect of [agent, modernAgent]) await answersThrough(await connect(svc, people[0]!));
     // What each upstream was asked in: the strict one never saw an initialize, and every request it took was 2026-07-28.
     assert.equal(strict.count('initialize'), 0);
     const taken = strict.seen.filter((s) => s.rpc !== undefined);
