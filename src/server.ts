@@ -132,10 +132,10 @@ async function compose(config: Config, log: Logger, clock: Clock | undefined): P
   if (config.upstreams.length > 0 && config.auth.session)
     await (await import('./upstream/secret-change.ts')).settleSecretChange(database, config.auth.session.secret, log);
   // The upstreams' connections and tool discovery, when there are [upstream] sections (loaded only then).
-  const upstreams =
+  const gateway =
     config.upstreams.length > 0 ? await (await import('./upstream/gateway.ts')).startGateway(config, database, log, metrics) : null;
   const auth = createAuthenticator(channelsFor(config, database, log));
-  const services = { config, database, log, oidc, metrics, auth, upstreams: upstreams?.gateway ?? null };
+  const services = { config, database, log, oidc, metrics, auth, gateway: gateway?.gateway ?? null };
   const app = createApp(services, (c) => getConnInfo(c).remote.address ?? '');
   return {
     database,
@@ -143,7 +143,7 @@ async function compose(config: Config, log: Logger, clock: Clock | undefined): P
     app,
     async close() {
       oidc?.stop();
-      await upstreams?.stop();
+      await gateway?.stop();
       database.close();
       prometheus?.close();
     },

@@ -65,7 +65,7 @@ test('an answer the transport cannot write is still answered, as the call isErro
 }, async () => {
   const { database, close } = await openFresh('embedded');
   try {
-    const endpoint = mcpEndpoint({ db: database.db, cursorKey: Buffer.alloc(32, 1), log: silentLogger, upstreams: gateway });
+    const endpoint = mcpEndpoint({ db: database.db, cursorKey: Buffer.alloc(32, 1), log: silentLogger, gateway });
     const caller = {
       caller: callerOf(principal, '127.0.0.1'),
       era: 'legacy' as const,

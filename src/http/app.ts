@@ -61,7 +61,7 @@ export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
   app.route('/', adminItemRoutes(services));
   app.route('/', adminToolApiRoutes(services));
   app.route('/', adminToolRoutes(services));
-  if (services.upstreams?.accounts) app.route('/', upstreamAccountRoutes(services, services.upstreams.accounts));
+  if (services.gateway?.accounts) app.route('/', upstreamAccountRoutes(services, services.gateway.accounts));
 
   app.notFound((c) => apiError(c, 'not_found', `no such path: ${c.req.method} ${c.req.path}`));
   // The one answer to every refusal thrown below: a page's text or the API's JSON, or the OAuth protocol's JSON.

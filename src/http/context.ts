@@ -21,8 +21,8 @@ export interface Services {
   readonly oidc?: RelyingParty | null;
   /** counts for /metrics; a no-op when metrics_listen is off */
   readonly metrics: Metrics;
-  /** the upstream MCP servers' tools offered on /mcp; null (or absent) without [upstream] sections */
-  readonly upstreams?: UpstreamGateway | null;
+  /** the gateway to the upstream MCP servers, whose tools /mcp offers; null (or absent) without [upstream] sections */
+  readonly gateway?: UpstreamGateway | null;
 }
 
 export interface Env {

@@ -36,8 +36,8 @@ export interface Shared {
   /** signs resources/list cursors (see cursor.ts); the tools/list key is derived from it */
   readonly cursorKey: Buffer;
   readonly log: Logger;
-  /** the upstreams' tools, merged after svc's own; null without [upstream] sections */
-  readonly upstreams: UpstreamGateway | null;
+  /** the gateway to the upstreams, whose tools come after svc's own; null without [upstream] sections */
+  readonly gateway: UpstreamGateway | null;
 }
 
 /** Who is calling one request, and what their client declared that an answer depends on. */
@@ -122,7 +122,7 @@ function after(key: Buffer, userId: number, cursor: unknown): string | null {
 
 /** Puts svc's answer to each method it serves on the server. */
 export function installMethods(server: Server, shared: Shared): void {
-  const { db, log, cursorKey, upstreams } = shared;
+  const { db, log, cursorKey, gateway } = shared;
   const toolsKey = deriveKey(cursorKey, 'mcp-tools-cursor');
   const on = server.setRequestHandler.bind(server) as unknown as (method: string, handler: (request: never, ctx: never) => unknown) => void;
 
@@ -131,8 +131,8 @@ export function installMethods(server: Server, shared: Shared): void {
     'tools/list',
     guarded(log, 'tools/list', async (params, { caller }) => {
       const last = after(toolsKey, caller.userId, params.cursor);
-      if (upstreams === null) return { tools: last === null ? OWN_DEFINITIONS : [] };
-      const theirs = await upstreams.tools(caller.access, caller.userId, last, TOOLS_LIST_MAX - (last === null ? OWN_BYTES : 0));
+      if (gateway === null) return { tools: last === null ? OWN_DEFINITIONS : [] };
+      const theirs = await gateway.tools(caller.access, caller.userId, last, TOOLS_LIST_MAX - (last === null ? OWN_BYTES : 0));
       return {
         tools: last === null ? [...OWN_DEFINITIONS, ...theirs.tools] : theirs.tools,
         ...(theirs.last === null ? {} : { nextCursor: encodeCursor(toolsKey, caller.userId, theirs.last) }),
@@ -152,11 +152,11 @@ export function installMethods(server: Server, shared: Shared): void {
         if (!parsed.ok) return { content: [{ type: 'text', text: parsed.message }], isError: true };
         return own.run(parsed.input, { db, caller: call.caller, signal: call.signal });
       }
-      const resolved = upstreams === null ? null : await upstreams.resolve(name, call.caller.access, call.caller.userId);
-      if (resolved === null || upstreams === null) return unknownTool(name, call.era);
+      const resolved = gateway === null ? null : await gateway.resolve(name, call.caller.access, call.caller.userId);
+      if (resolved === null || gateway === null) return unknownTool(name, call.era);
       const args = params.arguments as Record<string, unknown> | undefined;
-      if ('connect' in resolved) return upstreams.callConnect(resolved.connect, call.caller, call.urlElicitation);
-      return upstreams.call(resolved.tool, args, call.caller, call.urlElicitation);
+      if ('connect' in resolved) return gateway.callConnect(resolved.connect, call.caller, call.urlElicitation);
+      return gateway.call(resolved.tool, args, call.caller, call.urlElicitation);
     }),
   );
 

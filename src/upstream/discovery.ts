@@ -17,7 +17,8 @@ import {
   type FoundTool,
   type ToolDefinition,
 } from '../store/upstream-tools.ts';
-import { UpstreamConnection } from './connection.ts';
+import type { UpstreamConnection } from './connection.ts';
+import type { UpstreamConnections } from './connections.ts';
 import { NeedsConnection, type UpstreamAccounts } from './accounts.ts';
 import { listingOf, mergeListings, whomToList } from './listings.ts';
 
@@ -143,6 +144,7 @@ async function discoverPerPerson(
   database: Database,
   upstream: UpstreamConfig,
   accounts: UpstreamAccounts,
+  connections: UpstreamConnections,
   log: Logger,
 ): Promise<{ changes: DiscoveryChange[]; more: boolean }> {
   const live = await accounts.liveAccounts(upstream);
@@ -152,7 +154,7 @@ async function discoverPerPerson(
   for (let i = 0; i < pick.length; i += LISTINGS_AT_ONCE) {
     await Promise.all(
       pick.slice(i, i + LISTINGS_AT_ONCE).map(async (account) => {
-        const connection = new UpstreamConnection(upstream, log, () => undefined, accounts.source(account.userId, upstream));
+        const connection = connections.listing(upstream, account.userId);
         try {
           listed.set(account, await listFound(connection, log));
         } catch (e) {
@@ -201,9 +203,8 @@ function reason(e: unknown): string {
   return (inner instanceof Error ? inner.message : String(inner)).slice(0, 300);
 }
 
-/** The upstreams svc keeps: one connection each, discovered at start and every `refresh`. */
-export interface Upstreams {
-  readonly connections: ReadonlyMap<string, UpstreamConnection>;
+/** The upstreams' tools, listed at start, every `refresh`, after a failure and when an upstream says they changed. */
+export interface Discovery {
   /** lists an upstream's tools again now (what a failure or list_changed asks for) */
   rediscover(name: string): Promise<void>;
   /** an upstream said its tools changed: listed again, at most once every LIST_CHANGED_MS */
@@ -223,13 +224,13 @@ export interface Upstreams {
 async function listOnceWith(
   database: Database,
   upstream: UpstreamConfig,
-  connections: ReadonlyMap<string, UpstreamConnection>,
+  connections: UpstreamConnections,
   accounts: UpstreamAccounts | null,
   log: Logger,
 ): Promise<{ changes: DiscoveryChange[]; more: boolean }> {
-  if (upstream.oauth === null) return { changes: await discover(database, connections.get(upstream.name)!, log), more: false };
+  if (upstream.oauth === null) return { changes: await discover(database, connections.shared(upstream.name), log), more: false };
   if (accounts === null) return { changes: [], more: false };
-  return discoverPerPerson(database, upstream, accounts, log);
+  return discoverPerPerson(database, upstream, accounts, connections, log);
 }
 
 /** `run(name)` at most once every LIST_CHANGED_MS per name, however often asked: asks in between make one run. */
@@ -250,15 +251,15 @@ function throttled(run: (name: string) => unknown, timers: NodeJS.Timeout[], sto
   };
 }
 
-export function startUpstreams(
+export function startDiscovery(
   config: Config,
   database: Database,
   log: Logger,
   metrics: Metrics,
   /** the people's accounts at `auth = oauth` upstreams; null when there is none */
   accounts: UpstreamAccounts | null,
-): Upstreams {
-  const connections = new Map<string, UpstreamConnection>();
+  connections: UpstreamConnections,
+): Discovery {
   const timers: NodeJS.Timeout[] = [];
   const running = new Map<string, Promise<void>>();
   const retryMs = new Map<string, number>();
@@ -298,16 +299,12 @@ export function startUpstreams(
   // list_changed lists again, at most once every LIST_CHANGED_MS per upstream: a flood of notifications is one listing.
   const soon = throttled(rediscover, timers, () => stopped);
   for (const upstream of config.upstreams) {
-    // The shared connection listens for list changes (a 2026-07-28 upstream tells them on a listen stream only).
-    if (upstream.oauth === null)
-      connections.set(upstream.name, new UpstreamConnection(upstream, log, () => soon(upstream.name), null, { listen: true }));
     void rediscover(upstream.name);
     const timer = setInterval(() => void rediscover(upstream.name), upstream.refreshMs);
     timer.unref();
     timers.push(timer);
   }
   return {
-    connections,
     rediscover,
     listChanged: soon,
     accountsChanged(name) {
@@ -321,7 +318,6 @@ export function startUpstreams(
       stopped = true;
       for (const t of timers) clearTimeout(t);
       await Promise.allSettled([...running.values()]);
-      await Promise.allSettled([...connections.values()].map((c) => c.close()));
     },
   };
 }

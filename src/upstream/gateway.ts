@@ -17,13 +17,13 @@ import { findTool, listApproved, type ToolGate } from '../store/upstream-tools.t
 import { accountFor, listAccounts, type Listing } from '../store/upstream-accounts.ts';
 import { mayConnect, usable } from './access.ts';
 import { CallAudit, countedCalls } from './call-audit.ts';
-import { PersonalConnections } from './sessions.ts';
+import { UpstreamConnections } from './connections.ts';
 import { rateCounter, type RateCounter } from './rate.ts';
 import { NeedsConnection, UpstreamAccounts, type Bearer } from './accounts.ts';
 import { ensureSigningKey, IdentitySigner } from './identity.ts';
-import { startUpstreams, type Upstreams } from './discovery.ts';
+import { startDiscovery, type Discovery } from './discovery.ts';
 import { listedFingerprint } from './listings.ts';
-import { ProtocolFault, SvcFault, UpstreamConnection, UpstreamTimeout } from './connection.ts';
+import { ProtocolFault, SvcFault, UpstreamTimeout } from './connection.ts';
 import { keepFromChildren } from './stdio-sandbox.ts';
 import { OfferedDefinitions, type OfferedTool } from './offered.ts';
 import { ANSWER_MAX, AnswerTooLarge } from './http-fetch.ts';
@@ -77,15 +77,15 @@ export class UpstreamGateway {
   private readonly offered: OfferedDefinitions;
   /** upstreams the last call found unreachable */
   private readonly unreachable = new Set<string>();
-  /** each person's own session, token or process at an upstream */
-  private readonly perPerson: PersonalConnections;
   /** calls that never reach the upstream (over `rate`, told where to connect): one audit row per person, upstream, outcome and minute */
   private readonly counted: ReturnType<typeof countedCalls>;
 
   constructor(
     private readonly config: Config,
     private readonly database: Database,
-    private readonly upstreams: Upstreams,
+    private readonly discovery: Discovery,
+    /** every connection to the upstreams: the one a call goes to is decided there */
+    private readonly connections: UpstreamConnections,
     private readonly log: Logger,
     private readonly metrics: Metrics,
     /** signs identity assertions for upstreams with identity = jwt; null when none has it */
@@ -96,10 +96,6 @@ export class UpstreamGateway {
     this.callAudit = new CallAudit(database);
     this.offered = new OfferedDefinitions(database);
     this.counted = countedCalls(database);
-    this.perPerson = new PersonalConnections((upstream, userId) => {
-      const bearer = upstream.oauth === null ? null : this.accounts!.source(userId, upstream);
-      return new UpstreamConnection(upstream, this.log, () => this.upstreams.listChanged(upstream.name), bearer);
-    });
   }
 
   /**
@@ -291,7 +287,7 @@ export class UpstreamGateway {
       // Signed before a connection is taken: the call starts on it at once, so it counts as in use from the moment
       // it is handed out (a connection not in use may be closed to make room).
       const identity = upstream.identity === 'jwt' ? await this.sign(caller, upstream) : null;
-      const connection = this.connectionFor(upstream, caller.userId);
+      const connection = this.connections.forCall(upstream, caller.userId);
       if (connection === null) return { answer: refusal(upstream.name, 'busy', CAUSE_TEXT.busy), outcome: 'busy' };
       result = (await connection.callTool(tool.name, args, identity)) as CallToolResult;
     } catch (e) {
@@ -324,22 +320,11 @@ export class UpstreamGateway {
     if (up) this.unreachable.delete(upstream);
     else this.unreachable.add(upstream);
     // At most one listing every 10 s, however often callers make the upstream come and go.
-    this.upstreams.listChanged(upstream);
-  }
-
-  /**
-   * The connection a call goes to: the person's own (a session at an HTTP upstream, their token at an `auth = oauth`
-   * one, their process with isolation = user), or a shared stdio upstream's one process; null when the upstream has as
-   * many people's connections as it may and each has a call under way.
-   */
-  private connectionFor(upstream: UpstreamConfig, userId: number): UpstreamConnection | null {
-    const shared = upstream.transport.kind === 'stdio' && upstream.transport.isolation === 'shared';
-    return shared ? this.upstreams.connections.get(upstream.name)! : this.perPerson.get(upstream, userId);
+    this.discovery.listChanged(upstream);
   }
 
   async stop(): Promise<void> {
     await this.counted.flush();
-    await this.perPerson.stop();
   }
 
   private async audit(
@@ -383,20 +368,23 @@ export async function startGateway(
     await ensureSigningKey(database, secret);
     signer = new IdentitySigner(config, database, secret);
   }
-  // auth = oauth: each person's own account; a connection made or ended has the upstream's tools listed again.
-  let upstreams: Upstreams | null = null;
+  // auth = oauth: each person's own account; a connection made or ended has the upstream's tools listed again. An
+  // upstream that says its tools changed, on any connection, has them listed again.
+  let discovery: Discovery | null = null;
   const accounts = config.upstreams.some((u) => u.oauth !== null)
-    ? new UpstreamAccounts(config, database, log, (name) => upstreams?.accountsChanged(name) ?? Promise.resolve())
+    ? new UpstreamAccounts(config, database, log, (name) => discovery?.accountsChanged(name) ?? Promise.resolve())
     : null;
-  upstreams = startUpstreams(config, database, log, metrics, accounts);
+  const connections = new UpstreamConnections(config, log, accounts, (name) => discovery?.listChanged(name));
+  discovery = startDiscovery(config, database, log, metrics, accounts, connections);
   // Tokens of deleted connections still to be revoked (the command line's too): now, and every 10 s.
   accounts?.start();
-  const gateway = new UpstreamGateway(config, database, upstreams, log, metrics, signer, accounts);
+  const gateway = new UpstreamGateway(config, database, discovery, connections, log, metrics, signer, accounts);
   return {
     gateway,
     async stop() {
       await gateway.stop();
-      await upstreams.stop();
+      await discovery.stop();
+      await connections.stop();
       await accounts?.stop();
     },
   };

@@ -50,12 +50,12 @@ export function adminApiRoutes(services: Services): Hono<Env> {
   );
   app.delete('/admin/api/users/:uid', policy(CHANGE), requireAdmin(), async (c) => {
     const disconnected = await adminRemoveUser(database, c.var.actor, c.req.param('uid'));
-    if (disconnected.length > 0) await services.upstreams?.accounts?.revokeSoon();
+    if (disconnected.length > 0) await services.gateway?.accounts?.revokeSoon();
     return c.body(null, 204);
   });
   app.post('/admin/api/users/:uid/tokens/revoke', policy(CHANGE), requireAdmin(), async (c) => {
     const { revoked, upstreamAccounts } = await adminRevokeTokens(database, c.var.actor, c.req.param('uid'));
-    if (upstreamAccounts.length > 0) await services.upstreams?.accounts?.revokeSoon();
+    if (upstreamAccounts.length > 0) await services.gateway?.accounts?.revokeSoon();
     return c.json({ revoked });
   });
   app.post('/admin/api/users/:uid/sessions/end', policy(CHANGE), requireAdmin(), async (c) =>

@@ -177,7 +177,7 @@ function userActionRoutes(app: Hono<Env>, { services, policy, adminPage }: Admin
     return formPost(
       async () => {
         const disconnected = await adminRemoveUser(database, c.var.actor, uid);
-        if (disconnected.length > 0) await services.upstreams?.accounts?.revokeSoon();
+        if (disconnected.length > 0) await services.gateway?.accounts?.revokeSoon();
         return c.redirect('/admin/users?done=removed', 303);
       },
       async (status, error) => c.html(<RemovePage {...frame(c, { error })} user={await getUser(db, uid)} />, status),
@@ -187,7 +187,7 @@ function userActionRoutes(app: Hono<Env>, { services, policy, adminPage }: Admin
 
   app.post('/admin/users/:uid/revoke-tokens', policy(CHANGE), adminPage(), async (c) => {
     const { upstreamAccounts } = await adminRevokeTokens(database, c.var.actor, c.req.param('uid'));
-    if (upstreamAccounts.length > 0) await services.upstreams?.accounts?.revokeSoon();
+    if (upstreamAccounts.length > 0) await services.gateway?.accounts?.revokeSoon();
     return c.redirect(back(c.req.param('uid'), 'tokens'), 303);
   });
 

@@ -86,7 +86,7 @@ export function mcpRoutes(services: Services): Hono<Env> {
     if (batchRefused !== null) return rpcError(400, -32600, batchRefused);
 
     endpoint ??= loadMcp().then(({ mcpEndpoint }) =>
-      mcpEndpoint({ db: services.database.db, cursorKey: cursor, log: services.log, upstreams: services.upstreams ?? null }),
+      mcpEndpoint({ db: services.database.db, cursorKey: cursor, log: services.log, gateway: services.gateway ?? null }),
     );
     const mcp = await endpoint;
     const era = await mcp.eraOf(c.req.raw, parsedBody);

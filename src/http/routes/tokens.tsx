@@ -19,7 +19,7 @@ import { createPersonalToken, restrictOwnToken, revokeOwnToken } from '../../acc
 
 /** The person's connections to the `auth = oauth` upstreams they may connect to; null when there is none. */
 async function connectedServices(services: Services, user: { id: number; labels: readonly string[] }): Promise<ConnectedService[] | null> {
-  const accounts = services.upstreams?.accounts;
+  const accounts = services.gateway?.accounts;
   if (!accounts) return null;
   const mine = new Map((await listAccounts(services.database.db, { userId: user.id })).map((a) => [a.upstream, a]));
   return services.config.upstreams
