@@ -258,6 +258,29 @@ review = auto
       body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'code__whoami', arguments: {} } }),
     });
     assert.equal(forged.status, 403);
+    // A 2026-07-28 client that declares URL elicitation is not answered with the 2025 era's error (that revision asks
+    // through input_required): it gets the call's isError result, naming the URL, and nothing of the SDK's words.
+    const meta = {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientInfo': { name: 'modern', version: '1' },
+      'io.modelcontextprotocol/clientCapabilities': { elicitation: { url: {} } },
+    };
+    const modern = await fetch(`${svc.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        Authorization: `Bearer ${token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'tools/call',
+        'mcp-name': 'code__whoami',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'code__whoami', arguments: {}, _meta: meta } }),
+    });
+    assert.equal(modern.status, 200);
+    const { result } = (await modern.json()) as { result: CallToolResult };
+    assert.equal(result.isError, true);
+    assert.match(text(result), new RegExp(`connect it at ${svc.url}/upstreams/code/connect$`));
   });
 
   test('a Connect link followed from another site asks the person first; the confirmation is a same-origin POST', async () => {

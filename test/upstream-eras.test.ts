@@ -7,10 +7,11 @@
 //   SDK's protocol keys left in `_meta`, `svc/identity` in `_meta` over stdio), verified against svc's JWKS;
 // - each upstream is asked its era once (one server/discover), however many people's sessions and processes follow;
 // - faults stay on the call in the modern era: timeout, too_large, protocol;
-// - a modern upstream's list changes come on the shared connection's one listen stream;
+// - a modern upstream's list changes come on the shared connection's one listen stream; a flood of them ends it;
 // - closing ends each person's 2025 session with a DELETE; a restart asks no era again;
 // - protocol = 2025 to the strict upstream, and protocol = 2026-07-28 to a 2025 one: the call is unavailable;
-// - an upstream that changes its era under svc: the kept era is dropped, asked again, and the call goes through;
+// - an upstream that changes its era under svc: the kept era is dropped and asked again (at most once every 10 s), and a
+//   call the upstream may have acted on is not sent twice;
 // - a 2025 listing with a definition nested 10,000 deep: that tool is held, the rest recorded (svc reads a listing
 //   with its own shallow check; the SDK's 2025 schema overflowed its stack on it and failed the whole listing).
 import { test, describe, before, after } from 'node:test';
@@ -78,6 +79,32 @@ serveStdio(() => {
     if (request.params.name === 'nap') await new Promise((ok) => setTimeout(ok, args.ms));
     if (request.params.name === 'big') return { content: [{ type: 'text', text: 'x'.repeat(11 * 1024 * 1024) }] };
     return { content: [{ type: 'text', text: 'modern-stdio: ' + args.message }, { type: 'text', text: JSON.stringify(request.params._meta ?? {}) }] };
+  });
+  return server;
+}, { legacy: 'reject' });
+`;
+
+/**
+ * A strict 2026-07-28 stdio server with tools that answer the unsupported-version error as another server would
+ * relay it: without the list of revisions, and with a list that holds 2026-07-28.
+ */
+const RELAY_STDIO = `${NOTES}
+import { Server, ProtocolError, UnsupportedProtocolVersionError } from '${SERVER_V2}/index.mjs';
+import { serveStdio } from '${SERVER_V2}/stdio.mjs';
+const object = { type: 'object' };
+serveStdio(() => {
+  const server = new Server({ name: 'relay', version: '1.0.0' }, { capabilities: { tools: {} } });
+  server.setRequestHandler('tools/list', async () => ({ tools: [
+    { name: 'nap', description: 'Sleeps.', inputSchema: object },
+    { name: 'relay', description: 'Relays an error.', inputSchema: object },
+    { name: 'refuse', description: 'Relays a refusal naming 2026-07-28.', inputSchema: object },
+  ] }));
+  server.setRequestHandler('tools/call', async (request) => {
+    const args = request.params.arguments ?? {};
+    if (request.params.name === 'relay') throw new ProtocolError(-32022, 'relayed from elsewhere');
+    if (request.params.name === 'refuse') throw new UnsupportedProtocolVersionError({ supported: ['2026-07-28'], requested: '2099-01-01' });
+    await new Promise((ok) => setTimeout(ok, args.ms));
+    return { content: [{ type: 'text', text: 'slept' }] };
   });
   return server;
 }, { legacy: 'reject' });
@@ -428,6 +455,15 @@ ${stdio('legacy')}
     );
   });
 
+  test('a flood of change notifications ends the listen stream: svc listens again after a wait, and lists no more often', async () => {
+    const listens = strict.count('subscriptions/listen');
+    const listings = strict.count('tools/list');
+    for (let i = 0; i < 200; i++) strict.notify.toolsChanged();
+    await waitFor('listening again', () => strict.count('subscriptions/listen') > listens, { everyMs: 100, timeoutMs: 15_000 });
+    assert.equal(strict.count('subscriptions/listen'), listens + 1, 'the stream svc ended, opened once again');
+    assert.ok(strict.count('tools/list') - listings <= 2, 'two hundred notifications are one listing, and one on listening again');
+  });
+
   test("closing ends each person's 2025 session with a DELETE, and a restart asks no era again", async () => {
     const sessions = new Set(proxy.carried.filter((c) => c.rpc === 'tools/call').map((c) => c.session));
     const probes = [strict.count('server/discover'), proxy.carried.filter((c) => c.rpc === 'server/discover').length];
@@ -518,12 +554,35 @@ review = auto
  */
 async function startTurncoat() {
   const modern = await startStrict('turncoat-credential');
+  // In 2025 it lists what it lists in 2026-07-28, so the approved echo stays approved whichever era it speaks.
+  const listed = await fetch(modern.url, {
+    method: 'POST',
+    headers: {
+      authorization: 'Bearer turncoat-credential',
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': 'tools/list',
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/list',
+      params: {
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+          'io.modelcontextprotocol/clientInfo': { name: 'test', version: '1' },
+          'io.modelcontextprotocol/clientCapabilities': {},
+        },
+      },
+    }),
+  });
+  const echoDefinition = ((await listed.json()) as { result: { tools: { name: string }[] } }).result.tools.find((t) => t.name === 'echo')!;
+  modern.seen.length = 0;
   const sessions = new Map<string, StreamableHTTPServerTransport>();
   const old = () => {
     const server = new LegacyServer({ name: 'old', version: '1.0.0' }, { capabilities: { tools: {} } });
-    server.setRequestHandler(ListToolsRequestSchema, async () => ({
-      tools: [{ name: 'echo', description: 'Echoes its message.', inputSchema: { type: 'object' as const } }],
-    }));
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [echoDefinition] }) as never);
     server.setRequestHandler(CallToolRequestSchema, async (r) => ({
       content: [{ type: 'text', text: `old: ${r.params.arguments?.message}` }],
     }));
@@ -607,19 +666,31 @@ review = auto
     await turncoat?.stop();
   });
 
-  test('the era kept is dropped when the upstream refuses it, asked once again, and the call goes through', async () => {
+  test('the era kept is dropped when the upstream leaves it, asked again at most once every 10 s, and a call it may have acted on is not sent twice', async () => {
     const [a, b] = [await agent(svc, people[0]!), await agent(svc, people[1]!)];
     try {
       const echo = (c: Client, message: string) => c.callTool({ name: 'turncoat__echo', arguments: { message } });
       assert.equal(text(await echo(a, 'one')), 'modern: one');
       assert.equal(turncoat.state.probes, 1);
       turncoat.state.era = 'legacy';
-      assert.equal(text(await echo(a, 'two')), 'old: two', 'refused in 2026-07-28, asked again, answered in 2025');
-      assert.equal(text(await echo(b, 'three')), 'old: three', "bob's first connection starts in the era kept now");
+      const changedAt = Date.now();
+      // A bare 400 to a 2026-07-28 call says the era changed, not that the call was not acted on: it is not sent again.
+      const two = await echo(a, 'two');
+      assert.equal(two.isError, true, text(two));
+      assert.match(text(two), /^upstream "turncoat" unavailable: /);
+      assert.equal(text(await echo(a, 'three')), 'old: three', 'the next call asks again and is answered in 2025');
+      assert.equal(text(await echo(b, 'four')), 'old: four', "bob's first connection starts in the era kept now");
       assert.equal(turncoat.state.probes, 2, 'one more probe for the change, none for bob');
       turncoat.state.era = 'modern';
-      assert.equal(text(await echo(a, 'four')), 'modern: four', "alice's 2025 session refused, asked again");
-      assert.equal(text(await echo(b, 'five')), 'modern: five');
+      // Changed back within 10 s: svc does not ask again yet (an upstream cannot make it ask on every call).
+      const five = await echo(a, 'five');
+      assert.equal(five.isError, true, text(five));
+      assert.equal(turncoat.state.probes, 2);
+      await new Promise((ok) => setTimeout(ok, Math.max(0, changedAt + 10_500 - Date.now())));
+      // The strict upstream refuses alice's 2025 session naming the revisions it serves: not acted on, sent again.
+      assert.equal(text(await echo(a, 'six')), 'modern: six', "alice's 2025 session refused, asked again");
+      assert.equal(turncoat.state.probes, 3);
+      assert.equal(text(await echo(b, 'seven')), 'modern: seven', "bob's connection is replaced in the era alice's learnt");
       assert.equal(turncoat.state.probes, 3);
     } finally {
       await Promise.all([a.close(), b.close()]);
@@ -686,5 +757,56 @@ describe('a 2025 listing with a definition nested 10,000 deep', () => {
     assert.match(String(byName.deep!.held), /nests deeper than 64 levels/);
     const listed = JSON.parse((await svc.ws.svc(['upstream', 'list', '--json'])).stdout) as { name: string; state: string }[];
     assert.equal(listed[0]!.state, 'up');
+  });
+});
+
+describe("an upstream's -32022 that is not about svc's revision", () => {
+  let svc: TestServer;
+  let dir: string;
+  let people: User[];
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'svc-relay-'));
+    writeFileSync(join(dir, 'relay.mjs'), RELAY_STDIO);
+    writeFileSync(join(dir, 'relay.log'), '');
+    svc = await startTestServer({
+      auth: `${DEFAULT_AUTH}
+[upstream relay]
+command = "${process.execPath}" "${join(dir, 'relay.mjs')}"
+env.LOG = ${join(dir, 'relay.log')}
+writable = ${dir}
+review = auto
+timeout = 5s
+`,
+    });
+    people = [
+      await svc.addUser({ uid: 'alice', email: 'alice@example.com', labels: '' }),
+      await svc.addUser({ uid: 'bob', email: 'bob@example.com', labels: '' }),
+    ];
+    await waitFor('relay listed', async () => (await svc.ws.svc(['tool', 'list'])).stdout.includes('relay\trefuse'), { everyMs: 300 });
+  });
+  after(async () => {
+    await svc?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("is that call's protocol fault: the shared process is not restarted under another person's call, nor asked its era again", async () => {
+    const [a, b] = [await agent(svc, people[0]!), await agent(svc, people[1]!)];
+    try {
+      const started = lines(join(dir, 'relay.log')).filter((l) => l === 'start').length;
+      const asked = lines(join(dir, 'relay.log')).filter((l) => l === 'discover').length;
+      const nap = b.callTool({ name: 'relay__nap', arguments: { ms: 1500 } });
+      await new Promise((ok) => setTimeout(ok, 200));
+      for (const name of ['relay__relay', 'relay__refuse', 'relay__relay', 'relay__refuse']) {
+        const r = await a.callTool({ name });
+        assert.equal(r.isError, true);
+        assert.match(text(r), /^upstream "relay" protocol: /);
+      }
+      assert.equal(text(await nap), 'slept', "bob's call under way is answered");
+      const log = lines(join(dir, 'relay.log'));
+      assert.equal(log.filter((l) => l === 'start').length, started, 'the one process was not restarted');
+      assert.equal(log.filter((l) => l === 'discover').length, asked, 'nor asked its era again');
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
   });
 });

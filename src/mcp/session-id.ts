@@ -49,22 +49,11 @@ export function checkSessionId(key: Buffer, id: string, userId: number): Session
   return { check: 'ok', traits: { urlElicitation: marks.includes('u') } };
 }
 
-/** The `_meta` key under which a 2026-07-28 request carries its client's capabilities. */
-const CLIENT_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
-
-/**
- * Whether the client declares URL elicitation (capabilities.elicitation.url): in the 2025 era in its initialize
- * request, in 2026-07-28 in each request's `_meta`.
- */
-export function declaresUrlElicitation(body: unknown, era: 'legacy' | 'modern'): boolean {
+/** Whether an initialize request's client declares URL elicitation (capabilities.elicitation.url). */
+export function declaresUrlElicitation(body: unknown): boolean {
   const messages = Array.isArray(body) ? body : [body];
   return messages.some((m) => {
-    const { method, params } = (m ?? {}) as {
-      method?: unknown;
-      params?: { capabilities?: unknown; _meta?: Record<string, unknown> };
-    };
-    const capabilities =
-      era === 'legacy' ? (method === 'initialize' ? params?.capabilities : undefined) : params?._meta?.[CLIENT_CAPABILITIES];
-    return typeof (capabilities as { elicitation?: { url?: unknown } } | undefined)?.elicitation?.url === 'object';
+    const params = (m as { method?: unknown; params?: { capabilities?: { elicitation?: { url?: unknown } } } } | null)?.params;
+    return (m as { method?: unknown } | null)?.method === 'initialize' && typeof params?.capabilities?.elicitation?.url === 'object';
   });
 }

@@ -163,35 +163,55 @@ function negotiation(upstream: UpstreamConfig): VersionNegotiationMode {
 
 const UNSUPPORTED_VERSION = -32022;
 
-/** The JSON-RPC error code in the body of an HTTP answer the SDK refused, if it holds one. */
-function codeIn(e: SdkHttpError): number | undefined {
+/** The JSON-RPC error in the body of an HTTP answer the SDK refused, if it holds one. */
+function errorIn(e: SdkHttpError): { code?: unknown; data?: unknown } | undefined {
   const text = (e.data as { text?: unknown } | undefined)?.text;
   if (typeof text !== 'string') return undefined;
   try {
-    const code = (JSON.parse(text) as { error?: { code?: unknown } }).error?.code;
-    return typeof code === 'number' ? code : undefined;
+    const error = (JSON.parse(text) as { error?: unknown }).error;
+    return typeof error === 'object' && error !== null ? error : undefined;
   } catch {
     return undefined;
   }
 }
 
+const codeIn = (e: SdkHttpError): unknown => errorIn(e)?.code;
+
 /**
- * Whether the upstream refused a request for the era it was sent in, without acting on it: the specification's
- * unsupported-version error, or (a 2026-07-28 request) an HTTP 400, as a 2025 server answers a request outside any
- * session of its own.
+ * Whether the upstream refused a request for the revision it was sent in, without acting on it: the specification's
+ * unsupported-version error whose list of revisions leaves that one out (a tool that relays another server's
+ * -32022 names no such list, or one that holds it), or, while connecting, an HTTP 400 answer to a 2026-07-28
+ * request, as a 2025 server answers a request outside any session of its own.
  */
+function refusedRevision(e: unknown, revision: string | undefined): boolean {
+  const error = e instanceof ProtocolError ? e : e instanceof SdkHttpError ? errorIn(e) : undefined;
+  if (error?.code !== UNSUPPORTED_VERSION) return false;
+  const supported = (error.data as { supported?: unknown } | undefined)?.supported;
+  return Array.isArray(supported) && revision !== undefined && !supported.includes(revision);
+}
+
+/** Whether a connection could not be made in the era it was started in (a kept one, which the upstream left). */
 function refusedForEra(e: unknown, modern: boolean): boolean {
   if (e instanceof ProtocolError) return e.code === UNSUPPORTED_VERSION;
   if (!(e instanceof SdkHttpError) || e.status !== 400) return false;
   return modern || codeIn(e) === UNSUPPORTED_VERSION;
 }
 
-/** Whether an answer says the upstream no longer speaks the connection's era: refused, or answered in 2025's form. */
-function eraChanged(e: unknown, modern: boolean): boolean {
-  if (refusedForEra(e, modern)) return true;
+/**
+ * Whether an answer on an open connection says the upstream no longer speaks its era: its revision refused, a bare
+ * HTTP 400 to a 2026-07-28 request, or an answer in 2025's form to one. Only the first says the request was not acted on.
+ */
+function eraChanged(e: unknown, modern: boolean, revision: string | undefined): boolean {
+  if (refusedRevision(e, revision)) return true;
+  if (modern && e instanceof SdkHttpError && e.status === 400) return true;
   const violation = e instanceof SdkError ? (e.data as { violation?: unknown } | undefined)?.violation : undefined;
   return modern && violation === 'missing-resultType';
 }
+
+/** An upstream's kept era is dropped at most this often: whatever it answers, svc asks it again no more often. */
+const ERA_FORGET_MS = 10_000;
+/** When each upstream's kept era was last dropped, by upstream and server. */
+const forgotten = new Map<string, number>();
 
 /** An error of the SDK's client as the call's fault: timeout, protocol, or (anything else) unavailable. */
 function asFault(e: unknown): unknown {
@@ -244,8 +264,13 @@ const LISTING = z.looseObject({
   nextCursor: z.string().optional(),
 });
 
-/** Waits before listening again after a listen stream ended: 1 s doubling to 60 s, back to 1 s once one is open. */
+/** Waits before listening again after a listen stream ended: 1 s doubling to 60 s, back to 1 s after a steady one. */
 const LISTEN_AGAIN_FIRST_MS = 1000;
+/** A listen stream open this long was steady: the waits start afresh after it ends. */
+const LISTEN_STEADY_MS = 60_000;
+/** More change notifications than this in LISTEN_NOTICES_MS end a listen stream. */
+const LISTEN_NOTICES = 10;
+const LISTEN_NOTICES_MS = 10_000;
 
 export class UpstreamConnection {
   private client: Promise<Client> | null = null;
@@ -262,6 +287,10 @@ export class UpstreamConnection {
   private inFlight = 0;
   /** listen streams that ended in a row (the wait before the next grows) */
   private listenEnded = 0;
+  /** the listen stream open now, the change notifications heard on it lately, and how to listen again */
+  private listening: { subscription: McpSubscription; heard: number[]; again: () => void } | null = null;
+  /** a connection whose era changed while other calls were under way on it: replaced once they have ended */
+  private replaceWhenIdle: Promise<Client> | null = null;
   /** when the last call ended (or the connection was made) */
   usedAt = Date.now();
 
@@ -331,7 +360,7 @@ export class UpstreamConnection {
         jsonSchemaValidator: NO_SCHEMA_CHECK,
       },
     );
-    client.setNotificationHandler('notifications/tools/list_changed', () => this.onToolsChanged());
+    client.setNotificationHandler('notifications/tools/list_changed', () => this.toolsChanged());
     const { transport, release } = transportFor(
       this.upstream,
       () => {
@@ -407,8 +436,12 @@ export class UpstreamConnection {
     };
     client.listen({ toolsListChanged: true }, { timeout: this.upstream.timeoutMs }).then(
       (subscription: McpSubscription) => {
-        this.listenEnded = 0;
+        const since = Date.now();
+        this.listening = { subscription, heard: [], again };
         void subscription.closed.then((cause) => {
+          if (this.listening?.subscription === subscription) this.listening = null;
+          // Only a stream that stayed open a while starts the waits afresh: one that ends at once waits longer each time.
+          if (Date.now() - since >= LISTEN_STEADY_MS) this.listenEnded = 0;
           if (cause !== 'local') again();
         });
       },
@@ -421,6 +454,27 @@ export class UpstreamConnection {
         if (!(e instanceof ProtocolError)) again();
       },
     );
+  }
+
+  /**
+   * The upstream says its tools changed. On a listen stream, more than LISTEN_NOTICES in LISTEN_NOTICES_MS end the
+   * stream (svc lists the tools again when it listens again, after the wait): a flood costs svc nothing more.
+   */
+  private toolsChanged(): void {
+    const listening = this.listening;
+    if (listening !== null) {
+      const now = Date.now();
+      listening.heard = listening.heard.filter((t) => now - t < LISTEN_NOTICES_MS);
+      listening.heard.push(now);
+      if (listening.heard.length > LISTEN_NOTICES) {
+        this.listening = null;
+        this.log.warn('upstream_listen_flood', { upstream: this.upstream.name });
+        void listening.subscription.close().catch(() => undefined);
+        listening.again();
+        return;
+      }
+    }
+    this.onToolsChanged();
   }
 
   /**
@@ -442,8 +496,10 @@ export class UpstreamConnection {
 
   /**
    * `send` on the connection; when the upstream no longer speaks the connection's era (it changed since the era was
-   * kept), the kept era is dropped, the connection replaced, and `send` made again on one that asks, if the upstream
-   * did not act on it or `repeatable` says it may act twice.
+   * kept), the kept era is dropped (at most once every ERA_FORGET_MS per upstream) and the connection replaced: now,
+   * or once the calls under way on it have ended, so one person's call never cuts off another's. `send` is made again
+   * on a connection that asks when `repeatable` says the upstream may act on it twice, or the upstream refused its
+   * revision (and so did not act on it) and nobody else's call holds the connection.
    */
   private async inEra<T>(current: Promise<Client>, send: (client: Client) => Promise<T>, repeatable: boolean): Promise<T> {
     const client = await current;
@@ -451,12 +507,30 @@ export class UpstreamConnection {
       return await send(client);
     } catch (e) {
       const modern = client.getProtocolEra() === 'modern';
-      if (!eraChanged(e, modern)) throw e;
-      this.forgetEra(modern ? 'modern' : 'legacy');
-      if (this.client === current) this.lost(false);
-      if (!repeatable && !refusedForEra(e, modern)) throw e;
+      const revision = client.getNegotiatedProtocolVersion();
+      if (!eraChanged(e, modern, revision)) throw e;
+      // While svc still keeps the era this connection is in, dropping it costs the next connection a question: at most
+      // once every ERA_FORGET_MS. Once another connection has learnt the upstream's new era, this one is only replaced.
+      const key = eraKey(this.upstream);
+      const mine = modern ? 'modern' : 'legacy';
+      if (eras.get(key)?.kind === mine) {
+        if (Date.now() - (forgotten.get(key) ?? 0) < ERA_FORGET_MS) throw e;
+        forgotten.set(key, Date.now());
+        this.forgetEra(mine);
+      }
+      const othersUnderWay = this.inFlight > (repeatable ? 0 : 1);
+      if (othersUnderWay) this.replaceWhenIdle = current;
+      else if (this.client === current) this.lost(false);
+      if (othersUnderWay || (!repeatable && !refusedRevision(e, revision))) throw e;
       return send(await this.connected());
     }
+  }
+
+  /** The calls under way on a connection whose era changed have ended: it is replaced now. */
+  private settle(): void {
+    if (this.inFlight > 0 || this.replaceWhenIdle === null) return;
+    if (this.client === this.replaceWhenIdle) this.lost(false);
+    this.replaceWhenIdle = null;
   }
 
   /**
@@ -520,6 +594,7 @@ export class UpstreamConnection {
     } finally {
       this.inFlight--;
       this.usedAt = Date.now();
+      this.settle();
     }
   }
 

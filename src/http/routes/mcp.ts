@@ -90,11 +90,12 @@ export function mcpRoutes(services: Services): Hono<Env> {
     );
     const mcp = await endpoint;
     const era = await mcp.eraOf(c.req.raw, parsedBody);
-    if (era === 'modern') urlElicitation = declaresUrlElicitation(parsedBody, era);
     const call = {
       caller: callerOf(principal, c.get('client')),
       era,
-      urlElicitation,
+      // Asked for as the 2025 era's URL elicitation error only: a 2026-07-28 client is asked through input_required,
+      // which svc does not relay yet, so it gets the call's isError result naming the URL.
+      urlElicitation: era === 'legacy' && urlElicitation,
       // Read only by a broad search: the request makes its AbortController only when asked.
       signal: () => c.req.raw.signal,
     };
@@ -102,10 +103,7 @@ export function mcpRoutes(services: Services): Hono<Env> {
     const response = await mcp[era](c.req.raw, parsedBody, call);
     countMessages(services, parsedBody, (performance.now() - started) / 1000);
     if (era === 'legacy' && response.ok && opensSession(parsedBody))
-      response.headers.set(
-        'mcp-session-id',
-        newSessionId(key, principal.user.id, { urlElicitation: declaresUrlElicitation(parsedBody, era) }),
-      );
+      response.headers.set('mcp-session-id', newSessionId(key, principal.user.id, { urlElicitation: declaresUrlElicitation(parsedBody) }));
     return response;
   }
   return app;
