@@ -184,16 +184,9 @@ const resource = (uri: string) => `reads the suite's fixture resource ${uri}; sv
 const NO_PROMPTS = 'prompts/list: svc has prompts only from upstreams, none here, so the method is not found (-32601)';
 const NO_COMPLETIONS = 'completes an argument of the fixture prompt test_prompt_with_arguments; svc offers no completions';
 
-/**
- * Expected failures at 2025-11-25, `scenario › check` -> why. tools-call-simple-text and tools-call-error pass without
- * their fixture tools: the suite takes svc's `isError` "Tool … not found" result for the text and the error it wants.
- */
-const EXPECTED_2025: Record<string, string> = {
-  'completion-complete › completion-complete': NO_COMPLETIONS,
-  'elicitation-sep1034-defaults › elicitation-sep1034-general': tool('test_elicitation_sep1034_defaults'),
-  'elicitation-sep1330-enums › elicitation-sep1330-general': tool('test_elicitation_sep1330_enums'),
+/** The checks of both eras that need the suite's own fixture tools, prompts and resources, which svc does not have. */
+const FIXTURES_BOTH: Record<string, string> = {
   'json-schema-2020-12 › json-schema-2020-12-tool-found': tool('json_schema_2020_12_tool'),
-  'logging-set-level › logging-set-level': 'svc sends no log messages and declares no logging, so logging/setLevel is not found',
   'prompts-get-embedded-resource › prompts-get-embedded-resource': prompt('test_prompt_with_embedded_resource'),
   'prompts-get-simple › prompts-get-simple': prompt('test_simple_prompt'),
   'prompts-get-with-args › prompts-get-with-args': prompt('test_prompt_with_arguments'),
@@ -202,19 +195,28 @@ const EXPECTED_2025: Record<string, string> = {
   'resources-read-binary › resources-read-binary': resource('test://static-binary'),
   'resources-read-text › resources-read-text': resource('test://static-text'),
   'resources-templates-read › resources-templates-read': resource('test://template/123/data'),
-  'resources-subscribe › resources-subscribe': 'subscribes to the fixture test://watched-resource; svc offers no resource subscriptions',
-  'resources-unsubscribe › resources-unsubscribe': 'unsubscribes from the fixture test://watched-resource; svc offers no subscriptions',
-  // Not a fixture: svc's own behaviour (its session ids are signed, not stored, so none can end).
-  'server-session-lifecycle › server-session-terminated-returns-404':
-    'DELETE of a session answers 200 yet the id still works; the spec wants 404 after it (or 405 for DELETE)',
   'tools-call-audio › tools-call-audio': tool('test_audio_content'),
-  'tools-call-elicitation › tools-call-elicitation': tool('test_elicitation'),
   'tools-call-embedded-resource › tools-call-embedded-resource': tool('test_embedded_resource'),
   'tools-call-image › tools-call-image': tool('test_image_content'),
   'tools-call-mixed-content › tools-call-mixed-content': tool('test_multiple_content_types'),
+  'tools-call-with-progress › tools-call-with-progress': tool('test_tool_with_progress'),
+};
+
+/**
+ * Expected failures at 2025-11-25, `scenario › check` -> why. tools-call-simple-text and tools-call-error pass without
+ * their fixture tools: the suite takes svc's `isError` "Tool … not found" result for the text and the error it wants.
+ */
+const EXPECTED_2025: Record<string, string> = {
+  ...FIXTURES_BOTH,
+  'completion-complete › completion-complete': NO_COMPLETIONS,
+  'elicitation-sep1034-defaults › elicitation-sep1034-general': tool('test_elicitation_sep1034_defaults'),
+  'elicitation-sep1330-enums › elicitation-sep1330-general': tool('test_elicitation_sep1330_enums'),
+  'logging-set-level › logging-set-level': 'svc sends no log messages and declares no logging, so logging/setLevel is not found',
+  'resources-subscribe › resources-subscribe': 'subscribes to the fixture test://watched-resource; svc offers no resource subscriptions',
+  'resources-unsubscribe › resources-unsubscribe': 'unsubscribes from the fixture test://watched-resource; svc offers no subscriptions',
+  'tools-call-elicitation › tools-call-elicitation': tool('test_elicitation'),
   'tools-call-sampling › tools-call-sampling': tool('test_sampling'),
   'tools-call-with-logging › tools-call-with-logging': `${tool('test_tool_with_logging')}, after logging/setLevel`,
-  'tools-call-with-progress › tools-call-with-progress': tool('test_tool_with_progress'),
 };
 
 /**
@@ -227,6 +229,7 @@ const EXPECTED_2025: Record<string, string> = {
  * tool list with the fixture tool test_trigger_tool_change).
  */
 const EXPECTED_2026: Record<string, string> = {
+  ...FIXTURES_BOTH,
   'caching › sep-2549-prompts-list-caching-hints': NO_PROMPTS,
   'completion-complete › completion-complete': NO_COMPLETIONS,
   ...Object.fromEntries(
@@ -253,26 +256,12 @@ const EXPECTED_2026: Record<string, string> = {
   'input-required-result-request-state › sep-2322-request-state-incomplete': tool('test_input_required_result_request_state'),
   'input-required-result-result-type › sep-2322-result-type-included': tool('test_input_required_result_elicitation'),
   'input-required-result-tampered-state › sep-2322-reject-tampered-state': tool('test_input_required_result_tampered_state'),
-  'json-schema-2020-12 › json-schema-2020-12-tool-found': tool('json_schema_2020_12_tool'),
-  'prompts-get-embedded-resource › prompts-get-embedded-resource': prompt('test_prompt_with_embedded_resource'),
-  'prompts-get-simple › prompts-get-simple': prompt('test_simple_prompt'),
-  'prompts-get-with-args › prompts-get-with-args': prompt('test_prompt_with_arguments'),
-  'prompts-get-with-image › prompts-get-with-image': prompt('test_prompt_with_image'),
-  'prompts-list › prompts-list': NO_PROMPTS,
-  'resources-read-binary › resources-read-binary': resource('test://static-binary'),
-  'resources-read-text › resources-read-text': resource('test://static-text'),
-  'resources-templates-read › resources-templates-read': resource('test://template/123/data'),
   'server-stateless › sep-2575-server-rejects-undeclared-capability': tool('test_missing_capability'),
   'server-stateless › sep-2575-missing-capability-http-400': tool('test_missing_capability'),
   'server-stateless › sep-2575-http-server-no-independent-requests-on-stream': tool('test_streaming_elicitation'),
   'server-stateless › sep-2575-server-no-log-without-loglevel': tool('test_logging_tool'),
-  'tools-call-audio › tools-call-audio': tool('test_audio_content'),
-  'tools-call-embedded-resource › tools-call-embedded-resource': tool('test_embedded_resource'),
   'tools-call-error › tools-call-error': tool('test_error_handling'),
-  'tools-call-image › tools-call-image': tool('test_image_content'),
-  'tools-call-mixed-content › tools-call-mixed-content': tool('test_multiple_content_types'),
   'tools-call-simple-text › tools-call-simple-text': tool('test_simple_text'),
-  'tools-call-with-progress › tools-call-with-progress': tool('test_tool_with_progress'),
 };
 
 /** Scenarios that judge nothing at 2025-11-25 (every check INFO or SKIPPED), scenario -> why. */

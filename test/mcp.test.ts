@@ -277,6 +277,12 @@ describe('/mcp', () => {
         403,
       );
     }
+    // A session cannot be ended (its id is signed, not stored): DELETE is 405, another user's id still 403 first.
+    const end = (token: string) => fetch(`${s.url}/mcp`, { method: 'DELETE', headers: { ...bearer(token), 'mcp-session-id': sessionId! } });
+    const ended = await end(tokens.enguser!);
+    assert.equal(ended.status, 405);
+    assert.equal(ended.headers.get('allow'), 'POST');
+    assert.equal((await end(tokens.finuser!)).status, 403);
     await client.close();
   });
 

@@ -55,7 +55,7 @@ export function mcpRoutes(services: Services): Hono<Env> {
   async function handle(c: SignedCtx): Promise<Response> {
     const principal = c.var.principal;
     // No server-initiated stream in stateless mode: the spec's answer to GET is 405.
-    if (c.req.method === 'GET') return c.body(null, 405, { Allow: 'POST, DELETE' });
+    if (c.req.method === 'GET') return c.body(null, 405, { Allow: 'POST' });
 
     const sessionId = c.req.header('mcp-session-id');
     keys ??= sessionIdKey(services.config, services.database.db).then((session) => ({ session, cursor: cursorKey(session) }));
@@ -69,7 +69,9 @@ export function mcpRoutes(services: Services): Hono<Env> {
           : rpcError(403, -32000, 'this MCP session belongs to another user');
       urlElicitation = session.traits.urlElicitation;
     }
-    if (c.req.method === 'DELETE') return c.body(null, 200);
+    // A session id is signed, not stored: there is nothing to end, and the id would go on working. The specification's
+    // answer for a server that does not let clients end sessions is 405.
+    if (c.req.method === 'DELETE') return c.body(null, 405, { Allow: 'POST' });
 
     // The body is read and parsed here, once; the era, the batch rule and the session are decided from it.
     let parsedBody: unknown;
