@@ -6,6 +6,7 @@
 // answers of a batch, and then answer the next request on a fresh server.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { isLegacyRequest } from '@modelcontextprotocol/server';
 import { mcpEndpoint } from '../src/mcp/server.ts';
 import type { UpstreamGateway } from '../src/upstream/gateway.ts';
 import { callerOf, type Principal } from '../src/auth/core.ts';
@@ -109,6 +110,31 @@ test('an answer the transport cannot write is still answered, as the call isErro
     assert.equal(body.id, 1);
     assert.deepEqual(body.result.content, [{ type: 'text', text: 'svc could not encode this answer' }]);
     assert.equal(body.result.isError, true);
+  } finally {
+    await close();
+  }
+});
+
+test("the endpoint's era is the SDK's own classification, for what it shortcuts and what it asks the SDK about", async () => {
+  const { database, close } = await openFresh('embedded');
+  try {
+    const endpoint = mcpEndpoint({ db: database.db, cursorKey: Buffer.alloc(32, 1), log: silentLogger, gateway });
+    const claim = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' };
+    const bodies: unknown[] = [
+      modern({ method: 'tools/list' }),
+      { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1, _meta: claim } },
+      { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, _meta: claim } },
+      { jsonrpc: '2.0', id: 1, result: {}, method: 'tools/list', params: { _meta: claim } },
+      { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: { ...claim, 'io.modelcontextprotocol/clientInfo': 7 } } },
+      { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } } },
+      [modern({ method: 'tools/list' })],
+      { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+      { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {} } },
+    ];
+    for (const body of bodies) {
+      const sdk = (await isLegacyRequest(post(body), body)) ? 'legacy' : 'modern';
+      assert.equal(await endpoint.eraOf(post(body), body), sdk, JSON.stringify(body));
+    }
   } finally {
     await close();
   }

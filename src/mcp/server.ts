@@ -9,6 +9,7 @@
 import {
   createMcpHandler,
   isLegacyRequest,
+  PROTOCOL_VERSION_META_KEY,
   ProtocolErrorCode,
   Server,
   WebStandardStreamableHTTPServerTransport,
@@ -50,6 +51,19 @@ function buildServer(shared: Shared): Server {
   return server;
 }
 
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * A message the SDK's classification can only send to its modern path (answered there, or refused by its ladder):
+ * one request or notification, not `initialize`, whose `_meta` names a protocol revision. Such a request is not
+ * classified a second time here; every other body is, by `isLegacyRequest`.
+ */
+function claimsModern(body: unknown): boolean {
+  if (!isObject(body) || 'result' in body || 'error' in body || body.method === 'initialize') return false;
+  const params = body.params;
+  return isObject(params) && isObject(params._meta) && PROTOCOL_VERSION_META_KEY in params._meta;
+}
+
 /** Not the caller's credential: only the request's Call, for svc's own handlers. */
 const authInfoOf = (call: Call): AuthInfo => ({ token: '', clientId: '', scopes: [], extra: { [CALL]: call } });
 
@@ -67,7 +81,7 @@ export function mcpEndpoint(shared: Shared): McpEndpoint {
     },
   );
   return {
-    eraOf: async (request, parsedBody) => ((await isLegacyRequest(request, parsedBody)) ? 'legacy' : 'modern'),
+    eraOf: async (request, parsedBody) => (claimsModern(parsedBody) || !(await isLegacyRequest(request, parsedBody)) ? 'modern' : 'legacy'),
     async legacy(request, parsedBody, call) {
       const server = buildServer(shared);
       const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
