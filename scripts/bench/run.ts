@@ -1,6 +1,7 @@
 // `npm run bench`: measures side by side in one run and prints ratios (never a bare time as a verdict).
 //   1. authenticated `tools/call whoami` on /mcp vs. the same handler without the auth core, with metrics on, without
-//      the request log line, and vs. a bare MCP SDK server answering `tools/call echo` (throughput, svc's p99/p50)
+//      the request log line, and vs. a bare server on each line of the MCP SDK answering `tools/call echo` (v1's in
+//      2025 requests, v2's createMcpHandler in 2026-07-28 requests); svc's whoami in both eras (throughput, p99/p50)
 //   2. `search` over 100,000 generated items with the ACL filter vs. the bare FTS5 query (p50/p99 latency), and
 //      beside 0 vs. 10,000 label sets the caller cannot see; then over 1,000,000 items (2b): a rare term, a common
 //      term, the common term for a user who sees 1%, broad searches in slices vs. one statement, and empty answers
@@ -21,7 +22,7 @@
 // --only mcp|workers|search|scale|backfill|lookup|writes|binary|remote|upstream|statements|allocations (one part).
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { closeSync, copyFileSync, mkdtempSync, openSync, readFileSync, rmSync, existsSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -70,6 +71,11 @@ const say = (line = '') => process.stdout.write(`${line}\n`);
 const BENCH_CALLER = { user: 1, credential: 'bench' };
 
 const fmt = (n: number, digits = 2) => n.toFixed(digits);
+/** The machine's load over 1, 5 and 15 minutes: above ~2 on this 2-core machine, other work shared the cores. */
+const loadAverage = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' / ');
 
 async function prepareDb(name: string): Promise<{ url: string; path: string; database: Database; db: Db; close(): void }> {
   const path = join(work, `${name}.db`);
@@ -79,13 +85,36 @@ async function prepareDb(name: string): Promise<{ url: string; path: string; dat
   return { url, path, database, db: database.db, close: () => database.close() };
 }
 
-// ---------- 1. /mcp throughput, authenticated vs. not ----------
+// ---------- 1. /mcp throughput, authenticated vs. not, in both protocol eras ----------
 
-type Mode = 'auth' | 'direct' | 'metrics' | 'nolog' | 'bare';
+/** The server processes part 1 starts: svc's app four ways, and a bare server on each line of the MCP SDK. */
+type Mode = 'auth' | 'direct' | 'metrics' | 'nolog' | 'bare' | 'bare2';
+/** The requests a row sends: 2025's (stateless, no initialize, no session) or 2026-07-28's (each carrying its revision). */
+type Era = 'legacy' | 'modern';
+/** One row of the part: a server and the requests it is loaded with. */
+interface Row {
+  readonly name: string;
+  readonly mode: Mode;
+  readonly era: Era;
+}
+/**
+ * svc's authenticated server answers both eras from one process (as svc does): its two rows take their turns like the
+ * others, and the order of the rounds alternates, so each era follows the other as often as it precedes it.
+ */
+const ROWS: readonly Row[] = [
+  { name: 'direct', mode: 'direct', era: 'legacy' },
+  { name: 'auth', mode: 'auth', era: 'legacy' },
+  { name: 'auth-2026', mode: 'auth', era: 'modern' },
+  { name: 'metrics', mode: 'metrics', era: 'legacy' },
+  { name: 'nolog', mode: 'nolog', era: 'legacy' },
+  { name: 'bare', mode: 'bare', era: 'legacy' },
+  { name: 'bare2', mode: 'bare2', era: 'modern' },
+];
+const MODES: readonly Mode[] = ['direct', 'auth', 'metrics', 'nolog', 'bare', 'bare2'];
 
 function startServer(mode: Mode, url: string, port: number): Promise<ChildProcess> {
-  // svc's servers run with the flags svc runs with from source (node-flags.ts); the bare server with Node's defaults.
-  const own = mode === 'bare' ? [] : SVC_NODE_FLAGS;
+  // svc's servers run with the flags svc runs with from source (node-flags.ts); the bare ones with Node's defaults.
+  const own = mode === 'bare' || mode === 'bare2' ? [] : SVC_NODE_FLAGS;
   const args = [
     process.execPath,
     ...own,
@@ -113,15 +142,39 @@ function startServer(mode: Mode, url: string, port: number): Promise<ChildProces
   });
 }
 
-async function load(port: number, token: string, seconds: number, mode: Mode): Promise<Timed> {
-  const call = mode === 'bare' ? { name: 'echo', arguments: { text: 'hi' } } : { name: 'whoami', arguments: {} };
+/** The revision a modern request names, in its body's `_meta` and its headers. */
+const MODERN = '2026-07-28';
+
+/**
+ * A `tools/call` as a client of the era sends it. 2025: the stateless request the bench has always sent (no
+ * initialize, no session, no version header). 2026-07-28: `params._meta` with the revision, the client's info and its
+ * capabilities, and the headers MCP-Protocol-Version, Mcp-Method and Mcp-Name (test/mcp-eras.test.ts sends the same).
+ */
+export function toolsCall(era: Era, name: string, args: Record<string, unknown>): { body: string; headers: Record<string, string> } {
+  const base = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+  if (era === 'legacy')
+    return { body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } }), headers: base };
+  const _meta = {
+    'io.modelcontextprotocol/protocolVersion': MODERN,
+    'io.modelcontextprotocol/clientInfo': { name: 'svc-bench', version: '1' },
+    'io.modelcontextprotocol/clientCapabilities': {},
+  };
+  return {
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args, _meta } }),
+    headers: { ...base, 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': name },
+  };
+}
+
+async function load(port: number, token: string, seconds: number, row: Row): Promise<Timed> {
+  const bare = row.mode === 'bare' || row.mode === 'bare2';
+  const { body, headers } = bare ? toolsCall(row.era, 'echo', { text: 'hi' }) : toolsCall(row.era, 'whoami', {});
   return timedLoad({
     url: `http://127.0.0.1:${port}/mcp`,
     method: 'POST',
     connections: 50,
     duration: seconds,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: call }),
+    headers: { authorization: `Bearer ${token}`, ...headers },
+    body,
   });
 }
 
@@ -136,60 +189,87 @@ async function benchUserDb(name: string, labels: string): Promise<{ url: string;
   return { url, token };
 }
 
+/** One answer of each row, read: a wrong answer (an error result, the other era's refusal) must not pass as a rate. */
+async function answersRight(port: number, token: string, row: Row): Promise<void> {
+  const bare = row.mode === 'bare' || row.mode === 'bare2';
+  const { body, headers } = bare ? toolsCall(row.era, 'echo', { text: 'hi' }) : toolsCall(row.era, 'whoami', {});
+  const r = await fetch(`http://127.0.0.1:${port}/mcp`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, ...headers },
+    body,
+  });
+  const text = await r.text();
+  const ok =
+    r.status === 200 &&
+    text.includes('"result"') &&
+    !text.includes('"isError":true') &&
+    (bare ? text.includes('"hi"') : text.includes('bench'));
+  if (!ok) throw new Error(`${row.name}: ${r.status} ${text.slice(0, 300)}`);
+  if (row.era === 'modern' && !text.includes('io.modelcontextprotocol/serverInfo'))
+    throw new Error(`${row.name}: not answered as 2026-07-28 (no serverInfo in _meta): ${text.slice(0, 300)}`);
+}
+
 async function benchMcp(): Promise<void> {
   const { url, token } = await benchUserDb('mcp', 'eng, finance');
   // One server of each kind for the whole part, all on core 0, loaded one at a time and running only in their turns
   // (turns.ts): each stays warm, and short alternating rounds (ABBA) spread drift over all instead of favouring
   // whichever ran first.
   const base = 20000 + Math.floor(Math.random() * 10000);
-  const ports: Record<Mode, number> = { direct: base, auth: base + 1, metrics: base + 2, nolog: base + 3, bare: base + 4 };
-  const modes = ['direct', 'auth', 'metrics', 'nolog', 'bare'] as const;
+  const ports = Object.fromEntries(MODES.map((m, i) => [m, base + i])) as Record<Mode, number>;
   const servers: ChildProcess[] = [];
-  for (const mode of modes) servers.push(await startServer(mode, url, ports[mode]));
-  const rates: Record<Mode, number[]> = { auth: [], direct: [], metrics: [], nolog: [], bare: [] };
-  const p99: Record<Mode, number[]> = { auth: [], direct: [], metrics: [], nolog: [], bare: [] };
-  const p50: Record<Mode, number[]> = { auth: [], direct: [], metrics: [], nolog: [], bare: [] };
-  const server = (mode: Mode) => servers[modes.indexOf(mode)]!;
+  for (const mode of MODES) servers.push(await startServer(mode, url, ports[mode]));
+  const rates: Record<string, number[]> = {};
+  const p99: Record<string, number[]> = {};
+  const p50: Record<string, number[]> = {};
+  for (const row of ROWS) [rates[row.name], p99[row.name], p50[row.name]] = [[], [], []];
+  const server = (mode: Mode) => servers[MODES.indexOf(mode)]!;
   try {
-    for (const mode of modes) {
-      runOnly(servers, [server(mode)]);
-      await load(ports[mode], token, QUICK ? 2 : 5, mode); // warm-up
+    for (const row of ROWS) {
+      runOnly(servers, [server(row.mode)]);
+      await answersRight(ports[row.mode], token, row);
+      await load(ports[row.mode], token, QUICK ? 2 : 5, row); // warm-up
     }
     for (let round = 0; round < ROUNDS * 2; round++) {
-      const order = round % 2 === 0 ? modes : ([...modes].reverse() as unknown as typeof modes);
-      for (const mode of order) {
-        runOnly(servers, [server(mode)]);
-        const { result: r, pct: at } = await load(ports[mode], token, SECONDS, mode);
-        if (r.non2xx > 0 || r.errors > 0) throw new Error(`${mode}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
-        rates[mode].push(r.requests.average);
-        p99[mode].push(at(99));
-        p50[mode].push(at(50));
+      const order = round % 2 === 0 ? ROWS : [...ROWS].reverse();
+      for (const row of order) {
+        runOnly(servers, [server(row.mode)]);
+        const { result: r, pct: at } = await load(ports[row.mode], token, SECONDS, row);
+        if (r.non2xx > 0 || r.errors > 0) throw new Error(`${row.name}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
+        rates[row.name]!.push(r.requests.average);
+        p99[row.name]!.push(at(99));
+        p50[row.name]!.push(at(50));
       }
     }
   } finally {
     runAll(servers);
     for (const s of servers) s.kill('SIGKILL');
   }
-  const [auth, direct, withMetrics, quiet, bare] = [
-    median(rates.auth),
-    median(rates.direct),
-    median(rates.metrics),
-    median(rates.nolog),
-    median(rates.bare),
-  ];
+  const rate = (name: string) => median(rates[name]!);
+  const [auth, modern, direct, withMetrics, quiet, bare, bare2] = ['auth', 'auth-2026', 'direct', 'metrics', 'nolog', 'bare', 'bare2'].map(
+    rate,
+  ) as [number, number, number, number, number, number, number];
+  const fastest = Math.max(bare, bare2);
   say(
     `1. /mcp tools/call, 50 connections, median of ${ROUNDS * 2} alternating rounds of ${SECONDS}s${pin ? ' (servers on core 0, each running only in its turns)' : ' (each server running only in its turns)'}; svc with ${SVC_NODE_FLAGS.join(' ')}${NODE_FLAGS.length > 0 ? `, every server with ${NODE_FLAGS.join(' ')}` : ''}`,
   );
-  const ms = (xs: number[]) => `${fmt(median(xs), 1)} ms`;
-  say(`   svc, authenticated whoami:   ${fmt(auth, 0)} req/s, p50 ${ms(p50.auth)}, p99 ${ms(p99.auth)}`);
-  say(`   svc without auth, whoami:    ${fmt(direct, 0)} req/s, p50 ${ms(p50.direct)}, p99 ${ms(p99.direct)}`);
-  say(`   svc with metrics on, whoami: ${fmt(withMetrics, 0)} req/s, p50 ${ms(p50.metrics)}, p99 ${ms(p99.metrics)}`);
-  say(`   svc without request log:     ${fmt(quiet, 0)} req/s, p50 ${ms(p50.nolog)}, p99 ${ms(p99.nolog)}`);
-  say(`   bare MCP SDK server, echo:   ${fmt(bare, 0)} req/s, p50 ${ms(p50.bare)}, p99 ${ms(p99.bare)}`);
+  const line = (label: string, name: string) =>
+    say(`   ${label.padEnd(40)} ${fmt(rate(name), 0)} req/s, p50 ${fmt(median(p50[name]!), 2)} ms, p99 ${fmt(median(p99[name]!), 2)} ms`);
+  line('svc, authenticated whoami, 2025:', 'auth');
+  line('svc, authenticated whoami, 2026-07-28:', 'auth-2026');
+  line('svc without auth, whoami, 2025:', 'direct');
+  line('svc with metrics on, whoami, 2025:', 'metrics');
+  line('svc without request log, 2025:', 'nolog');
+  line('bare SDK v1 server, echo, 2025:', 'bare');
+  line('bare SDK v2 server, echo, 2026-07-28:', 'bare2');
   say(`   ratio authenticated / without auth: ${fmt(auth / direct)}   (target >= 0.90)`);
-  say(`   ratio svc authenticated / bare SDK server: ${fmt(auth / bare)}   (target >= 0.90)`);
-  say(`   svc p99 / p50: ${fmt(median(p99.auth) / median(p50.auth))}   (target <= 3)`);
-  say(`   svc p99 / p50 by round: ${p99.auth.map((x, i) => fmt(x / p50.auth[i]!)).join(', ')}`);
+  say(`   ratio bare v2 (2026-07-28) / bare v1 (2025): ${fmt(bare2 / bare)}`);
+  say(`   ratio svc 2025 / the faster bare server (${bare >= bare2 ? 'v1' : 'v2'}): ${fmt(auth / fastest)}   (target >= 1.0)`);
+  say(`   ratio svc 2026-07-28 / the faster bare server: ${fmt(modern / fastest)}   (target >= 1.0)`);
+  say(`   ratio svc 2026-07-28 / svc 2025: ${fmt(modern / auth)}   (target >= 0.90)`);
+  say(
+    `   svc p99 / p50, 2025: ${fmt(median(p99.auth!) / median(p50.auth!))}   (target <= 3); 2026-07-28: ${fmt(median(p99['auth-2026']!) / median(p50['auth-2026']!))}`,
+  );
+  say(`   svc p99 / p50 by round, 2025: ${p99.auth!.map((x, i) => fmt(x / p50.auth![i]!)).join(', ')}`);
   say(`   ratio metrics on / off: ${fmt(withMetrics / auth)}   (target >= 0.97)`);
   say(`   ratio with / without the request log line: ${fmt(auth / quiet)}`);
 }
@@ -739,6 +819,7 @@ async function benchBinary(): Promise<void> {
 try {
   if (pin) execFileSync('taskset', ['-pc', '1', String(process.pid)], { stdio: 'ignore' });
   say(`svc benchmark${QUICK ? ' (--quick: smaller sizes, not the reported figures)' : ''}, node ${process.version}`);
+  say(`load average at the start: ${loadAverage()}`);
   say();
   const parts = {
     mcp: benchMcp,
@@ -757,6 +838,7 @@ try {
   for (const [name, run] of Object.entries(parts)) {
     if (opts.only !== undefined && opts.only !== name) continue;
     await run();
+    say(`   (load average after this part: ${loadAverage()})`);
     say();
   }
 } finally {

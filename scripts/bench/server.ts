@@ -6,6 +6,11 @@
 //                                                     without looking at the request (the unauthenticated baseline)
 //   tsx scripts/bench/server.ts bare   -      PORT  -> a bare MCP SDK server: Hono, the web-standard transport,
 //                                                     stateless JSON, one `echo` tool, a shared Ajv validator, no auth
+//                                                     (the MCP SDK's legacy line, @modelcontextprotocol/sdk 1.x; 2025 requests)
+//   tsx scripts/bench/server.ts bare2  -      PORT  -> a bare server on the SDK's stable line (@modelcontextprotocol/server
+//                                                     2.x): its createMcpHandler, strict 2026-07-28 (legacy: 'reject'),
+//                                                     JSON answers, one `echo` tool, a shared Ajv validator, no auth and
+//                                                     no router (node-server hands each request to the handler)
 // The baselines exist only here: the shipped server has no switch that skips authentication.
 import { serve } from '@hono/node-server';
 import { getConnInfo } from '@hono/node-server/conninfo';
@@ -43,6 +48,43 @@ if (mode === 'bare') {
     }
   });
   serve({ fetch: bare.fetch, hostname: '127.0.0.1', port: Number(port) }, () => process.stdout.write('ready\n'));
+  process.once('SIGINT', () => process.exit(0));
+} else if (mode === 'bare2') {
+  const { createMcpHandler, Server } = await import('@modelcontextprotocol/server');
+  const { AjvJsonSchemaValidator } = await import('@modelcontextprotocol/server/validators/ajv');
+  const validator = new AjvJsonSchemaValidator();
+  const echo = {
+    name: 'echo',
+    description: 'echo',
+    inputSchema: { type: 'object' as const, properties: { text: { type: 'string' } }, required: ['text'] },
+  };
+  // The stable line's own way to serve 2026-07-28: a fresh server from the factory for each request. The low-level
+  // Server with the tool's handlers written out, and JSON answers: in alternating rounds against McpServer with a zod
+  // schema (1,961–2,147 req/s, `auto` and `json` answers) it answered 2,572 (docs/performance.md).
+  const handler = createMcpHandler(
+    () => {
+      const server = new Server({ name: 'bare2', version: '1' }, { jsonSchemaValidator: validator, capabilities: { tools: {} } });
+      server.setRequestHandler('tools/list', async () => ({ tools: [echo] }));
+      server.setRequestHandler('tools/call', async ({ params }) => {
+        const text = params.name === 'echo' ? params.arguments?.text : undefined;
+        if (typeof text !== 'string') return { content: [{ type: 'text', text: 'echo takes { text: string }' }], isError: true };
+        return { content: [{ type: 'text', text }] };
+      });
+      return server;
+    },
+    { legacy: 'reject', responseMode: 'json' },
+  );
+  serve(
+    {
+      fetch: (request) =>
+        request.method === 'POST' && new URL(request.url).pathname === '/mcp'
+          ? handler.fetch(request)
+          : new Response(null, { status: 404 }),
+      hostname: '127.0.0.1',
+      port: Number(port),
+    },
+    () => process.stdout.write('ready\n'),
+  );
   process.once('SIGINT', () => process.exit(0));
 } else {
   const config = loadConfig(
