@@ -18,7 +18,7 @@ import { startTestServer, type TestServer } from './helpers/server.ts';
 import { bearer } from './helpers/http.ts';
 import { itemRecord } from './helpers/records.ts';
 import { putItem } from '../src/store/items.ts';
-import { NODE_24, SUITE, type Check } from './helpers/conformance.ts';
+import { exitWithin, NODE_24, SUITE, type Check } from './helpers/conformance.ts';
 
 /** The suite runs an era's scenarios one after another (a few seconds in all), each within PER_SCENARIO_MS. */
 const SUITE_LIMIT_MS = 75_000;
@@ -97,23 +97,7 @@ async function runSuite(url: string, era: Era, expected: string[]): Promise<Suit
     let output = '';
     child.stdout.on('data', (d: Buffer) => (output += d));
     child.stderr.on('data', (d: Buffer) => (output += d));
-    const exited = new Promise<number | null>((resolve, reject) => {
-      child.on('error', reject);
-      child.on('close', resolve);
-    });
-    let timer: NodeJS.Timeout | undefined;
-    const limit = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        child.kill('SIGKILL');
-        reject(new Error(`the conformance suite (${era}) did not finish in ${SUITE_LIMIT_MS / 1000}s; its output:\n${output}`));
-      }, SUITE_LIMIT_MS);
-    });
-    let code: number | null;
-    try {
-      code = await Promise.race([exited, limit]);
-    } finally {
-      clearTimeout(timer);
-    }
+    const code = await exitWithin(child, SUITE_LIMIT_MS, `the conformance suite (${era})`, () => output);
     const scenarios = new Map<string, Check[]>();
     for (const dir of readdirSync(join(out, 'results'))) {
       const name = /^server-(.+)-\d{4}-\d\d-\d\dT[\d-]+Z$/.exec(dir)?.[1];

@@ -13,7 +13,7 @@ import { startTestServer, type TestServer } from './helpers/server.ts';
 import { launchChromium } from './helpers/chromium.ts';
 import { allowInChromium, type Person } from './helpers/consent.ts';
 import { OAUTH_ON, freePort } from './helpers/workspace.ts';
-import { NODE_24, SUITE, type Check } from './helpers/conformance.ts';
+import { exitWithin, NODE_24, SUITE, type Check } from './helpers/conformance.ts';
 
 /** The suite waits up to five minutes for the browser step; a run that is not done by then has failed. */
 const SUITE_LIMIT_MS = 90_000;
@@ -58,10 +58,6 @@ async function runSuite(s: TestServer, chromium: Chromium, clientId: string, por
     let output = '';
     let browserStep: Promise<string | null> | null = null;
     const authorizeAt = `${s.url}/oauth/authorize?`;
-    const exited = new Promise<number | null>((resolve, reject) => {
-      child.on('error', reject);
-      child.on('close', resolve);
-    });
     const onData = (d: Buffer) => {
       output += d;
       if (browserStep) return;
@@ -78,19 +74,7 @@ async function runSuite(s: TestServer, chromium: Chromium, clientId: string, por
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', (d: Buffer) => (output += d));
-    let timer: NodeJS.Timeout | undefined;
-    const limit = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        child.kill('SIGKILL');
-        reject(new Error(`the conformance suite did not finish in ${SUITE_LIMIT_MS / 1000}s; its output:\n${output}`));
-      }, SUITE_LIMIT_MS);
-    });
-    let code: number | null;
-    try {
-      code = await Promise.race([exited, limit]);
-    } finally {
-      clearTimeout(timer);
-    }
+    const code = await exitWithin(child, SUITE_LIMIT_MS, 'the conformance suite', () => output);
     assert.ok(browserStep, `the suite never printed an authorization URL at ${authorizeAt}; its output:\n${output}`);
     const consent = await (browserStep as Promise<string | null>).catch((e: Error) =>
       assert.fail(`the browser step failed: ${e.message}\nsuite output:\n${output}`),
