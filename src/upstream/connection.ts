@@ -20,6 +20,10 @@ import {
   type jsonSchemaValidator,
   type McpSubscription,
   type PriorDiscovery,
+  type Prompt,
+  type Resource,
+  type ResourceTemplateType as ResourceTemplate,
+  type ServerCapabilities,
   type Tool,
   type Transport,
   type VersionNegotiationMode,
@@ -45,6 +49,19 @@ export class ProtocolFault extends Error {}
 export class SvcFault extends Error {}
 /** A call the upstream did not answer within its `timeout` (the call's `timeout` fault). */
 export class UpstreamTimeout extends Error {}
+/** A call its caller cancelled (or whose caller went away) before the upstream answered it. */
+export class Cancelled extends Error {}
+
+/** The requests a caller makes of an upstream through svc. */
+export type RelayedMethod = 'tools/call' | 'prompts/get' | 'resources/read' | 'completion/complete';
+
+/** What of the caller's request goes with it to the upstream, besides its params. */
+export interface Relay {
+  /** the caller asked for progress: the upstream's progress on this request, as it comes */
+  readonly progress?: (progress: { progress: number; total?: number; message?: string }) => void;
+  /** aborted when the caller cancels the request or goes */
+  readonly signal?: AbortSignal;
+}
 /** A tool listing reads at most this many pages. */
 const LIST_PAGES = 20;
 const BACKOFF_MAX_MS = 60_000;
@@ -261,6 +278,34 @@ const LISTING = z.looseObject({
       _meta: z.record(z.string(), z.unknown()).optional(),
     }),
   ),
+  nextCursor: z.string().optional(),
+});
+
+/** Any result: what svc passes through is the caller's client's to check (bounded in size and nesting here). */
+const ANY_RESULT = z.looseObject({});
+
+/** What svc reads of a prompt listing: names and strings checked, the rest looked into by svc's own rule. */
+const PROMPTS = z.looseObject({
+  prompts: z.array(
+    z.looseObject({
+      name: z.string(),
+      title: z.string().optional(),
+      description: z.string().optional(),
+      arguments: z.array(z.looseObject({ name: z.string() })).optional(),
+      _meta: z.record(z.string(), z.unknown()).optional(),
+    }),
+  ),
+  nextCursor: z.string().optional(),
+});
+
+/** What svc reads of a listing of resources or templates: their URI and name, the rest passed on as listed. */
+const RESOURCE_ENTRY = { name: z.string(), title: z.string().optional(), description: z.string().optional(), mimeType: z.string().optional() };
+const RESOURCES = z.looseObject({
+  resources: z.array(z.looseObject({ uri: z.string(), ...RESOURCE_ENTRY })),
+  nextCursor: z.string().optional(),
+});
+const TEMPLATES = z.looseObject({
+  resourceTemplates: z.array(z.looseObject({ uriTemplate: z.string(), ...RESOURCE_ENTRY })),
   nextCursor: z.string().optional(),
 });
 
@@ -566,9 +611,25 @@ export class UpstreamConnection {
 
   /**
    * Calls one tool. Its faults: UpstreamTimeout, ProtocolFault (an error answer, or one svc cannot read),
-   * AnswerTooLarge, SvcFault (svc could not send it), or the SDK's own error (the upstream cannot be reached).
+   * AnswerTooLarge, SvcFault (svc could not send it), Cancelled (the caller cancelled), or the SDK's own error (the
+   * upstream cannot be reached).
    */
-  async callTool(name: string, args: Record<string, unknown> | undefined, identity: string | null = null): Promise<CallToolResult> {
+  async callTool(
+    name: string,
+    args: Record<string, unknown> | undefined,
+    identity: string | null = null,
+    relay: Relay = {},
+  ): Promise<CallToolResult> {
+    return (await this.send('tools/call', { name, ...(args === undefined ? {} : { arguments: args }) }, identity, relay)) as CallToolResult;
+  }
+
+  /**
+   * One request a caller makes of the upstream through svc (a tool call, a prompt, a read, a completion), passed
+   * through as it is, with the identity assertion in its `_meta` when there is one. The caller's progress for it
+   * reaches `relay.progress`; `relay.signal` cancels it at the upstream (the SDK sends notifications/cancelled, or
+   * closes the request's stream). The faults are callTool's.
+   */
+  async send(method: RelayedMethod, params: Record<string, unknown>, identity: string | null, relay: Relay = {}): Promise<Record<string, unknown>> {
     this.inFlight++;
     const current = this.connected();
     const started = Date.now();
@@ -576,13 +637,19 @@ export class UpstreamConnection {
       const meta = identity === null ? {} : { _meta: { [IDENTITY_META]: identity } };
       // A plain request, passed through as it is: no validation against the upstream's own outputSchema (an
       // upstream's pattern could hold svc's event loop; the caller's client validates against the approved schema).
-      const params = { name, ...(args === undefined ? {} : { arguments: args }), ...meta };
-      const send = (client: Client) => client.request({ method: 'tools/call', params }, { timeout: this.upstream.timeoutMs });
+      const request = { method, params: { ...params, ...meta } };
+      const options = {
+        timeout: this.upstream.timeoutMs,
+        ...(relay.signal === undefined ? {} : { signal: relay.signal }),
+        ...(relay.progress === undefined ? {} : { onprogress: relay.progress }),
+      };
+      const send = (client: Client) => client.request(request, ANY_RESULT, options) as Promise<Record<string, unknown>>;
       const answer = await this.inEra(current, send, false);
       // Bounded as it is read: an answer nested deeper could not be written back to the caller.
       if (nestingDepth(answer, NESTING_MAX) > NESTING_MAX) throw new ProtocolFault(`the answer nests deeper than ${NESTING_MAX} levels`);
       return answer;
     } catch (e) {
+      if (relay.signal?.aborted) throw new Cancelled('the caller cancelled the request');
       // Arguments no JSON text can hold (nested too deep for JSON.stringify) fail as the request is written, before
       // anything is sent: svc's failure, not the upstream's.
       if (e instanceof RangeError) throw new SvcFault(`the request could not be encoded: ${e.message}`);
@@ -596,6 +663,80 @@ export class UpstreamConnection {
       this.usedAt = Date.now();
       this.settle();
     }
+  }
+
+  /** What the upstream said it offers when svc connected (connecting first, if need be). */
+  async capabilities(): Promise<ServerCapabilities> {
+    try {
+      return (await this.connected()).getServerCapabilities() ?? {};
+    } catch (e) {
+      throw asFault(e);
+    }
+  }
+
+  /** The upstream's prompts, as listTools reads its tools: up to `max` (one more), at most LIST_PAGES pages. */
+  async listPrompts(max: number): Promise<Prompt[]> {
+    if ((await this.capabilities()).prompts === undefined) return [];
+    try {
+      return (await this.inEra(this.connected(), (client) => this.pagesOf(client, 'prompts/list', PROMPTS, max), true)) as Prompt[];
+    } catch (e) {
+      throw asFault(e);
+    }
+  }
+
+  /** The upstream's resource templates, up to `max` (one more), at most LIST_PAGES pages; none without resources. */
+  async listResourceTemplates(max: number): Promise<ResourceTemplate[]> {
+    if ((await this.capabilities()).resources === undefined) return [];
+    try {
+      return (await this.inEra(this.connected(), (client) => this.pagesOf(client, 'resources/templates/list', TEMPLATES, max), true)) as ResourceTemplate[];
+    } catch (e) {
+      throw asFault(e);
+    }
+  }
+
+  /** One page of the upstream's resources (a caller pages through them with svc's cursor); none without resources. */
+  async listResources(cursor: string | undefined): Promise<{ resources: Resource[]; nextCursor?: string }> {
+    if ((await this.capabilities()).resources === undefined) return { resources: [] };
+    try {
+      return await this.inEra(
+        this.connected(),
+        async (client) => {
+          const answer = await client.request({ method: 'resources/list', params: cursor === undefined ? {} : { cursor } }, RESOURCES, {
+            timeout: this.upstream.timeoutMs,
+          });
+          return {
+            resources: answer.resources as Resource[],
+            ...(answer.nextCursor === undefined ? {} : { nextCursor: answer.nextCursor }),
+          };
+        },
+        true,
+      );
+    } catch (e) {
+      throw asFault(e);
+    }
+  }
+
+  /** The pages of a listing (`key` names its array), up to `max` (one more) entries and LIST_PAGES pages. */
+  private async pagesOf(
+    client: Client,
+    method: 'prompts/list' | 'resources/templates/list',
+    schema: typeof PROMPTS | typeof TEMPLATES,
+    max: number,
+  ): Promise<unknown[]> {
+    const found: unknown[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < LIST_PAGES; page++) {
+      const answer = (await client.request({ method, params: cursor === undefined ? {} : { cursor } }, schema, {
+        timeout: this.upstream.timeoutMs,
+      })) as { prompts?: unknown[]; resourceTemplates?: unknown[]; nextCursor?: string };
+      for (const entry of answer.prompts ?? answer.resourceTemplates ?? []) {
+        if (found.length > max) return found;
+        found.push(entry);
+      }
+      cursor = answer.nextCursor;
+      if (cursor === undefined) break;
+    }
+    return found;
   }
 
   /** Whether a call is under way on this connection: it must not be closed now. */
