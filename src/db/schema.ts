@@ -349,14 +349,17 @@ export const oauthAssertions = sqliteTable(
 );
 
 /**
- * Tools of upstream MCP servers (CONTRACT §6.1), one row per (upstream, tool): the definition last discovered and its
- * fingerprint, the definition an admin approved (what agents are told) and its fingerprint, the tool's own labels
- * (null: its upstream's), and its state: pending, approved, changed, disabled or gone.
+ * What svc reviews of upstream MCP servers (CONTRACT §6.1, §6.3), one row per (upstream, kind, name): a tool, a
+ * prompt or an app (`name`: its upstream `ui://` URI). The definition last discovered and its fingerprint, the
+ * definition an admin approved (what agents are told) and its fingerprint, its own labels (null: its upstream's),
+ * and its state: pending, approved, changed, disabled or gone. The table kept the name it had when it held tools only.
  */
 export const upstreamTools = sqliteTable(
   'upstream_tools',
   {
     upstream: text('upstream').notNull(),
+    /** tool, prompt or app (store/upstream-tools.ts, ReviewedKind) */
+    kind: text('kind').notNull().default('tool'),
     name: text('name').notNull(),
     definition: text('definition').notNull(),
     fingerprint: text('fingerprint').notNull(),
@@ -374,7 +377,7 @@ export const upstreamTools = sqliteTable(
     firstSeenAt: integer('first_seen_at').notNull(),
     updatedAt: integer('updated_at').notNull(),
   },
-  (t) => [primaryKey({ columns: [t.upstream, t.name] })],
+  (t) => [primaryKey({ columns: [t.upstream, t.kind, t.name] })],
 );
 
 /**
