@@ -299,7 +299,12 @@ const PROMPTS = z.looseObject({
 });
 
 /** What svc reads of a listing of resources or templates: their URI and name, the rest passed on as listed. */
-const RESOURCE_ENTRY = { name: z.string(), title: z.string().optional(), description: z.string().optional(), mimeType: z.string().optional() };
+const RESOURCE_ENTRY = {
+  name: z.string(),
+  title: z.string().optional(),
+  description: z.string().optional(),
+  mimeType: z.string().optional(),
+};
 const RESOURCES = z.looseObject({
   resources: z.array(z.looseObject({ uri: z.string(), ...RESOURCE_ENTRY })),
   nextCursor: z.string().optional(),
@@ -629,7 +634,12 @@ export class UpstreamConnection {
    * reaches `relay.progress`; `relay.signal` cancels it at the upstream (the SDK sends notifications/cancelled, or
    * closes the request's stream). The faults are callTool's.
    */
-  async send(method: RelayedMethod, params: Record<string, unknown>, identity: string | null, relay: Relay = {}): Promise<Record<string, unknown>> {
+  async send(
+    method: RelayedMethod,
+    params: Record<string, unknown>,
+    identity: string | null,
+    relay: Relay = {},
+  ): Promise<Record<string, unknown>> {
     this.inFlight++;
     const current = this.connected();
     const started = Date.now();
@@ -688,7 +698,11 @@ export class UpstreamConnection {
   async listResourceTemplates(max: number): Promise<ResourceTemplate[]> {
     if ((await this.capabilities()).resources === undefined) return [];
     try {
-      return (await this.inEra(this.connected(), (client) => this.pagesOf(client, 'resources/templates/list', TEMPLATES, max), true)) as ResourceTemplate[];
+      return (await this.inEra(
+        this.connected(),
+        (client) => this.pagesOf(client, 'resources/templates/list', TEMPLATES, max),
+        true,
+      )) as ResourceTemplate[];
     } catch (e) {
       throw asFault(e);
     }
