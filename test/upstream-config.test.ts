@@ -59,6 +59,7 @@ identity = jwt
 timeout = 10s
 refresh = 2m
 rate = 120/m
+expose = tools resources
 
 [upstream files]
 command = npx -y "@modelcontextprotocol/server-filesystem" '/srv/my docs'
@@ -78,6 +79,7 @@ isolation = user
       token: 'tracker-service-credential',
       identity: 'jwt',
       protocol: 'auto',
+      expose: { tools: true, prompts: false, resources: true },
       timeoutMs: 10_000,
       refreshMs: 120_000,
       rate: { calls: 120, perSeconds: 60 },
@@ -100,6 +102,7 @@ isolation = user
       token: null,
       identity: 'none',
       protocol: 'auto',
+      expose: { tools: true, prompts: true, resources: true },
       timeoutMs: 30_000,
       refreshMs: 300_000,
       rate: null,
@@ -233,6 +236,35 @@ env.QUOTED = 'it''s'
     refused('[upstream t]\nurl = https://t.internal/mcp\nreview = none\n', 'upstream.t.review:');
     refused('[upstream t]\nurl = https://t.internal/mcp\ntools = ok bad/name\n', 'upstream.t.tools:');
     refused('[upstream t]\nurl = https://t.internal/mcp\nidentity = bearer\n', 'upstream.t.identity:');
+  });
+
+  test('expose: tools, prompts and resources (all three by default), by spaces or commas; an unknown word or none refused', () => {
+    const expose = (value: string) => load(`[upstream t]\nurl = https://t.internal/mcp\nexpose = ${value}\n`).upstreams[0]!.expose;
+    assert.deepEqual(load('[upstream t]\nurl = https://t.internal/mcp\n').upstreams[0]!.expose, {
+      tools: true,
+      prompts: true,
+      resources: true,
+    });
+    assert.deepEqual(expose('tools'), { tools: true, prompts: false, resources: false });
+    assert.deepEqual(expose('prompts'), { tools: false, prompts: true, resources: false });
+    assert.deepEqual(expose('resources'), { tools: false, prompts: false, resources: true });
+    assert.deepEqual(expose('resources,tools  prompts'), { tools: true, prompts: true, resources: true });
+    assert.deepEqual(expose('prompts, prompts'), { tools: false, prompts: true, resources: false });
+    for (const [value, word] of [
+      ['tools apps', 'apps'],
+      ['Tools', 'Tools'],
+      ['tool', 'tool'],
+      ['tools/prompts', 'tools/prompts'],
+    ] as const) {
+      const problem = refused(`[upstream t]\nurl = https://t.internal/mcp\nexpose = ${value}\n`, 'upstream.t.expose:');
+      assert.match(problem, new RegExp(`"${word}" is not one of tools, prompts, resources`));
+    }
+    for (const empty of ['', ' , '])
+      assert.match(
+        refused(`[upstream t]\nurl = https://t.internal/mcp\nexpose = ${empty}\n`, 'upstream.t.expose:'),
+        /name at least one of tools, prompts, resources/,
+      );
+    refused('[upstream t]\nurl = https://t.internal/mcp\nexpose\n', 'upstream.t.expose:');
   });
 
   test('token_env: a variable name that is set; its value is never in a message', () => {

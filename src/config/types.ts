@@ -3,7 +3,7 @@ import type { LabelSet } from '../domain/labels.ts';
 import type { NotifyConfig } from './notify.ts';
 import type { UpstreamConfig } from './upstream.ts';
 
-export type { UpstreamProtocol } from './upstream.ts';
+export type { UpstreamExpose, UpstreamProtocol } from './upstream.ts';
 
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];

@@ -30,6 +30,15 @@ export type UpstreamTransport =
 export const UPSTREAM_PROTOCOLS = ['auto', '2025', '2026-07-28'] as const;
 export type UpstreamProtocol = (typeof UPSTREAM_PROTOCOLS)[number];
 
+/** What an upstream offers that may pass through svc (CONTRACT §6.3); `expose` names them, all three by default. */
+export const UPSTREAM_KINDS = ['tools', 'prompts', 'resources'] as const;
+export interface UpstreamExpose {
+  readonly tools: boolean;
+  readonly prompts: boolean;
+  /** its resources, resource templates and apps (`ui://` resources) */
+  readonly resources: boolean;
+}
+
 export interface UpstreamConfig {
   /** a-z 0-9 '-', 1 to 32 characters, starting with a letter: the prefix of its tools (NAME__TOOL) */
   readonly name: string;
@@ -50,6 +59,8 @@ export interface UpstreamConfig {
   readonly identity: 'none' | 'jwt';
   /** the protocol era svc's client speaks to it (UPSTREAM_PROTOCOLS) */
   readonly protocol: UpstreamProtocol;
+  /** which kinds of what it offers pass through; a kind left out is neither listed nor passed on */
+  readonly expose: UpstreamExpose;
   readonly timeoutMs: number;
   readonly refreshMs: number;
   /** calls per person to this upstream, per `perSeconds`; null: no limit */
@@ -95,6 +106,7 @@ const KEYS = [
   'oauth_scopes',
   'oauth_private_network',
   'protocol',
+  'expose',
 ];
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
 const RATE_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600 };
@@ -120,6 +132,7 @@ export function readUpstream(name: string, lines: Lines, env: Env, readSecret: b
     token: readToken(path, section.str('token_env', ''), env, readSecret, problems),
     identity: oneOf(path, 'identity', section.str('identity', 'none'), ['none', 'jwt'], problems),
     protocol: oneOf(path, 'protocol', section.str('protocol', 'auto'), UPSTREAM_PROTOCOLS, problems),
+    expose: readExpose(path, section.str('expose', UPSTREAM_KINDS.join(' ')), problems),
     timeoutMs: seconds(path, 'timeout', section.str('timeout', '30s'), problems) * 1000,
     refreshMs: seconds(path, 'refresh', section.str('refresh', '5m'), problems) * 1000,
     rate: readRate(path, section.str('rate', ''), problems),
@@ -259,6 +272,17 @@ function readTools(path: string, text: string, problems: string[]): readonly str
   const bad = names.find((n) => !TOOL_NAME.test(n));
   if (bad !== undefined) problems.push(`${path}.tools: "${bad.slice(0, 40)}" is not a tool name (A-Z a-z 0-9 _ - ., at most 128)`);
   return [...new Set(names)];
+}
+
+/** expose: kinds separated by spaces or commas, as `tools`; at least one, since an upstream passing nothing is no upstream. */
+function readExpose(path: string, text: string, problems: string[]): UpstreamExpose {
+  const words = text.split(/[\s,]+/).filter((w) => w !== '');
+  const kinds: readonly string[] = UPSTREAM_KINDS;
+  const unknown = words.find((w) => !kinds.includes(w));
+  if (unknown !== undefined) problems.push(`${path}.expose: "${unknown.slice(0, 40)}" is not one of ${UPSTREAM_KINDS.join(', ')}`);
+  else if (words.length === 0)
+    problems.push(`${path}.expose: name at least one of ${UPSTREAM_KINDS.join(', ')}, or leave the key out for all three`);
+  return { tools: words.includes('tools'), prompts: words.includes('prompts'), resources: words.includes('resources') };
 }
 
 /** auth and the oauth_* keys: only `auth = oauth` on a url upstream takes them, and then never token_env. */
