@@ -1,5 +1,5 @@
-// A change to an upstream tool, as the admin JSON API asks for it: `{labels?, state?}`. Labels are an ACL label
-// string or an array (the tool's own), or null (its upstream's); state is approved or disabled.
+// A change to an upstream tool, prompt or app, as the admin JSON API asks for it: `{labels?, state?, fingerprint?}`.
+// Labels are an ACL label string or an array (its own), or null (its upstream's); state is approved or disabled.
 import { badRequest } from '../domain/errors.ts';
 import type { LabelSet } from '../domain/labels.ts';
 import { labelsField, rejectUnknown, type Body } from './fields.ts';

@@ -5,7 +5,7 @@ import type { Item, ItemSummary } from '../store/items.ts';
 import type { AuditEntry } from '../store/audit.ts';
 import type { CreatedToken, TokenInfo } from '../store/tokens.ts';
 import type { GrantListing } from '../store/oauth.ts';
-import type { UpstreamTool } from '../store/upstream-tools.ts';
+import type { UpstreamObject } from '../store/upstream-tools.ts';
 import type { LabelSet } from '../domain/labels.ts';
 import { iso } from '../domain/clock.ts';
 import { UNSEEN } from '../domain/definition-text.ts';
@@ -33,10 +33,14 @@ export function itemJson(i: Item) {
   return { id: i.id, title: i.title, text: i.text, labels: [...i.labels], created_at: iso(i.createdAt), updated_at: iso(i.updatedAt) };
 }
 
-/** An upstream tool; `labels` are the ones that decide (its own, or its upstream's), `own_labels` whether they are its own. */
-export function toolJson(t: UpstreamTool, labels: LabelSet | null) {
+/**
+ * An upstream's tool, prompt or app (`name`: an app's upstream URI); `labels` are the ones that decide (its own, or its
+ * upstream's), `own_labels` whether they are its own.
+ */
+export function objectJson(t: UpstreamObject, labels: LabelSet | null) {
   return {
     upstream: t.upstream,
+    kind: t.kind,
     name: t.name,
     state: t.state,
     labels: labels === null ? null : [...labels],

@@ -1,13 +1,13 @@
-// /admin/tools: the upstreams' tools by upstream, with their state, the labels that decide who may use them (their
-// own or their upstream's), who may, what changed in a definition (the approved one beside the new one), and the
-// approve, label and disable buttons (CONTRACT §6.1).
+// /admin/tools: what svc reviews of its upstreams, by upstream and kind (tools, then prompts, then apps), with their
+// state, the labels that decide who may use them (their own or their upstream's), who may, what changed in a
+// definition (the approved one beside the new one), and the approve, label and disable buttons (CONTRACT §6.1, §6.3).
 import { Layout, PageLinks, formatTime } from './layout.tsx';
 import { Notices, type Frame } from './admin-frame.tsx';
-import type { UpstreamTool } from '../../store/upstream-tools.ts';
+import type { ReviewedKind, UpstreamObject } from '../../store/upstream-tools.ts';
 import { splitHidden } from '../../domain/definition-text.ts';
 
 export interface ToolView {
-  readonly tool: UpstreamTool;
+  readonly object: UpstreamObject;
   /** the labels that decide: its own, or its upstream's; null when its upstream is not configured */
   readonly labels: readonly string[] | null;
   /** why an agent is never offered it, besides its state (a merged name too long, say) */
@@ -62,7 +62,7 @@ function DefinitionText(p: { value: unknown; class: string }) {
 }
 
 function Definition(p: { view: ToolView }) {
-  const t = p.view.tool;
+  const t = p.view.object;
   if (t.state !== 'changed' || t.approvedDefinition === null) return <DefinitionText value={t.definition} class="definition" />;
   return (
     <div class="side-by-side">
@@ -78,13 +78,19 @@ function Definition(p: { view: ToolView }) {
   );
 }
 
+/** The kind's form field: a tool's forms have none (what they posted before there were kinds). */
+function KindField(p: { kind: ReviewedKind }) {
+  return p.kind === 'tool' ? null : <input type="hidden" name="kind" value={p.kind} />;
+}
+
 function ToolActions(p: { view: ToolView }) {
-  const t = p.view.tool;
+  const t = p.view.object;
   const action = `/admin/tools/${encodeURIComponent(t.upstream)}/${encodeURIComponent(t.name)}`;
   return (
     <div class="row">
       {t.state !== 'approved' && t.state !== 'gone' && t.held === null && (
         <form method="post" action={action} class="inline">
+          <KindField kind={t.kind} />
           <input type="hidden" name="action" value="approve" />
           <input type="hidden" name="fingerprint" value={t.fingerprint} />
           <button type="submit">Approve</button>
@@ -92,6 +98,7 @@ function ToolActions(p: { view: ToolView }) {
       )}
       {t.state !== 'disabled' && (
         <form method="post" action={action} class="inline">
+          <KindField kind={t.kind} />
           <input type="hidden" name="action" value="disable" />
           <button type="submit" class="secondary">
             Disable
@@ -99,6 +106,7 @@ function ToolActions(p: { view: ToolView }) {
         </form>
       )}
       <form method="post" action={action} class="inline">
+        <KindField kind={t.kind} />
         <input type="hidden" name="action" value="label" />
         <label>
           Own labels <input name="labels" value={t.labels === null ? '' : t.labels.join(' ')} />
@@ -109,6 +117,7 @@ function ToolActions(p: { view: ToolView }) {
       </form>
       {t.labels !== null && (
         <form method="post" action={action} class="inline">
+          <KindField kind={t.kind} />
           <input type="hidden" name="action" value="inherit" />
           <button type="submit" class="secondary">
             Use its upstream's labels
@@ -120,9 +129,11 @@ function ToolActions(p: { view: ToolView }) {
 }
 
 function ToolCard(p: { view: ToolView }) {
-  const { tool: t, labels } = p.view;
+  const { object: t, labels } = p.view;
+  // data-tool="UPSTREAM/NAME" for a tool, data-prompt and data-app for the others.
+  const named = { [`data-${t.kind}`]: `${t.upstream}/${t.name}` };
   return (
-    <section class="tool" data-tool={`${t.upstream}/${t.name}`} data-state={t.state}>
+    <section class={t.kind} {...named} data-kind={t.kind} data-state={t.state}>
       <h3>
         <Shown text={t.name} /> <span class={`state ${t.state}`}>{t.state}</span>
         {t.held !== null && (
@@ -172,31 +183,61 @@ function ToolCard(p: { view: ToolView }) {
   );
 }
 
+const KINDS: readonly { kind: ReviewedKind; plural: string }[] = [
+  { kind: 'tool', plural: 'tools' },
+  { kind: 'prompt', plural: 'prompts' },
+  { kind: 'app', plural: 'apps' },
+];
+
+/** Links to all kinds, or one: the page shown now is not a link. */
+function KindLinks(p: { kind: ReviewedKind | undefined; link: (kind: ReviewedKind | undefined) => string }) {
+  const choices: { kind: ReviewedKind | undefined; text: string }[] = [
+    { kind: undefined, text: 'all' },
+    ...KINDS.map((k) => ({ kind: k.kind, text: k.plural })),
+  ];
+  return (
+    <nav class="row" aria-label="kinds">
+      Show: {choices.map((c) => (c.kind === p.kind ? <strong>{c.text}</strong> : <a href={p.link(c.kind)}>{c.text}</a>))}
+    </nav>
+  );
+}
+
 export function ToolsPage(
   p: Frame & {
-    tools: readonly ToolView[];
+    views: readonly ToolView[];
     paging: { page: number; more: boolean; link: (page: number) => string };
+    kinds: { shown: ReviewedKind | undefined; link: (kind: ReviewedKind | undefined) => string };
     connected: ConnectedPeople;
   },
 ) {
-  const upstreams = [...new Set([...p.tools.map((v) => v.tool.upstream), ...p.connected.keys()])];
+  const upstreams = [...new Set([...p.views.map((v) => v.object.upstream), ...p.connected.keys()])];
   return (
-    <Layout title="Tools" nonce={p.nonce} signedIn={{ uid: p.me.uid, admin: true, canLogout: p.me.canLogout }}>
-      <h1>Upstream tools</h1>
+    <Layout title="Tools, prompts and apps" nonce={p.nonce} signedIn={{ uid: p.me.uid, admin: true, canLogout: p.me.canLogout }}>
+      <h1>Upstream tools, prompts and apps</h1>
       <Notices notice={p.notice} error={p.error} />
-      {upstreams.length === 0 && <p class="muted">No upstream tool yet: svc lists them from each [upstream] section once it serves.</p>}
+      <KindLinks kind={p.kinds.shown} link={p.kinds.link} />
+      {upstreams.length === 0 && (
+        <p class="muted">Nothing to review yet: svc lists the tools and prompts of each [upstream] section once it serves.</p>
+      )}
       {upstreams.map((u) => (
         <>
           <h2>{u}</h2>
           {p.connected.has(u) && <Connected people={p.connected.get(u)!} />}
-          {p.tools
-            .filter((v) => v.tool.upstream === u)
-            .map((v) => (
-              <ToolCard view={v} />
-            ))}
+          {KINDS.map(({ kind, plural }) => {
+            const views = p.views.filter((v) => v.object.upstream === u && v.object.kind === kind);
+            if (views.length === 0) return null;
+            return (
+              <>
+                {kind !== 'tool' && <h2 class="kind">{`${u}: ${plural}`}</h2>}
+                {views.map((v) => (
+                  <ToolCard view={v} />
+                ))}
+              </>
+            );
+          })}
         </>
       ))}
-      <PageLinks {...p.paging} what="tools" />
+      <PageLinks {...p.paging} what={p.kinds.shown === undefined ? 'tools, prompts and apps' : `${p.kinds.shown}s`} />
     </Layout>
   );
 }

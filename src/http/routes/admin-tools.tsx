@@ -1,5 +1,6 @@
-// /admin/tools for admins signed in by session or through the proxy: the page, and its approve, label and disable
-// forms, through the same admin action as the JSON API and the CLI (CONTRACT §6.1).
+// /admin/tools for admins signed in by session or through the proxy: the page of what svc reviews of its upstreams
+// (tools, prompts and apps), and its approve, label and disable forms, through the same admin action as the JSON API
+// and the CLI (CONTRACT §6.1, §6.3). A form names its object's kind in a `kind` field (none: a tool).
 import { Hono } from 'hono';
 import type { Env, Services } from '../context.ts';
 import { nonceOf } from '../context.ts';
@@ -9,41 +10,55 @@ import { adminKit } from './admin-kit.ts';
 import { formPost, readBody } from '../forms.ts';
 import { ToolsPage, type ConnectedPeople, type ToolView } from '../pages/admin-tools.tsx';
 import { listAccounts } from '../../store/upstream-accounts.ts';
-import { changeToolAs } from '../../admin/tools.ts';
+import { changeObjectAs } from '../../admin/tools.ts';
 import { labelsField } from '../../requests/fields.ts';
 import type { ToolChange } from '../../requests/tools.ts';
 import { badRequest } from '../../domain/errors.ts';
-import { listToolsPage } from '../../store/upstream-tools.ts';
+import { listObjectsPage, REVIEWED_KINDS, type ReviewedKind } from '../../store/upstream-tools.ts';
 import type { PageRequest } from '../../store/paging.ts';
+import type { UpstreamObject } from '../../store/upstream-tools.ts';
 import { pageHref, pageRequest } from '../paging.ts';
 import { listUsers } from '../../store/users.ts';
 import { offerable } from '../../domain/merged-names.ts';
 import { toolLabels, usable } from '../../upstream/access.ts';
 
-const DONE: Record<string, string> = { approve: 'Tool approved.', disable: 'Tool disabled.', label: 'Labels set.', inherit: 'Labels set.' };
+const DONE: Record<string, string> = { approve: 'Approved.', disable: 'Disabled.', label: 'Labels set.', inherit: 'Labels set.' };
+const KIND_NAMES: Record<ReviewedKind, string> = { tool: 'Tool', prompt: 'Prompt', app: 'App' };
+/** What the page says after a change: `Prompt approved.`, `Labels set.` */
+function doneNotice(done: string | undefined, kind: ReviewedKind | undefined): string | undefined {
+  if (done === 'approve' || done === 'disable') return `${KIND_NAMES[kind ?? 'tool']} ${done}d.`;
+  return done === undefined ? undefined : DONE[done];
+}
+/** The kind a query or a form names; none (or another word) is a tool, or, for the page's filter, every kind. */
+const kindOf = (value: unknown): ReviewedKind | undefined => REVIEWED_KINDS.find((k) => k === value);
 /** Users named per tool; the rest are counted. */
 const USERS_SHOWN = 20;
 
-/** One page of tools (50; of one upstream with ?upstream=NAME), each with who may use it. */
+/** Why an object is never offered under its name, besides its state: a tool's or a prompt's merged name (an app keeps its URI). */
+function notOffered(object: UpstreamObject): string | null {
+  if (object.kind === 'app' || offerable(object)) return null;
+  const merged = object.kind === 'tool' ? 'NAME__TOOL' : 'NAME__PROMPT';
+  return `its name as ${merged} is longer than 128 characters or has characters other than A-Z a-z 0-9 _ - .`;
+}
+
+/** One page of objects (50; of one upstream with ?upstream=NAME, of one kind with ?kind=), each with who may use it. */
 async function toolViews(
   { database, config }: Services,
   request: PageRequest,
-  only: { upstream?: string },
+  only: { upstream?: string; kind?: ReviewedKind },
 ): Promise<{ views: ToolView[]; more: boolean }> {
-  const [tools, users] = await Promise.all([listToolsPage(database.db, request, only), listUsers(database.db)]);
-  const views = tools.rows.map((tool) => {
-    const may = users.filter((u) => usable(tool, config, { labels: u.labels, restriction: null })).map((u) => u.uid);
+  const [objects, users] = await Promise.all([listObjectsPage(database.db, request, only), listUsers(database.db)]);
+  const views = objects.rows.map((object) => {
+    const may = users.filter((u) => usable(object, config, { labels: u.labels, restriction: null })).map((u) => u.uid);
     return {
-      tool,
-      labels: toolLabels(tool, config.upstreams),
-      notOffered: offerable(tool)
-        ? null
-        : 'its name as NAME__TOOL is longer than 128 characters or has characters other than A-Z a-z 0-9 _ - .',
+      object,
+      labels: toolLabels(object, config.upstreams),
+      notOffered: notOffered(object),
       users: may.slice(0, USERS_SHOWN),
       userCount: may.length,
     };
   });
-  return { views, more: tools.more };
+  return { views, more: objects.more };
 }
 
 /** Per `auth = oauth` upstream, the people connected to it and how: never a token. */
@@ -67,14 +82,31 @@ async function page(services: Services, c: SignedCtx, status: 200 | 400 | 409 = 
   const frame = {
     nonce: nonceOf(c),
     me: { uid: principal.user.uid, canLogout: principal.via === 'session' },
-    notice: DONE[c.req.query('done') ?? ''],
+    notice: doneNotice(c.req.query('done'), kindOf(c.req.query('of'))),
     ...(error ? { error } : {}),
   };
   const request = pageRequest(c);
   const upstream = c.req.query('upstream');
-  const { views, more } = await toolViews(services, request, upstream === undefined ? {} : { upstream });
+  const kind = kindOf(c.req.query('kind'));
+  const { views, more } = await toolViews(services, request, {
+    ...(upstream === undefined ? {} : { upstream }),
+    ...(kind ? { kind } : {}),
+  });
   const paging = { page: request.page, more, link: (n: number) => pageHref(c, 'page', n) };
-  return c.html(<ToolsPage {...frame} tools={views} paging={paging} connected={await connectedPeople(services)} />, status);
+  const kinds = { shown: kind, link: (k: ReviewedKind | undefined) => kindHref(c.req.url, k) };
+  return c.html(<ToolsPage {...frame} views={views} paging={paging} kinds={kinds} connected={await connectedPeople(services)} />, status);
+}
+
+/** The page's address showing one kind, or (undefined) every kind, from its first page. */
+function kindHref(url: string, kind: ReviewedKind | undefined): string {
+  const u = new URL(url);
+  u.searchParams.delete('page');
+  u.searchParams.delete('done');
+  u.searchParams.delete('of');
+  if (kind === undefined) u.searchParams.delete('kind');
+  else u.searchParams.set('kind', kind);
+  const query = u.searchParams.toString();
+  return `${u.pathname}${query ? `?${query}` : ''}`;
 }
 
 function changeFrom(body: Record<string, unknown>): ToolChange {
@@ -88,8 +120,8 @@ function changeFrom(body: Record<string, unknown>): ToolChange {
       return { labels: null };
     case 'label': {
       const labels = labelsField(typeof body.labels === 'string' ? body.labels : '');
-      // An empty field would make the tool open to every user: that takes the API or svc tool label --labels ''.
-      if (labels.length === 0) throw badRequest("labels: give the tool's own labels, or use its upstream's", 'labels');
+      // An empty field would open it to every user: that takes the API or svc tool label --labels ''.
+      if (labels.length === 0) throw badRequest("labels: give its own labels, or use its upstream's", 'labels');
       return { labels };
     }
     default:
@@ -101,12 +133,15 @@ export function adminToolRoutes(services: Services): Hono<Env> {
   const app = new Hono<Env>();
   const { policy, adminPage } = adminKit(services);
   app.get('/admin/tools', policy(READ), adminPage(), (c) => page(services, c));
-  app.post('/admin/tools/:upstream/:tool', policy(CHANGE), adminPage(), async (c) => {
+  app.post('/admin/tools/:upstream/:name', policy(CHANGE), adminPage(), async (c) => {
     const body = await readBody(c);
     return formPost(
       async () => {
-        await changeToolAs(services.database, c.var.actor, c.req.param('upstream'), c.req.param('tool'), changeFrom(body));
-        return c.redirect(`/admin/tools?done=${String(body.action)}`, 303);
+        if (body.kind !== undefined && kindOf(body.kind) === undefined) throw badRequest('kind: tool, prompt or app', 'kind');
+        const kind = kindOf(body.kind) ?? 'tool';
+        const ref = { upstream: c.req.param('upstream'), kind, name: c.req.param('name') };
+        await changeObjectAs(services.database, c.var.actor, ref, changeFrom(body));
+        return c.redirect(`/admin/tools?done=${String(body.action)}${kind === 'tool' ? '' : `&of=${kind}`}`, 303);
       },
       (status, error) => page(services, c, status, error),
       ['bad_request', 'conflict'],
