@@ -1,6 +1,7 @@
-// Discovery: what each upstream offers, recorded as tool rows. At start, when an upstream says its list changed,
-// every `refresh`, and after a failure. A change of state is audited (actor: the upstream).
-import type { Tool } from '@modelcontextprotocol/client';
+// Discovery: what each upstream offers, recorded as reviewed rows: its tools, and (on its shared connection, when
+// `expose` lets them through) its prompts. At start, when an upstream says its list changed, every `refresh`, and
+// after a failure. A change of state is audited (actor: the upstream): `tool.pending`, `prompt.changed`…
+import type { Prompt, Tool } from '@modelcontextprotocol/client';
 import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { Database, Tx } from '../db/open.ts';
 import { canonicalJson, nestingDepth, sha256 } from '../domain/canonical-json.ts';
@@ -14,7 +15,12 @@ import {
   recordUpstreamStatus,
   toolFingerprints,
   type DiscoveryChange,
+  type Found,
+  type FoundPrompt,
   type FoundTool,
+  type PromptDefinition,
+  type ReviewedDefinition,
+  type ReviewedKind,
   type ToolDefinition,
 } from '../store/upstream-tools.ts';
 import type { UpstreamConnection } from './connection.ts';
@@ -33,46 +39,66 @@ export function definitionOf(tool: Tool): ToolDefinition {
   };
 }
 
-/** At most this many tools of one upstream are kept, and none whose name is longer than this. */
+/** A prompt's definition as svc keeps and fingerprints it: title, description and arguments. */
+export function promptDefinitionOf(prompt: Prompt): PromptDefinition {
+  return {
+    ...(prompt.title === undefined ? {} : { title: prompt.title }),
+    ...(prompt.description === undefined ? {} : { description: prompt.description }),
+    ...(prompt.arguments === undefined ? {} : { arguments: prompt.arguments }),
+  };
+}
+
+/** At most this many tools of one upstream are kept, and none whose name is longer than NAME_MAX. */
 export const TOOLS_PER_UPSTREAM = 1000;
+/** The same for prompts. */
+export const PROMPTS_PER_UPSTREAM = 1000;
 const NAME_MAX = 128;
-/** What is kept of a held definition too large or too deep to keep: it is shown as this, with the reason. */
+/** What is kept of a held tool's definition too large or too deep to keep: it is shown as this, with the reason. */
 const NOT_KEPT: ToolDefinition = { inputSchema: { type: 'object' } };
 
 /**
- * One listed tool as svc records it: its definition, the fingerprint of that definition's canonical JSON, and why it
- * is held, if it is (definition-text.ts: the rule applied here, once, to everything the upstream listed of the tool).
- * A definition too large or too deep is held and not kept (its fingerprint still tells when it changes).
+ * One listed object as svc records it: its definition, the fingerprint of that definition's canonical JSON, and why
+ * it is held, if it is (definition-text.ts: the rule applied here, once, to everything the upstream listed of it,
+ * `listed`). A definition too large or too deep is held and kept as `notKept` (its fingerprint still tells when it
+ * changes). For a tool, a prompt, and (named by its URI) an app.
  */
-export function foundTool(listed: Tool): FoundTool {
-  const definition = definitionOf(listed);
+export function foundObject<D extends ReviewedDefinition>(listed: { readonly name: string }, definition: D, notKept: D): Found<D> {
   const canonical = canonicalJson(definition);
   const size = { bytes: Buffer.byteLength(canonical), depth: nestingDepth(definition, DEFINITION_MAX_DEPTH) };
   const held = heldReasons(listed, size);
-  const kept = size.bytes > DEFINITION_MAX_BYTES || size.depth > DEFINITION_MAX_DEPTH ? NOT_KEPT : definition;
+  const kept = size.bytes > DEFINITION_MAX_BYTES || size.depth > DEFINITION_MAX_DEPTH ? notKept : definition;
   return { name: listed.name, definition: kept, fingerprint: sha256(canonical), held: held.length === 0 ? null : held };
 }
 
+export const foundTool = (listed: Tool): FoundTool => foundObject(listed, definitionOf(listed), NOT_KEPT);
+export const foundPrompt = (listed: Prompt): FoundPrompt => foundObject(listed, promptDefinitionOf(listed), {});
+
 /**
  * What one listing holds, as recorded: each name once (a name listed twice is held, as its first definition, and the
- * rest of the listing recorded), at most TOOLS_PER_UPSTREAM, none with a name over NAME_MAX; with how many were left out.
+ * rest of the listing recorded), at most `max`, none with a name over NAME_MAX, only those `only` names (if given);
+ * with how many were left out.
  */
-export function foundTools(upstream: UpstreamConfig, offered: readonly Tool[]): { found: FoundTool[]; refused: number } {
-  const found = new Map<string, FoundTool>();
+function foundOf<L extends { readonly name: string }, D extends ReviewedDefinition>(
+  offered: readonly L[],
+  make: (listed: L) => Found<D>,
+  max: number,
+  only: readonly string[] | null,
+): { found: Found<D>[]; refused: number } {
+  const found = new Map<string, Found<D>>();
   const twice = new Set<string>();
   let refused = 0;
   for (const t of offered) {
-    if (upstream.tools !== null && !upstream.tools.includes(t.name)) continue;
+    if (only !== null && !only.includes(t.name)) continue;
     if (found.has(t.name)) {
       twice.add(t.name);
       continue;
     }
-    // An upstream cannot fill svc's database or its admin page: long names, and tools past the cap, are left out.
-    if (t.name.length > NAME_MAX || found.size >= TOOLS_PER_UPSTREAM) {
+    // An upstream cannot fill svc's database or its admin page: long names, and objects past the cap, are left out.
+    if (t.name.length > NAME_MAX || found.size >= max) {
       refused++;
       continue;
     }
-    found.set(t.name, foundTool(t));
+    found.set(t.name, make(t));
   }
   for (const name of twice) {
     const first = found.get(name)!;
@@ -81,46 +107,81 @@ export function foundTools(upstream: UpstreamConfig, offered: readonly Tool[]): 
   return { found: [...found.values()], refused };
 }
 
+/** One tool listing as recorded (foundOf), of the tools the upstream's `tools` names, if it names any. */
+export const foundTools = (upstream: UpstreamConfig, offered: readonly Tool[]): { found: FoundTool[]; refused: number } =>
+  foundOf(offered, foundTool, TOOLS_PER_UPSTREAM, upstream.tools);
+/** One prompt listing as recorded (foundOf): `tools` names tools only. */
+export const foundPrompts = (offered: readonly Prompt[]): { found: FoundPrompt[]; refused: number } =>
+  foundOf(offered, foundPrompt, PROMPTS_PER_UPSTREAM, null);
+
+/** What was left out of a listing, logged: past the cap svc stops reading, so `more_not_read` says the count is a lower bound. */
+function logLeftOut(log: Logger, upstream: string, kind: 'tools' | 'prompts', leftOut: number, read: number, max: number): void {
+  if (leftOut > 0) log.warn(`upstream_${kind}_left_out`, { upstream, left_out: leftOut, more_not_read: read > max, [`max_${kind}`]: max });
+}
+
 /** What one connection lists of the upstream's tools, as recorded (foundTools); what was left out is logged. */
 async function listFound(connection: UpstreamConnection, log: Logger): Promise<FoundTool[]> {
-  const upstream = connection.upstream;
   const offered = await connection.listTools(TOOLS_PER_UPSTREAM);
-  const { found, refused } = foundTools(upstream, offered);
-  // svc stops reading at one tool past the cap, so past it the count is a lower bound: `more_not_read` says so.
-  if (refused > 0)
-    log.warn('upstream_tools_left_out', {
-      upstream: upstream.name,
-      left_out: refused,
-      more_not_read: offered.length > TOOLS_PER_UPSTREAM,
-      max_tools: TOOLS_PER_UPSTREAM,
-    });
+  const { found, refused } = foundTools(connection.upstream, offered);
+  logLeftOut(log, connection.upstream.name, 'tools', refused, offered.length, TOOLS_PER_UPSTREAM);
   return found;
 }
 
-/** Records what discovery found of one upstream (`keep`: names whose row stays as it is), each change audited. */
+/** What the upstream's shared connection lists of its prompts (none when it declared no prompts), as recorded. */
+async function listFoundPrompts(connection: UpstreamConnection, log: Logger): Promise<FoundPrompt[]> {
+  const offered = await connection.listPrompts(PROMPTS_PER_UPSTREAM);
+  const { found, refused } = foundPrompts(offered);
+  logLeftOut(log, connection.upstream.name, 'prompts', refused, offered.length, PROMPTS_PER_UPSTREAM);
+  return found;
+}
+
+/** Records what discovery found of one kind of one upstream (`keep`: names whose row stays as it is), each change audited. */
 async function recordFound(
   tx: Tx,
   upstream: UpstreamConfig,
-  found: readonly FoundTool[],
+  kind: ReviewedKind,
+  found: readonly Found[],
   keep: ReadonlySet<string>,
   now: number,
 ): Promise<DiscoveryChange[]> {
-  const changes = await recordDiscovery(tx, upstream.name, upstream.server, found, upstream.review, now, keep);
-  await recordUpstreamStatus(tx, upstream.name, true, now);
+  const changes = await recordDiscovery(tx, upstream.name, upstream.server, found, upstream.review, now, keep, kind);
   for (const c of changes) {
     await recordAudit(
       tx,
-      { actor: null, via: 'upstream', action: `tool.${c.to}`, target: `${upstream.name}/${c.name}`, detail: { from: c.from } },
+      { actor: null, via: 'upstream', action: `${c.kind}.${c.to}`, target: `${upstream.name}/${c.name}`, detail: { from: c.from } },
       now,
     );
   }
   return changes;
 }
 
-/** Lists one upstream's tools and records them; the changes of state. */
+/**
+ * Lists one upstream's tools and, when `expose` lets them through, its prompts, on one connection, and records them;
+ * the changes of state. A kind `expose` leaves out is not listed, and its rows stay as they are. A prompt listing
+ * that fails is logged and its rows stay as they are: the tools are recorded and the upstream is up.
+ */
 export async function discover(database: Database, connection: UpstreamConnection, log: Logger): Promise<DiscoveryChange[]> {
-  const found = await listFound(connection, log);
-  return database.write((tx) => recordFound(tx, connection.upstream, found, new Set(), database.now()));
+  const upstream = connection.upstream;
+  const tools = upstream.expose.tools ? await listFound(connection, log) : null;
+  let prompts: FoundPrompt[] | null = null;
+  if (upstream.expose.prompts) {
+    try {
+      prompts = await listFoundPrompts(connection, log);
+    } catch (e) {
+      // With no tools listed, the prompts' failure is the upstream's.
+      if (tools === null) throw e;
+      log.warn('upstream_prompts_failed', { upstream: upstream.name, error: reason(e) });
+    }
+  }
+  // Neither listed: the upstream answers, or is down.
+  if (tools === null && !upstream.expose.prompts) await connection.capabilities();
+  return database.write(async (tx) => {
+    const now = database.now();
+    const changes = tools === null ? [] : await recordFound(tx, upstream, 'tool', tools, new Set(), now);
+    if (prompts !== null) changes.push(...(await recordFound(tx, upstream, 'prompt', prompts, new Set(), now)));
+    await recordUpstreamStatus(tx, upstream.name, true, now);
+    return changes;
+  });
 }
 
 /** People listed with their own connections in one discovery of an `auth = oauth` upstream; the rest keep their last listing. */
@@ -138,7 +199,8 @@ function needsConnection(e: unknown): boolean {
  * Discovery of an `auth = oauth` upstream (listings.ts): lists with the connections whomToList picks, each with its
  * person's token on a connection of its own closed after it, stores each person's listing, and records the merge of
  * every connected person's stored listing. Nothing while no one is connected; a failure when every listing tried
- * failed (the upstream is down). `more`: people never listed are waiting for another run.
+ * failed (the upstream is down). `more`: people never listed are waiting for another run. Tools only: an `auth = oauth`
+ * upstream's prompts are not listed yet (each person's listing would be merged as its tools are).
  */
 async function discoverPerPerson(
   database: Database,
@@ -187,7 +249,9 @@ async function discoverPerPerson(
     const merged = mergeListings(votes, fresh, await toolFingerprints(tx, upstream.name), TOOLS_PER_UPSTREAM);
     if (merged.refused > 0)
       log.warn('upstream_tools_left_out', { upstream: upstream.name, left_out: merged.refused, max_tools: TOOLS_PER_UPSTREAM });
-    return recordFound(tx, upstream, merged.found, merged.keep, now);
+    const changes = await recordFound(tx, upstream, 'tool', merged.found, merged.keep, now);
+    await recordUpstreamStatus(tx, upstream.name, true, now);
+    return changes;
   });
   return { changes, more };
 }
@@ -276,7 +340,9 @@ export function startDiscovery(
       .then(({ changes, more }) => {
         retryMs.delete(name);
         metrics.upstreamUp(name, true);
-        if (changes.length > 0) log.info('upstream_tools', { upstream: name, changes: changes.map((c) => `${c.name}:${c.to}`).join(' ') });
+        // A tool's change as NAME:STATE, a prompt's as prompt:NAME:STATE.
+        const said = changes.map((c) => `${c.kind === 'tool' ? '' : `${c.kind}:`}${c.name}:${c.to}`);
+        if (changes.length > 0) log.info('upstream_tools', { upstream: name, changes: said.join(' ') });
         // People never listed wait for a run of their own: soon, not at the next `refresh`.
         if (more && !stopped) timers.push(setTimeout(() => void rediscover(name), RETRY_FIRST_MS).unref());
       })
