@@ -13,7 +13,8 @@
 //   5. the single executable: cold start, resident memory idle and under load, its memory flags' throughput cost
 //   6. a real sqld vs. the embedded file: the bearer lookup, /mcp whoami on one and on two instances
 //      (scripts/bench/remote.ts)
-//   7. an upstream tool call through svc vs. straight to the upstream (scripts/bench/upstream.ts)
+//   7. an upstream tool call through svc vs. straight to the upstream, then (7b) a prompts/get and a resources/read
+//      the same way (scripts/bench/upstream.ts)
 //   8. the statements svc sends to its database per request, on the file and on sqld, beside the throughput: /mcp,
 //      the token page and a mint from it, the OAuth token endpoint (scripts/bench/statements.ts)
 //   9. the bytes svc allocates per request and the functions that allocate most, for /mcp whoami and an upstream

@@ -7,6 +7,9 @@
 //   tsx scripts/bench/server.ts bare   -      PORT  -> a bare MCP SDK server: Hono, the web-standard transport,
 //                                                     stateless JSON, one `echo` tool, a shared Ajv validator, no auth
 //                                                     (the MCP SDK's legacy line, @modelcontextprotocol/sdk 1.x; 2025 requests)
+//   tsx scripts/bench/server.ts bare   -      PORT offers -> the same, with a prompt `greet` ({ text } -> one user
+//                                                     message of it) and a resource `bench://note` (the text "hi") beside
+//                                                     `echo`, registered for every request but a tools/call (part 7's upstream)
 //   tsx scripts/bench/server.ts bare2  -      PORT  -> a bare server on the SDK's stable line (@modelcontextprotocol/server
 //                                                     2.x): its createMcpHandler, strict 2026-07-28 (legacy: 'reject'),
 //                                                     JSON answers, one `echo` tool, a shared Ajv validator, no auth and
@@ -25,7 +28,7 @@ import { createLogger } from '../../src/log.ts';
 import { noMetrics } from '../../src/metrics/events.ts';
 import { population } from '../../src/store/population.ts';
 
-const [mode, dbUrl, port] = process.argv.slice(2) as [string, string, string];
+const [mode, dbUrl, port, extra] = process.argv.slice(2) as [string, string, string, string | undefined];
 if (mode === 'bare') {
   const { Hono } = await import('hono');
   const { McpServer } = await import('@modelcontextprotocol/sdk/server/mcp.js');
@@ -33,16 +36,29 @@ if (mode === 'bare') {
   const { AjvJsonSchemaValidator } = await import('@modelcontextprotocol/sdk/validation/ajv');
   const { z } = await import('zod');
   const validator = new AjvJsonSchemaValidator();
+  const offers = extra === 'offers';
   const bare = new Hono();
   bare.post('/mcp', async (c) => {
     const server = new McpServer({ name: 'bare', version: '1' }, { jsonSchemaValidator: validator });
     server.registerTool('echo', { description: 'echo', inputSchema: { text: z.string() } }, async ({ text }) => ({
       content: [{ type: 'text', text }],
     }));
+    // With offers, the body is read here (the transport then takes it as read, as it would have read it): a
+    // tools/call gets the server above and nothing more, so part 7's tool calls cost the upstream what they did
+    // without offers (registering the prompt and the resource costs ~15-20 µs a request here, ~5% of an echo).
+    const body: unknown = offers ? await c.req.json().catch(() => null) : undefined;
+    if (offers && (body as { method?: unknown } | null)?.method !== 'tools/call') {
+      server.registerPrompt('greet', { description: 'greet', argsSchema: { text: z.string() } }, ({ text }) => ({
+        messages: [{ role: 'user', content: { type: 'text', text } }],
+      }));
+      server.registerResource('note', 'bench://note', { description: 'a note', mimeType: 'text/plain' }, async (uri) => ({
+        contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'hi' }],
+      }));
+    }
     const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     await server.connect(transport);
     try {
-      return await transport.handleRequest(c.req.raw);
+      return await transport.handleRequest(c.req.raw, body === undefined || body === null ? undefined : { parsedBody: body });
     } finally {
       void server.close();
     }
