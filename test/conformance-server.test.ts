@@ -155,8 +155,6 @@ const SCENARIOS_2026 = [
 const tool = (name: string) => `calls the suite's fixture tool ${name}; svc serves whoami, search and fetch`;
 const prompt = (name: string) => `gets the suite's fixture prompt ${name}; svc has prompts only from upstreams, none here`;
 const resource = (uri: string) => `reads the suite's fixture resource ${uri}; svc's resources are svc://items/{id}`;
-const NO_PROMPTS = 'prompts/list: svc has prompts only from upstreams, none here, so the method is not found (-32601)';
-const NO_COMPLETIONS = 'completes an argument of the fixture prompt test_prompt_with_arguments; svc offers no completions';
 
 /** The checks of both eras that need the suite's own fixture tools, prompts and resources, which svc does not have. */
 const FIXTURES_BOTH: Record<string, string> = {
@@ -165,7 +163,6 @@ const FIXTURES_BOTH: Record<string, string> = {
   'prompts-get-simple › prompts-get-simple': prompt('test_simple_prompt'),
   'prompts-get-with-args › prompts-get-with-args': prompt('test_prompt_with_arguments'),
   'prompts-get-with-image › prompts-get-with-image': prompt('test_prompt_with_image'),
-  'prompts-list › prompts-list': NO_PROMPTS,
   'resources-read-binary › resources-read-binary': resource('test://static-binary'),
   'resources-read-text › resources-read-text': resource('test://static-text'),
   'resources-templates-read › resources-templates-read': resource('test://template/123/data'),
@@ -182,7 +179,6 @@ const FIXTURES_BOTH: Record<string, string> = {
  */
 const EXPECTED_2025: Record<string, string> = {
   ...FIXTURES_BOTH,
-  'completion-complete › completion-complete': NO_COMPLETIONS,
   'elicitation-sep1034-defaults › elicitation-sep1034-general': tool('test_elicitation_sep1034_defaults'),
   'elicitation-sep1330-enums › elicitation-sep1330-general': tool('test_elicitation_sep1330_enums'),
   'logging-set-level › logging-set-level': 'svc sends no log messages and declares no logging, so logging/setLevel is not found',
@@ -204,8 +200,6 @@ const EXPECTED_2025: Record<string, string> = {
  */
 const EXPECTED_2026: Record<string, string> = {
   ...FIXTURES_BOTH,
-  'caching › sep-2549-prompts-list-caching-hints': NO_PROMPTS,
-  'completion-complete › completion-complete': NO_COMPLETIONS,
   ...Object.fromEntries(
     [
       'sep-2243-server-no-xmcp-tool',

@@ -54,3 +54,10 @@ export class ConnectionNeeded extends Error {
     super(message);
   }
 }
+
+/**
+ * A request passed to an upstream that failed there, or was refused before it left (over `rate`, a connection to
+ * make first): the message names the upstream and the cause, never the upstream's own detail, and is the caller's to
+ * read. A tool call says this in its `isError` result; every other request as an error answer.
+ */
+export class UpstreamRefusal extends Error {}

@@ -19,7 +19,7 @@ export function encodeCursor(key: Buffer, userId: number, lastId: string): strin
 
 /** The last id a cursor of this caller's carries; null when it is malformed, altered, or another user's. */
 export function decodeCursor(key: Buffer, userId: number, cursor: string): string | null {
-  const m = /^([A-Za-z0-9_-]{1,400})\.([a-z2-7]{24})$/.exec(cursor);
+  const m = /^([A-Za-z0-9_-]{1,4096})\.([a-z2-7]{24})$/.exec(cursor);
   if (!m) return null;
   const lastId = Buffer.from(m[1]!, 'base64url').toString('utf8');
   // The tag is public once sent, so comparing it in plain time gives nothing away.

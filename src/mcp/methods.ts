@@ -12,11 +12,12 @@ import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/open.ts';
 import { isBusy, isUnreachable, safeDatabaseMessage } from '../db/errors.ts';
 import type { Caller } from '../domain/caller.ts';
-import { ConnectionNeeded } from '../domain/errors.ts';
+import { ConnectionNeeded, UpstreamRefusal } from '../domain/errors.ts';
 import { deriveKey } from '../domain/secrets.ts';
 import type { Logger } from '../log.ts';
 import { fetchVisible, listVisible } from '../store/items.ts';
-import type { UpstreamGateway } from '../upstream/gateway.ts';
+import type { ResourcesFrom, UpstreamGateway } from '../upstream/gateway.ts';
+import type { Relay } from '../upstream/connection.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { OWN_TOOLS, type ToolAnswer } from './own-tools.ts';
 
@@ -27,6 +28,8 @@ const RESOURCE_PAGE = 100;
  * of it, a byte per tool for the commas: the rest holds the answer's envelope and its cursor.
  */
 const TOOLS_LIST_MAX = 4 * 1024 * 1024 - 1024;
+/** prompts/list is bounded the same way. */
+const LIST_MAX = TOOLS_LIST_MAX;
 const OWN_DEFINITIONS = [...OWN_TOOLS.values()].map((t) => t.definition);
 const OWN_BYTES = Buffer.byteLength(JSON.stringify(OWN_DEFINITIONS));
 
@@ -49,14 +52,60 @@ export interface Call {
   readonly urlElicitation: boolean;
   /** aborted when the request's client has gone; made only when asked */
   readonly signal: () => AbortSignal;
+  /**
+   * a request of this call's body that a 2025 `notifications/cancelled` of the same caller (and session) may cancel,
+   * by its JSON-RPC id, until `done` (set by the endpoint for the 2025 era: cancellations.ts)
+   */
+  readonly cancellable?: (id: string | number) => { readonly signal: AbortSignal; done(): void };
 }
 
 /** The key under which a request's Call travels in the AuthInfo the SDK hands each of its handlers. */
 export const CALL = 'svc.call';
 
-/** The handlers' view of the SDK's context: only the AuthInfo that carries the request's Call. */
+/** The handlers' view of the SDK's context: the AuthInfo that carries the request's Call, and the request itself. */
 interface Context {
   readonly http?: { readonly authInfo?: { readonly extra?: Record<string, unknown> } };
+  readonly mcpReq?: {
+    readonly id?: string | number;
+    readonly _meta?: { readonly progressToken?: unknown };
+    readonly signal?: AbortSignal;
+    readonly notify?: (notification: { method: string; params?: Record<string, unknown> }) => Promise<void>;
+  };
+}
+
+/**
+ * What of a caller's request goes with it to an upstream: its progress token (the upstream's progress reaches this
+ * caller alone, on this request's stream) and its cancellation (a 2025 notifications/cancelled, the request's own
+ * stream closed, or the SDK's signal).
+ */
+function relayOf(ctx: Context, call: Call): { relay: Relay; done: () => void } {
+  const token = ctx.mcpReq?._meta?.progressToken;
+  const notify = ctx.mcpReq?.notify;
+  const progress =
+    (typeof token === 'string' || typeof token === 'number') && notify !== undefined
+      ? (p: { progress: number; total?: number; message?: string }) =>
+          void notify({ method: 'notifications/progress', params: { ...p, progressToken: token } }).catch(() => undefined)
+      : undefined;
+  const cancel = ctx.mcpReq?.id === undefined || call.cancellable === undefined ? null : call.cancellable(ctx.mcpReq.id);
+  const signals = [
+    call.signal(),
+    ...(ctx.mcpReq?.signal === undefined ? [] : [ctx.mcpReq.signal]),
+    ...(cancel === null ? [] : [cancel.signal]),
+  ];
+  return {
+    relay: { signal: AbortSignal.any(signals), ...(progress === undefined ? {} : { progress }) },
+    done: () => cancel?.done(),
+  };
+}
+
+/** Runs `send` with the request's relay, and lets go of its cancellation when it ends. */
+async function relayed<R>(ctx: Context, call: Call, send: (relay: Relay) => Promise<R>): Promise<R> {
+  const { relay, done } = relayOf(ctx, call);
+  try {
+    return await send(relay);
+  } finally {
+    done();
+  }
 }
 
 /**
@@ -86,12 +135,14 @@ function failure(log: Logger, what: string, e: unknown): ProtocolError {
  * message names the statement or the database server. A tool call's failure is its `isError` result, as MCP has
  * tools report theirs, but for a connection the person must make first, which is the URL elicitation error.
  */
-function guarded<R>(log: Logger, what: string, handler: (params: Record<string, unknown>, call: Call) => Promise<R>) {
+function guarded<R>(log: Logger, what: string, handler: (params: Record<string, unknown>, call: Call, ctx: Context) => Promise<R>) {
   return async (request: { params?: Record<string, unknown> }, ctx: Context): Promise<R | ToolAnswer> => {
     try {
-      return await handler(request.params ?? {}, callOf(ctx));
+      return await handler(request.params ?? {}, callOf(ctx), ctx);
     } catch (e) {
       if (e instanceof ProtocolError && what === 'tools/call') throw e;
+      // An upstream's failure, in words the caller may read (its `isError` result for a tool call, handled there).
+      if (e instanceof UpstreamRefusal) throw new ProtocolError(ProtocolErrorCode.InternalError, e.message);
       if (e instanceof ConnectionNeeded)
         throw new UrlElicitationRequiredError([{ mode: 'url', message: e.message, elicitationId: randomUUID(), url: e.url }], e.message);
       if (what !== 'tools/call') throw failure(log, what, e);
@@ -122,9 +173,18 @@ function after(key: Buffer, userId: number, cursor: unknown): string | null {
 
 /** Puts svc's answer to each method it serves on the server. */
 export function installMethods(server: Server, shared: Shared): void {
-  const { db, log, cursorKey, gateway } = shared;
+  const on = server.setRequestHandler.bind(server) as unknown as On;
+  installTools(on, shared);
+  installResources(on, shared);
+  installPrompts(on, shared);
+}
+
+/** How a method's handler is put on the request's server. */
+type On = (method: string, handler: (request: never, ctx: never) => unknown) => void;
+
+/** tools/list and tools/call: svc's own tools, then the upstreams'. */
+function installTools(on: On, { db, log, cursorKey, gateway }: Shared): void {
   const toolsKey = deriveKey(cursorKey, 'mcp-tools-cursor');
-  const on = server.setRequestHandler.bind(server) as unknown as (method: string, handler: (request: never, ctx: never) => unknown) => void;
 
   // svc's own tools open the first page, then each upstream tool the caller may use as NAME__TOOL.
   on(
@@ -144,7 +204,7 @@ export function installMethods(server: Server, shared: Shared): void {
   // exist.
   on(
     'tools/call',
-    guarded(log, 'tools/call', async (params, call) => {
+    guarded(log, 'tools/call', async (params, call, ctx) => {
       const name = typeof params.name === 'string' ? params.name : '';
       const own = OWN_TOOLS.get(name);
       if (own) {
@@ -156,44 +216,125 @@ export function installMethods(server: Server, shared: Shared): void {
       if (resolved === null || gateway === null) return unknownTool(name, call.era);
       const args = params.arguments as Record<string, unknown> | undefined;
       if ('connect' in resolved) return gateway.callConnect(resolved.connect, call.caller, call.urlElicitation);
-      return gateway.call(resolved.tool, args, call.caller, call.urlElicitation);
+      return relayed(ctx, call, (relay) => gateway.call(resolved.tool, args, call.caller, call.urlElicitation, relay));
     }),
   );
+}
 
-  on('resources/templates/list', async () => ({
-    resourceTemplates: [
-      {
-        uriTemplate: `${RESOURCE_PREFIX}{id}`,
-        name: 'item',
-        title: 'Document',
-        description: 'A document by id',
-        mimeType: 'text/markdown',
-      },
-    ],
-  }));
+/** svc's documents and the upstreams' resources: templates, lists and reads. */
+function installResources(on: On, { db, log, cursorKey, gateway }: Shared): void {
+  on(
+    'resources/templates/list',
+    guarded(log, 'resources/templates/list', async (_params, { caller }) => ({
+      resourceTemplates: [ITEM_TEMPLATE, ...(gateway === null ? [] : await gateway.templates(caller.access, caller.userId))],
+    })),
+  );
 
+  // svc's documents first, then each upstream's resources the caller may read, an upstream's page at a time.
   on(
     'resources/list',
     guarded(log, 'resources/list', async (params, { caller }) => {
-      const page = await listVisible(db, caller.access, after(cursorKey, caller.userId, params.cursor), RESOURCE_PAGE);
+      const last = after(cursorKey, caller.userId, params.cursor);
+      const from = last === null ? null : upstreamPlace(last);
+      const resources: Record<string, unknown>[] = [];
+      let next: string | null = null;
+      if (from === null) {
+        const page = await listVisible(db, caller.access, last, RESOURCE_PAGE);
+        resources.push(...page.items.map((i) => ({ uri: RESOURCE_PREFIX + i.id, name: i.id, title: i.title, mimeType: 'text/markdown' })));
+        next = page.last;
+      }
+      // Once svc's documents are done, the first upstream's first page comes with their last.
+      if (next === null && gateway !== null) {
+        const theirs = await gateway.resources(caller.access, caller.userId, from === null ? null : from);
+        resources.push(...theirs.resources);
+        next = theirs.next === null ? null : placeOf(theirs.next);
+      }
+      return { resources, ...(next === null ? {} : { nextCursor: encodeCursor(cursorKey, caller.userId, next) }) };
+    }),
+  );
+
+  // An invisible document and a missing one are the same answer; so are an upstream's URI the caller may not read,
+  // one not mapped, and one the upstream does not have.
+  on(
+    'resources/read',
+    guarded(log, 'resources/read', async (params, call, ctx) => {
+      const uri = typeof params.uri === 'string' ? params.uri : '';
+      if (uri.startsWith(RESOURCE_PREFIX)) {
+        const id = decodeId(uri.slice(RESOURCE_PREFIX.length));
+        const item = id === null ? null : await fetchVisible(db, id, call.caller.access);
+        if (item) return { contents: [{ uri, mimeType: 'text/markdown', text: item.text }] };
+      } else if (gateway !== null) {
+        const read = await relayed(ctx, call, (relay) => gateway.read(uri, call.caller, relay));
+        if (read !== null) return read;
+      }
+      throw new ResourceNotFoundError(uri, `Resource not found: ${uri.slice(0, 200)}`);
+    }),
+  );
+}
+
+/** prompts/list, prompts/get and completion/complete: the upstreams' prompts, and completions of theirs. */
+function installPrompts(on: On, { log, cursorKey, gateway }: Shared): void {
+  const promptsKey = deriveKey(cursorKey, 'mcp-prompts-cursor');
+  // svc has no prompts of its own: each upstream prompt the caller may use, as NAME__PROMPT.
+  on(
+    'prompts/list',
+    guarded(log, 'prompts/list', async (params, { caller }) => {
+      const last = after(promptsKey, caller.userId, params.cursor);
+      if (gateway === null) return { prompts: [] };
+      const theirs = await gateway.prompts(caller.access, last, LIST_MAX);
       return {
-        resources: page.items.map((i) => ({ uri: RESOURCE_PREFIX + i.id, name: i.id, title: i.title, mimeType: 'text/markdown' })),
-        ...(page.last === null ? {} : { nextCursor: encodeCursor(cursorKey, caller.userId, page.last) }),
+        prompts: theirs.prompts,
+        ...(theirs.last === null ? {} : { nextCursor: encodeCursor(promptsKey, caller.userId, theirs.last) }),
       };
     }),
   );
 
-  // An invisible document and a missing one are the same answer.
+  // A prompt the caller may not use, one not approved and one that does not exist are the same answer.
   on(
-    'resources/read',
-    guarded(log, 'resources/read', async (params, { caller }) => {
-      const uri = typeof params.uri === 'string' ? params.uri : '';
-      const id = uri.startsWith(RESOURCE_PREFIX) ? decodeId(uri.slice(RESOURCE_PREFIX.length)) : null;
-      const item = id === null ? null : await fetchVisible(db, id, caller.access);
-      if (!item) throw new ResourceNotFoundError(uri, `Resource not found: ${uri}`);
-      return { contents: [{ uri, mimeType: 'text/markdown', text: item.text }] };
+    'prompts/get',
+    guarded(log, 'prompts/get', async (params, call, ctx) => {
+      const name = typeof params.name === 'string' ? params.name : '';
+      const prompt = gateway === null ? null : await gateway.resolvePrompt(name, call.caller.access);
+      const args = params.arguments as Record<string, unknown> | undefined;
+      const answer =
+        prompt === null || gateway === null
+          ? null
+          : await relayed(ctx, call, (relay) => gateway.getPrompt(prompt, args, call.caller, relay));
+      if (answer === null) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${name.slice(0, 140)}`);
+      return answer;
     }),
   );
+
+  // A prompt or template the caller may not use gets an empty completion, as one with nothing to offer does.
+  on(
+    'completion/complete',
+    guarded(log, 'completion/complete', async (params, { caller }) =>
+      gateway === null ? { completion: { values: [], hasMore: false } } : gateway.complete(params, caller),
+    ),
+  );
+}
+
+/** svc's documents as a template. */
+const ITEM_TEMPLATE = {
+  uriTemplate: `${RESOURCE_PREFIX}{id}`,
+  name: 'item',
+  title: 'Document',
+  description: 'A document by id',
+  mimeType: 'text/markdown',
+};
+
+/**
+ * Where a resources/list cursor goes on among the upstreams: a document id never holds U+0001, so a cursor's last
+ * "id" that starts with it names an upstream, and after a second one, that upstream's own cursor.
+ */
+const PLACE = '\u0001';
+function upstreamPlace(last: string): ResourcesFrom | null {
+  if (!last.startsWith(PLACE)) return null;
+  const [upstream, ...rest] = last.slice(1).split(PLACE);
+  return rest.length === 0 ? { upstream: upstream! } : { upstream: upstream!, cursor: rest.join(PLACE) };
+}
+function placeOf(from: ResourcesFrom): string {
+  return `${PLACE}${from.upstream}${from.cursor === undefined ? '' : PLACE + from.cursor}`;
 }
 
 function decodeId(text: string): string | null {

@@ -20,6 +20,7 @@ import {
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/server/validators/ajv';
 import type { Logger } from '../log.ts';
 import { CALL, installMethods, type Call, type Shared } from './methods.ts';
+import { Cancellations } from './cancellations.ts';
 import { VERSION } from '../version.ts';
 
 export type { Call, Shared } from './methods.ts';
@@ -44,7 +45,12 @@ function buildServer(shared: Shared): Server {
   const server = new Server(SERVER_INFO, {
     jsonSchemaValidator: validator,
     // Lists never change under a request's feet: nothing is announced that svc would not send.
-    capabilities: { tools: { listChanged: false }, resources: { listChanged: false } },
+    capabilities: {
+      tools: { listChanged: false },
+      resources: { listChanged: false },
+      prompts: { listChanged: false },
+      completions: {},
+    },
     instructions: INSTRUCTIONS,
   });
   installMethods(server, shared);
@@ -64,10 +70,19 @@ function claimsModern(body: unknown): boolean {
   return isObject(params) && isObject(params._meta) && PROTOCOL_VERSION_META_KEY in params._meta;
 }
 
+/** Whether a body holds a request with a progress token. */
+function asksProgress(body: unknown): boolean {
+  return (Array.isArray(body) ? body : [body]).some((m) => {
+    const meta = isObject(m) && isObject(m.params) ? m.params._meta : undefined;
+    return isObject(meta) && meta.progressToken !== undefined;
+  });
+}
+
 /** Not the caller's credential: only the request's Call, for svc's own handlers. */
 const authInfoOf = (call: Call): AuthInfo => ({ token: '', clientId: '', scopes: [], extra: { [CALL]: call } });
 
 export function mcpEndpoint(shared: Shared): McpEndpoint {
+  const cancellations = new Cancellations();
   const modernHandler = createMcpHandler(
     (ctx) => {
       const server = buildServer(shared);
@@ -83,18 +98,38 @@ export function mcpEndpoint(shared: Shared): McpEndpoint {
   return {
     eraOf: async (request, parsedBody) => (claimsModern(parsedBody) || !(await isLegacyRequest(request, parsedBody)) ? 'modern' : 'legacy'),
     async legacy(request, parsedBody, call) {
+      // The caller's cancels reach their own requests under way (within this session: none is no session).
+      const session = request.headers.get('mcp-session-id') ?? '';
+      cancellations.cancelFrom(call.caller.userId, session, parsedBody);
+      const cancellable = (id: string | number) => cancellations.register(call.caller.userId, session, id);
       const server = buildServer(shared);
-      const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      // A request that asks for progress is answered on a stream, so its progress can reach it first; every other
+      // request in JSON.
+      const json = !asksProgress(parsedBody);
+      const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: json });
       await server.connect(transport);
       answerEvenUnwritable(transport, parsedBody, shared.log);
+      // In the next turn: the SDK drops each answered call's abort controller a few microtasks after the answer.
+      const end = () => {
+        setImmediate(() => void detach(server));
+      };
+      let response: Response;
       try {
         // Stateless JSON: the response exists once every request id of the body has its answer. A batch holds each id
         // once (batch.ts refuses a repeated one, or a cancel of its own call), so every handler has ended by then.
-        return await transport.handleRequest(request, { parsedBody, authInfo: authInfoOf(call) });
-      } finally {
-        // In the next turn: the SDK drops each answered call's abort controller a few microtasks after the answer.
-        setImmediate(() => void detach(server));
+        response = await transport.handleRequest(request, { parsedBody, authInfo: authInfoOf({ ...call, cancellable }) });
+      } catch (e) {
+        end();
+        throw e;
       }
+      if (json || response.body === null) {
+        end();
+        return response;
+      }
+      // A stream is answered at once, and ends with the last answer: the server goes then, or when the client goes.
+      call.signal().addEventListener('abort', end, { once: true });
+      const body = response.body.pipeThrough(new TransformStream({ flush: end }));
+      return new Response(body, { status: response.status, headers: response.headers });
     },
     modern(request, parsedBody, call) {
       const authInfo = authInfoOf(call);

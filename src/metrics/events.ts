@@ -33,11 +33,17 @@ export interface Metrics {
    * COMMIT included
    */
   databaseStatements(kind: 'read' | 'write', count: number): void;
-  /** one call to an upstream MCP server: `ok` or the cause of its failure (CONTRACT §6.1) */
-  upstreamCall(upstream: string, outcome: string, seconds: number): void;
+  /**
+   * one request of a caller's to an upstream MCP server (`kind`: tool, prompt, resource or completion): `ok` or the
+   * cause of its failure (CONTRACT §6.1, §6.3)
+   */
+  upstreamCall(upstream: string, outcome: string, seconds: number, kind: UpstreamCallKind): void;
   /** whether svc reached the upstream the last time it tried */
   upstreamUp(upstream: string, up: boolean): void;
 }
+
+/** What a request to an upstream was for: svc_upstream_calls_total's `kind`. */
+export type UpstreamCallKind = 'tool' | 'prompt' | 'resource' | 'completion';
 
 export const noMetrics: Metrics = {
   request() {},

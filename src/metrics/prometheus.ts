@@ -3,7 +3,7 @@
 // server. Gauges that read the database are taken once, not summed across workers.
 import { createServer } from 'node:http';
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { AuthOutcome, LoginOutcome, Metrics } from './events.ts';
+import type { AuthOutcome, LoginOutcome, Metrics, UpstreamCallKind } from './events.ts';
 import type { Population } from '../store/population.ts';
 import type { Logger } from '../log.ts';
 
@@ -93,8 +93,8 @@ export class PrometheusMetrics implements Metrics {
 
   private readonly upstreamCalls = new Counter({
     name: 'svc_upstream_calls_total',
-    help: 'Calls to upstream MCP servers by upstream and outcome (ok, unavailable, timeout, protocol, too_large, rate_limited)',
-    labelNames: ['upstream', 'outcome'],
+    help: 'Requests to upstream MCP servers by upstream, outcome (ok, error, unavailable, timeout, protocol, too_large, rate_limited, cancelled, …) and kind (tool, prompt, resource, completion)',
+    labelNames: ['upstream', 'outcome', 'kind'],
     registers: [this.registry],
   });
   private readonly upstreamSeconds = new Histogram({
@@ -168,8 +168,8 @@ export class PrometheusMetrics implements Metrics {
     return c;
   }
 
-  upstreamCall(upstream: string, outcome: string, seconds: number): void {
-    this.upstreamCalls.inc({ upstream, outcome });
+  upstreamCall(upstream: string, outcome: string, seconds: number, kind: UpstreamCallKind): void {
+    this.upstreamCalls.inc({ upstream, outcome, kind });
     this.upstreamSeconds.observe({ upstream }, seconds);
   }
   upstreamUp(upstream: string, up: boolean): void {

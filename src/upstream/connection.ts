@@ -43,8 +43,15 @@ const SESSION_END_MS = 2000;
 /** An upstream's answer nested deeper than this is refused. */
 export const NESTING_MAX = 64;
 
-/** An answer the upstream sent that breaks what svc takes (the call's `protocol` fault). */
-export class ProtocolFault extends Error {}
+/** An answer the upstream sent that breaks what svc takes (the call's `protocol` fault); `code`: its JSON-RPC error's. */
+export class ProtocolFault extends Error {
+  constructor(
+    message: string,
+    readonly code?: number,
+  ) {
+    super(message);
+  }
+}
 /** A failure of svc's own before the request left for the upstream: the upstream is not at fault. */
 export class SvcFault extends Error {}
 /** A call the upstream did not answer within its `timeout` (the call's `timeout` fault). */
@@ -232,7 +239,7 @@ const forgotten = new Map<string, number>();
 
 /** An error of the SDK's client as the call's fault: timeout, protocol, or (anything else) unavailable. */
 function asFault(e: unknown): unknown {
-  if (e instanceof ProtocolError) return new ProtocolFault(`the upstream answered error ${e.code}: ${e.message.slice(0, 200)}`);
+  if (e instanceof ProtocolError) return new ProtocolFault(`the upstream answered error ${e.code}: ${e.message.slice(0, 200)}`, e.code);
   if (!(e instanceof SdkError)) return e;
   if (e.code === SdkErrorCode.RequestTimeout) return new UpstreamTimeout(e.message);
   const unreadable = e.code === SdkErrorCode.InvalidResult || e.code === SdkErrorCode.UnsupportedResultType;

@@ -3,19 +3,37 @@
 // upstream that is down, too slow, breaks the protocol, answers too much or is over the caller's rate gives that call
 // an `isError` result naming the upstream and the cause, never the upstream's own detail. Every call is audited with
 // the SHA-256 of its arguments, never the arguments.
-import type { CallToolResult, Tool } from '@modelcontextprotocol/client';
+import type {
+  CallToolResult,
+  CompleteResult,
+  GetPromptResult,
+  Prompt,
+  ReadResourceResult,
+  Resource,
+  ResourceTemplateType as ResourceTemplate,
+  Tool,
+} from '@modelcontextprotocol/client';
 import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { Database } from '../db/open.ts';
 import { fingerprint } from '../domain/canonical-json.ts';
 import { mergedName, offerable, SEPARATOR, splitMerged } from '../domain/merged-names.ts';
 import type { Access } from '../domain/visibility.ts';
 import type { Caller } from '../domain/caller.ts';
-import { ConnectionNeeded } from '../domain/errors.ts';
+import { ConnectionNeeded, UpstreamRefusal } from '../domain/errors.ts';
+import {
+  mapContent,
+  mapPromptResult,
+  mapReadResult,
+  mapResource,
+  mapResourceTemplate,
+  unmapTemplate,
+  unmapUri,
+} from '../domain/resource-uris.ts';
 import type { Logger } from '../log.ts';
-import type { Metrics } from '../metrics/events.ts';
+import type { Metrics, UpstreamCallKind } from '../metrics/events.ts';
 import { findTool, listApproved, type ToolGate } from '../store/upstream-tools.ts';
 import { accountFor, listAccounts, type Listing } from '../store/upstream-accounts.ts';
-import { mayConnect, usable } from './access.ts';
+import { mayConnect, mayRead, usable } from './access.ts';
 import { CallAudit, countedCalls } from './call-audit.ts';
 import { UpstreamConnections } from './connections.ts';
 import { rateCounter, type RateCounter } from './rate.ts';
@@ -23,10 +41,35 @@ import { NeedsConnection, UpstreamAccounts, type Bearer } from './accounts.ts';
 import { ensureSigningKey, IdentitySigner } from './identity.ts';
 import { startDiscovery, type Discovery } from './discovery.ts';
 import { listedFingerprint } from './listings.ts';
-import { ProtocolFault, SvcFault, UpstreamTimeout } from './connection.ts';
+import { Cancelled, ProtocolFault, SvcFault, UpstreamTimeout, type Relay, type UpstreamConnection } from './connection.ts';
 import { keepFromChildren } from './stdio-sandbox.ts';
 import { OfferedDefinitions, type OfferedTool } from './offered.ts';
 import { ANSWER_MAX, AnswerTooLarge } from './http-fetch.ts';
+
+/** Where a merged resources/list goes on: an upstream, and its own cursor (none: its first page). */
+export interface ResourcesFrom {
+  readonly upstream: string;
+  readonly cursor?: string;
+}
+
+/** At most this many resource templates of one upstream are listed. */
+const TEMPLATES_PER_UPSTREAM = 100;
+/** An audit row names at most this much of a URI. */
+const URI_AUDIT_MAX = 512;
+
+/** The first of `candidates` (in merged-name order) that fit in `budget` bytes; `last` names the last given when more remain. */
+function pageOf(candidates: OfferedTool[], budget: number): { objects: Tool[]; last: string | null } {
+  candidates.sort((a, b) => (a.tool.name < b.tool.name ? -1 : 1));
+  const objects: Tool[] = [];
+  let used = 0;
+  for (const c of candidates) {
+    // Every definition offered is at most 16 KiB, so a page always holds one.
+    if (used + c.bytes + 1 > budget && objects.length > 0) return { objects, last: objects[objects.length - 1]!.name };
+    used += c.bytes + 1;
+    objects.push(c.tool);
+  }
+  return { objects, last: null };
+}
 
 /** The tool that stands for an `auth = oauth` upstream a caller has not connected to: NAME__connect. */
 const CONNECT_TOOL = 'connect';
@@ -46,13 +89,46 @@ function connectTool(upstream: UpstreamConfig): Tool {
 /** What a merged name a caller may use stands for. */
 export type Resolved = { readonly tool: ToolGate } | { readonly connect: UpstreamConfig };
 
-type Cause = 'unavailable' | 'timeout' | 'protocol' | 'too_large' | 'rate_limited' | 'svc_error' | 'busy';
+type Cause = 'unavailable' | 'timeout' | 'protocol' | 'too_large' | 'rate_limited' | 'svc_error' | 'busy' | 'cancelled';
 
-function refusal(upstream: string, cause: Cause, detail: string): CallToolResult {
-  return { content: [{ type: 'text', text: `upstream "${upstream}" ${cause}: ${detail}` }], isError: true };
+/** What a caller is told of a request the upstream did not answer: the upstream and the cause, never its own detail. */
+function refusalText(upstream: string, cause: Cause, detail: string): string {
+  return `upstream "${upstream}" ${cause}: ${detail}`;
 }
 
-function causeOf(e: unknown): Exclude<Cause, 'rate_limited' | 'busy'> {
+const asResult = (text: string): CallToolResult => ({ content: [{ type: 'text', text }], isError: true });
+
+/** Why a request has no answer from the upstream: its audit outcome. */
+type Refused = Cause | 'not_connected';
+
+/** The audit row's action for each kind of request passed to an upstream (CONTRACT §6.3). */
+const AUDIT_ACTION: Record<UpstreamCallKind, string> = {
+  tool: 'upstream.call',
+  prompt: 'upstream.prompt',
+  resource: 'upstream.read',
+  completion: 'upstream.complete',
+};
+
+/** The upstream's answer, or why there is none: the outcome, what the caller is told, and the upstream's error code. */
+type Passed = { answer: Record<string, unknown> } | { refused: Refused; text: string; code?: number };
+
+/** The codes an upstream answers a name or URI it does not have with: MCP's resource not found, and invalid params. */
+const NOT_THERE = new Set([-32002, -32602]);
+
+/** One request of a caller's for an upstream: what it is, for the audit trail and the metrics, and how it is sent. */
+interface Passage {
+  readonly upstream: UpstreamConfig;
+  readonly kind: UpstreamCallKind;
+  /** the audit row's target after the upstream's name: a tool's or prompt's name, a URI, a completion's reference */
+  readonly target: string;
+  /** the SHA-256 of a tool call's arguments */
+  readonly argumentsSha256?: string;
+  readonly send: (connection: UpstreamConnection, identity: string | null) => Promise<Record<string, unknown>>;
+  /** whether an answer says the request failed (a tool's isError): the outcome `error` */
+  readonly failed?: (answer: Record<string, unknown>) => boolean;
+}
+
+function causeOf(e: unknown): Exclude<Cause, 'rate_limited' | 'busy' | 'cancelled'> {
   if (e instanceof AnswerTooLarge) return 'too_large';
   if (e instanceof ProtocolFault) return 'protocol';
   if (e instanceof SvcFault) return 'svc_error';
@@ -60,7 +136,7 @@ function causeOf(e: unknown): Exclude<Cause, 'rate_limited' | 'busy'> {
   return 'unavailable';
 }
 
-const CAUSE_TEXT: Record<Exclude<Cause, 'rate_limited'>, string> = {
+const CAUSE_TEXT: Record<Exclude<Cause, 'rate_limited' | 'cancelled'>, string> = {
   unavailable: 'cannot be reached just now; try again later',
   svc_error: 'svc could not send this call; its log has details',
   busy: 'every session svc may hold there is in use; try again shortly',
@@ -73,8 +149,9 @@ export class UpstreamGateway {
   /** counts calls per upstream and person for `rate` */
   private readonly rate: RateCounter = rateCounter();
   private readonly callAudit: CallAudit;
-  /** the approved definitions offered, parsed once per approval */
+  /** the approved definitions offered, parsed once per approval: of tools, and of prompts */
   private readonly offered: OfferedDefinitions;
+  private readonly offeredPrompts: OfferedDefinitions;
   /** upstreams the last call found unreachable */
   private readonly unreachable = new Set<string>();
   /** calls that never reach the upstream (over `rate`, told where to connect): one audit row per person, upstream, outcome and minute */
@@ -95,6 +172,7 @@ export class UpstreamGateway {
   ) {
     this.callAudit = new CallAudit(database);
     this.offered = new OfferedDefinitions(database);
+    this.offeredPrompts = new OfferedDefinitions(database);
     this.counted = countedCalls(database);
   }
 
@@ -120,16 +198,176 @@ export class UpstreamGateway {
         const tool = connectTool(u);
         if (after === null || tool.name > after) candidates.push({ tool, bytes: Buffer.byteLength(JSON.stringify(tool)) });
       }
-    candidates.sort((a, b) => (a.tool.name < b.tool.name ? -1 : 1));
-    const tools: Tool[] = [];
-    let used = 0;
-    for (const c of candidates) {
-      // Every definition offered is at most 16 KiB, so a page always holds one.
-      if (used + c.bytes + 1 > budget && tools.length > 0) return { tools, last: tools[tools.length - 1]!.name };
-      used += c.bytes + 1;
-      tools.push(c.tool);
+    const page = pageOf(candidates, budget);
+    return { tools: page.objects, last: page.last };
+  }
+
+  /**
+   * The prompts this caller may use, as NAME__PROMPT with their approved definitions, paged as tools are. Prompts are
+   * listed on an upstream's own connection only, so an `auth = oauth` upstream offers none (docs/upstreams.md).
+   */
+  async prompts(access: Access, after: string | null, budget: number): Promise<{ prompts: Prompt[]; last: string | null }> {
+    const rows = await listApproved(this.database.db, 'prompt');
+    this.offeredPrompts.keepOnly(rows);
+    const may = rows.filter(
+      (p) =>
+        offerable(p) && this.oauthOf(p.upstream) === null && usable(p, this.config, access) && (after === null || mergedName(p) > after),
+    );
+    const page = pageOf([...(await this.offeredPrompts.offered(may, mergedName)).values()], budget);
+    return { prompts: page.objects as unknown as Prompt[], last: page.last };
+  }
+
+  /** The prompt a merged name stands for, when this caller may use it; null for anything else. */
+  async resolvePrompt(name: string, access: Access): Promise<ToolGate | null> {
+    const split = splitMerged(name);
+    if (split === null || this.oauthOf(split.upstream) !== null) return null;
+    const found = await findTool(this.database.db, split.upstream, split.name, 'prompt');
+    return found !== null && usable(found, this.config, access) ? found : null;
+  }
+
+  /**
+   * The upstream's messages for the prompt, with their URIs mapped; a prompt the upstream no longer has reads like
+   * one that does not exist (null). Any other failure is the caller's to read, naming the upstream and the cause.
+   */
+  async getPrompt(
+    prompt: ToolGate,
+    args: Record<string, unknown> | undefined,
+    caller: Caller,
+    relay: Relay = {},
+  ): Promise<GetPromptResult | null> {
+    const upstream = this.upstreamOf(prompt.upstream);
+    const params = { name: prompt.name, ...(args === undefined ? {} : { arguments: args }) };
+    const passed = await this.pass(
+      {
+        upstream,
+        kind: 'prompt',
+        target: prompt.name,
+        send: (connection, identity) => connection.send('prompts/get', params, identity, relay),
+      },
+      caller,
+    );
+    if ('answer' in passed) return mapPromptResult(upstream.name, passed.answer) as GetPromptResult;
+    if (passed.code !== undefined && NOT_THERE.has(passed.code)) return null;
+    throw new UpstreamRefusal(passed.text);
+  }
+
+  /**
+   * One page of the resources of the upstreams this caller may read, their URIs mapped: from `from` (an upstream and
+   * its own cursor; null: the first), with where the next page starts. An upstream that cannot list now is passed
+   * over: one that is down takes nothing from the others. An app (`ui://`) is listed only once reviewed, so none is yet.
+   */
+  async resources(
+    access: Access,
+    userId: number,
+    from: ResourcesFrom | null,
+  ): Promise<{ resources: Resource[]; next: ResourcesFrom | null }> {
+    const readable = this.config.upstreams.filter((u) => mayRead(u, access));
+    let at = from === null ? 0 : readable.findIndex((u) => u.name === from.upstream);
+    let cursor = from?.cursor;
+    for (; at >= 0 && at < readable.length; at++, cursor = undefined) {
+      const upstream = readable[at]!;
+      const page = await this.listWith(upstream, userId, (c) => c.listResources(cursor));
+      if (page === null) continue;
+      const resources = page.resources.filter((r) => !r.uri.startsWith('ui://')).map((r) => mapResource(upstream.name, r));
+      const following = readable[at + 1];
+      const next =
+        page.nextCursor !== undefined
+          ? { upstream: upstream.name, cursor: page.nextCursor }
+          : following === undefined
+            ? null
+            : { upstream: following.name };
+      return { resources, next };
     }
-    return { tools, last: null };
+    return { resources: [], next: null };
+  }
+
+  /** The resource templates of every upstream this caller may read, mapped; an upstream that cannot list now is passed over. */
+  async templates(access: Access, userId: number): Promise<ResourceTemplate[]> {
+    const readable = this.config.upstreams.filter((u) => mayRead(u, access));
+    const lists = await Promise.all(
+      readable.map(async (upstream) => {
+        const listed = await this.listWith(upstream, userId, (c) => c.listResourceTemplates(TEMPLATES_PER_UPSTREAM));
+        return (listed ?? []).slice(0, TEMPLATES_PER_UPSTREAM).map((t) => mapResourceTemplate(upstream.name, t));
+      }),
+    );
+    return lists.flat();
+  }
+
+  /** A listing on the caller's connection to the upstream; null when it cannot be had now (logged). */
+  private async listWith<T>(
+    upstream: UpstreamConfig,
+    userId: number,
+    list: (connection: UpstreamConnection) => Promise<T>,
+  ): Promise<T | null> {
+    const connection = this.connections.forCall(upstream, userId);
+    if (connection === null) return null;
+    try {
+      return await list(connection);
+    } catch (e) {
+      if (!(e instanceof NeedsConnection))
+        this.log.warn('upstream_listing_failed', {
+          upstream: upstream.name,
+          error: e instanceof Error ? e.message.slice(0, 200) : 'failed',
+        });
+      return null;
+    }
+  }
+
+  /**
+   * Reads a mapped URI for the caller: the upstream's contents with their URIs mapped, or null when the URI is not
+   * one of an upstream the caller may read, or the upstream has no such resource (the same answer as a URI that
+   * does not exist). An app (`ui://`) is served only as reviewed, which svc does not yet do: null.
+   */
+  async read(mapped: string, caller: Caller, relay: Relay = {}): Promise<ReadResourceResult | null> {
+    const target = unmapUri(mapped);
+    const upstream = target === null ? undefined : this.config.upstreams.find((u) => u.name === target.upstream);
+    if (target === null || upstream === undefined || !mayRead(upstream, caller.access) || target.uri.startsWith('ui://')) return null;
+    const passed = await this.pass(
+      {
+        upstream,
+        kind: 'resource',
+        target: target.uri.slice(0, URI_AUDIT_MAX),
+        send: (connection, identity) => connection.send('resources/read', { uri: target.uri }, identity, relay),
+      },
+      caller,
+    );
+    if ('answer' in passed) return mapReadResult(upstream.name, passed.answer) as ReadResourceResult;
+    if (passed.code !== undefined && NOT_THERE.has(passed.code)) return null;
+    throw new UpstreamRefusal(passed.text);
+  }
+
+  /**
+   * completion/complete for a prompt NAME__PROMPT or a mapped resource template the caller may use: the owning
+   * upstream's completion. Anything else, or an upstream that cannot answer, is an empty completion.
+   */
+  async complete(params: Record<string, unknown>, caller: Caller): Promise<CompleteResult> {
+    const empty: CompleteResult = { completion: { values: [], hasMore: false } };
+    const ref = (params.ref ?? {}) as { type?: unknown; name?: unknown; uri?: unknown };
+    let owner: { upstream: UpstreamConfig; ref: Record<string, unknown> } | null = null;
+    if (ref.type === 'ref/prompt' && typeof ref.name === 'string') {
+      const prompt = await this.resolvePrompt(ref.name, caller.access);
+      if (prompt !== null) owner = { upstream: this.upstreamOf(prompt.upstream), ref: { type: 'ref/prompt', name: prompt.name } };
+    } else if (ref.type === 'ref/resource' && typeof ref.uri === 'string') {
+      const target = unmapTemplate(ref.uri);
+      const upstream = target === null ? undefined : this.config.upstreams.find((u) => u.name === target.upstream);
+      if (target !== null && upstream !== undefined && mayRead(upstream, caller.access))
+        owner = { upstream, ref: { type: 'ref/resource', uri: target.uri } };
+    }
+    if (owner === null) return empty;
+    const { upstream } = owner;
+    const sent = { ...params, ref: owner.ref };
+    const passed = await this.pass(
+      {
+        upstream,
+        kind: 'completion',
+        target: String(owner.ref.name ?? owner.ref.uri).slice(0, URI_AUDIT_MAX),
+        send: (connection, identity) => connection.send('completion/complete', sent, identity),
+      },
+      caller,
+    );
+    if (!('answer' in passed)) return empty;
+    const completion = (passed.answer as { completion?: unknown }).completion;
+    return typeof completion === 'object' && completion !== null ? ({ completion } as CompleteResult) : empty;
   }
 
   /**
@@ -193,14 +431,14 @@ export class UpstreamGateway {
     const started = performance.now();
     const overRate = await this.overRate(upstream, caller);
     const bearer = overRate === null ? await this.bearerFor(upstream, caller) : null;
-    const [answer, outcome] =
+    const [answer, outcome]: [CallToolResult, string] =
       overRate !== null
-        ? [overRate, 'rate_limited']
+        ? [asResult(overRate), 'rate_limited']
         : bearer === null
-          ? [refusal(upstream.name, 'unavailable', CAUSE_TEXT.unavailable), 'unavailable']
+          ? [asResult(refusalText(upstream.name, 'unavailable', CAUSE_TEXT.unavailable)), 'unavailable']
           : 'token' in bearer
             ? [{ content: [{ type: 'text' as const, text: `Your account at ${upstream.name} is connected.` }] }, 'ok']
-            : [this.needsConnection(upstream, bearer.connect), 'not_connected'];
+            : [asResult(this.connectText(upstream, bearer.connect)), 'not_connected'];
     if (outcome === 'ok')
       await this.audit({ upstream: upstream.name, name: CONNECT_TOOL }, null, caller, outcome, Math.round(performance.now() - started));
     else await this.counted.record({ actor: caller.uid, via: caller.via, upstream: upstream.name, peer: caller.peer, outcome });
@@ -208,37 +446,119 @@ export class UpstreamGateway {
     return answer;
   }
 
-  /** The answer to a call that needs the caller's account at the upstream connected first. */
-  private needsConnection(upstream: UpstreamConfig, connect: 'none' | 'reconnect'): CallToolResult {
+  /** What a caller is told of a request that needs their account at the upstream connected first. */
+  private connectText(upstream: UpstreamConfig, connect: 'none' | 'reconnect'): string {
     const url = connectUrl(this.config, upstream);
     const what = connect === 'none' ? 'is not connected' : 'must be connected again';
-    return {
-      content: [
-        { type: 'text', text: `upstream "${upstream.name}" not_connected: your account at ${upstream.name} ${what}; connect it at ${url}` },
-      ],
-      isError: true,
-    };
+    return `upstream "${upstream.name}" not_connected: your account at ${upstream.name} ${what}; connect it at ${url}`;
   }
 
   /**
    * Calls the tool for the caller. A call that needs the caller's account connected first is answered with the URL
    * elicitation error (-32042) when the client declared URL elicitation, else with an isError result naming the URL.
+   * Every URI in its result is mapped to the one a caller reads back through svc (domain/resource-uris.ts).
    */
-  async call(tool: ToolGate, args: Record<string, unknown> | undefined, caller: Caller, urlElicitation = false): Promise<CallToolResult> {
-    // Hashed before the upstream sees the call, so its audit row can always be written.
-    const argumentsSha256 = fingerprint(args ?? {});
+  async call(
+    tool: ToolGate,
+    args: Record<string, unknown> | undefined,
+    caller: Caller,
+    urlElicitation = false,
+    relay: Relay = {},
+  ): Promise<CallToolResult> {
+    const upstream = this.upstreamOf(tool.upstream);
+    const passed = await this.pass(
+      {
+        upstream,
+        kind: 'tool',
+        target: tool.name,
+        // Hashed before the upstream sees the call, so its audit row can always be written.
+        argumentsSha256: fingerprint(args ?? {}),
+        send: (connection, identity) => connection.callTool(tool.name, args, identity, relay),
+        failed: (answer) => (answer as CallToolResult).isError === true,
+      },
+      caller,
+    );
+    if ('refused' in passed) {
+      if (passed.refused === 'not_connected' && urlElicitation) throw this.elicitation(upstream);
+      return { content: [{ type: 'text', text: passed.text }], isError: true };
+    }
+    const result = passed.answer as CallToolResult;
+    return {
+      content: mapContent(upstream.name, result.content) as CallToolResult['content'],
+      ...(result.structuredContent === undefined ? {} : { structuredContent: result.structuredContent }),
+      ...(result.isError === undefined ? {} : { isError: result.isError }),
+    };
+  }
+
+  /**
+   * One request of a caller's passed to an upstream, with everything a tool call has: the upstream's `rate`, the
+   * person's own token (auth = oauth), the identity assertion, the connection that is the caller's, the faults, the
+   * metrics and the audit row. The answer, or why there is none in words the caller may read.
+   */
+  private async pass(passage: Passage, caller: Caller): Promise<Passed> {
+    const { upstream, kind } = passage;
     const started = performance.now();
-    const { answer, outcome } = await this.callAudit.during(() => this.answer(tool, args, caller));
+    const passed = await this.callAudit.during(() => this.reach(passage, caller));
+    const outcome = 'answer' in passed ? (passage.failed?.(passed.answer) ? 'error' : 'ok') : passed.refused;
     const seconds = (performance.now() - started) / 1000;
-    this.metrics.upstreamCall(tool.upstream, outcome, seconds);
-    if (outcome === 'ok' || outcome === 'unavailable') this.reached(tool.upstream, outcome === 'ok');
-    // Calls that never reached the upstream (refused over the rate, or told where to connect) are counted, one row per
-    // person, upstream, outcome and minute: a caller cannot flood the trail with them.
+    this.metrics.upstreamCall(upstream.name, outcome, seconds, kind);
+    if (outcome === 'ok' || outcome === 'unavailable') this.reached(upstream.name, outcome === 'ok');
+    // Requests that never reached the upstream (refused over the rate, or told where to connect) are counted, one row
+    // per person, upstream, outcome and minute: a caller cannot flood the trail with them.
     if (outcome === 'rate_limited' || outcome === 'not_connected')
-      await this.counted.record({ actor: caller.uid, via: caller.via, upstream: tool.upstream, peer: caller.peer, outcome });
-    else await this.audit(tool, argumentsSha256, caller, outcome, Math.round(seconds * 1000));
-    if (outcome === 'not_connected' && urlElicitation) throw this.elicitation(this.oauthOf(tool.upstream)!);
-    return answer;
+      await this.counted.record({ actor: caller.uid, via: caller.via, upstream: upstream.name, peer: caller.peer, outcome });
+    else
+      await this.audit(
+        { upstream: upstream.name, name: passage.target },
+        passage.argumentsSha256 ?? null,
+        caller,
+        outcome,
+        Math.round(seconds * 1000),
+        AUDIT_ACTION[kind],
+      );
+    if ('answer' in passed && upstream.oauth !== null) this.accounts!.used(caller.userId, upstream);
+    return passed;
+  }
+
+  /** The upstream's answer to the passage, or why there is none (its outcome, and what the caller is told). */
+  private async reach(passage: Passage, caller: Caller): Promise<Passed> {
+    const { upstream } = passage;
+    const overRate = await this.overRate(upstream, caller);
+    if (overRate !== null) return { refused: 'rate_limited', text: overRate };
+    if (upstream.oauth !== null) {
+      const bearer = await this.bearerFor(upstream, caller);
+      if (bearer === null) return { refused: 'unavailable', text: refusalText(upstream.name, 'unavailable', CAUSE_TEXT.unavailable) };
+      if ('connect' in bearer) return { refused: 'not_connected', text: this.connectText(upstream, bearer.connect) };
+    }
+    try {
+      // Signed before a connection is taken: the call starts on it at once, so it counts as in use from the moment
+      // it is handed out (a connection not in use may be closed to make room).
+      const identity = upstream.identity === 'jwt' ? await this.sign(caller, upstream) : null;
+      const connection = this.connections.forCall(upstream, caller.userId);
+      if (connection === null) return { refused: 'busy', text: refusalText(upstream.name, 'busy', CAUSE_TEXT.busy) };
+      return { answer: await passage.send(connection, identity) };
+    } catch (e) {
+      if (e instanceof NeedsConnection) return { refused: 'not_connected', text: this.connectText(upstream, e.connect) };
+      if (e instanceof Cancelled)
+        return { refused: 'cancelled', text: refusalText(upstream.name, 'cancelled', 'the request was cancelled') };
+      const cause = causeOf(e);
+      this.log.warn('upstream_call_failed', {
+        upstream: upstream.name,
+        kind: passage.kind,
+        target: passage.target.slice(0, 200),
+        cause,
+        error: e instanceof Error ? e.message : String(e),
+      });
+      return {
+        refused: cause,
+        text: refusalText(upstream.name, cause, CAUSE_TEXT[cause]),
+        ...(e instanceof ProtocolFault && e.code !== undefined ? { code: e.code } : {}),
+      };
+    }
+  }
+
+  private upstreamOf(name: string): UpstreamConfig {
+    return this.config.upstreams.find((u) => u.name === name)!;
   }
 
   /**
@@ -250,14 +570,10 @@ export class UpstreamGateway {
     return new ConnectionNeeded(url, `Connect your account at ${upstream.name} to use its tools: ${url}`);
   }
 
-  /**
-   * The call's answer, and its outcome for the audit row and the metrics: ok, error (the upstream's own isError) or
-   * a cause. An answer is at most ANSWER_MAX bytes as it arrives: the transports cut off a larger one (too_large).
-   */
-  /** Counts the call against the upstream's `rate` for this caller: the refusal when it is over, else null. */
-  private async overRate(upstream: UpstreamConfig, caller: Caller): Promise<CallToolResult | null> {
+  /** Counts the request against the upstream's `rate` for this caller: what the caller is told when it is over, else null. */
+  private async overRate(upstream: UpstreamConfig, caller: Caller): Promise<string | null> {
     const wait = upstream.rate === null ? null : await this.rate.take(`${upstream.name}\n${caller.userId}`, upstream.rate);
-    return wait === null ? null : refusal(upstream.name, 'rate_limited', `over its rate for you; try again in ${wait} s`);
+    return wait === null ? null : refusalText(upstream.name, 'rate_limited', `over its rate for you; try again in ${wait} s`);
   }
 
   /** An identity assertion; a failure to sign is svc's, not the upstream's. */
@@ -267,47 +583,6 @@ export class UpstreamGateway {
     } catch (e) {
       throw new SvcFault(`signing the identity assertion failed: ${e instanceof Error ? e.message : String(e)}`);
     }
-  }
-
-  private async answer(
-    tool: ToolGate,
-    args: Record<string, unknown> | undefined,
-    caller: Caller,
-  ): Promise<{ answer: CallToolResult; outcome: 'ok' | 'error' | 'not_connected' | Cause }> {
-    const upstream = this.config.upstreams.find((u) => u.name === tool.upstream)!;
-    const overRate = await this.overRate(upstream, caller);
-    if (overRate !== null) return { answer: overRate, outcome: 'rate_limited' };
-    if (upstream.oauth !== null) {
-      const bearer = await this.bearerFor(upstream, caller);
-      if (bearer === null) return { answer: refusal(upstream.name, 'unavailable', CAUSE_TEXT.unavailable), outcome: 'unavailable' };
-      if ('connect' in bearer) return { answer: this.needsConnection(upstream, bearer.connect), outcome: 'not_connected' };
-    }
-    let result: CallToolResult;
-    try {
-      // Signed before a connection is taken: the call starts on it at once, so it counts as in use from the moment
-      // it is handed out (a connection not in use may be closed to make room).
-      const identity = upstream.identity === 'jwt' ? await this.sign(caller, upstream) : null;
-      const connection = this.connections.forCall(upstream, caller.userId);
-      if (connection === null) return { answer: refusal(upstream.name, 'busy', CAUSE_TEXT.busy), outcome: 'busy' };
-      result = (await connection.callTool(tool.name, args, identity)) as CallToolResult;
-    } catch (e) {
-      if (e instanceof NeedsConnection) return { answer: this.needsConnection(upstream, e.connect), outcome: 'not_connected' };
-      const cause = causeOf(e);
-      this.log.warn('upstream_call_failed', {
-        upstream: upstream.name,
-        tool: tool.name,
-        cause,
-        error: e instanceof Error ? e.message : String(e),
-      });
-      return { answer: refusal(upstream.name, cause, CAUSE_TEXT[cause]), outcome: cause };
-    }
-    const answer: CallToolResult = {
-      content: result.content,
-      ...(result.structuredContent === undefined ? {} : { structuredContent: result.structuredContent }),
-      ...(result.isError === undefined ? {} : { isError: result.isError }),
-    };
-    if (upstream.oauth !== null) this.accounts!.used(caller.userId, upstream);
-    return { answer, outcome: result.isError ? 'error' : 'ok' };
   }
 
   /**
@@ -333,12 +608,13 @@ export class UpstreamGateway {
     caller: Caller,
     outcome: string,
     durationMs: number,
+    action = AUDIT_ACTION.tool,
   ): Promise<void> {
     const credential = caller.tokenId === null ? caller.via : caller.tokenId;
     await this.callAudit.record({
       actor: caller.uid,
       via: caller.via,
-      action: 'upstream.call',
+      action,
       target: `${tool.upstream}/${tool.name}`,
       detail: {
         credential,

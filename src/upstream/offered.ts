@@ -1,6 +1,6 @@
-// The approved definitions /mcp offers, parsed once per approval and kept: a caller's tools/list reads the gates of
-// the approved tools (no definition), and only the definitions of the tools it offers, each from this copy while its
-// approval stands. Each definition is checked once, as it is parsed, by the rule discovery applies to what an
+// The approved definitions /mcp offers, parsed once per approval and kept: a caller's tools/list (or prompts/list)
+// reads the gates of the approved tools (no definition), and only the definitions of the tools it offers, each from
+// this copy while its approval stands; one copy per kind. Each definition is checked once, as it is parsed, by the rule discovery applies to what an
 // upstream lists (domain/definition-text.ts): one approved before svc held hidden characters, or larger than it now
 // offers, is never offered.
 import type { Tool } from '@modelcontextprotocol/client';
@@ -8,7 +8,7 @@ import type { Database } from '../db/open.ts';
 import { definitionSize, heldReasons } from '../domain/definition-text.ts';
 import { approvedDefinitions, type ToolDefinition, type ToolGate } from '../store/upstream-tools.ts';
 
-/** An approved definition as offered: the tool under its merged name, and the bytes it adds to a listing. */
+/** An approved definition as offered: the tool (or prompt) under its merged name, and the bytes it adds to a listing. */
 export interface OfferedTool {
   readonly tool: Tool;
   readonly bytes: number;
@@ -20,7 +20,7 @@ interface Kept {
   readonly offered: OfferedTool | null;
 }
 
-const keyOf = (t: Pick<ToolGate, 'upstream' | 'name'>) => `${t.upstream}\n${t.name}`;
+const keyOf = (t: Pick<ToolGate, 'upstream' | 'kind' | 'name'>) => `${t.kind}\n${t.upstream}\n${t.name}`;
 
 export class OfferedDefinitions {
   private kept = new Map<string, Kept>();
@@ -36,11 +36,13 @@ export class OfferedDefinitions {
     const missing = new Map<string, ToolGate[]>();
     for (const g of gates) {
       if (this.kept.get(keyOf(g))?.fingerprint === g.approvedFingerprint) continue;
-      const list = missing.get(g.upstream) ?? [];
+      const key = `${g.kind}\n${g.upstream}`;
+      const list = missing.get(key) ?? [];
       list.push(g);
-      missing.set(g.upstream, list);
+      missing.set(key, list);
     }
-    for (const [upstream, list] of missing) {
+    for (const list of missing.values()) {
+      const { upstream, kind } = list[0]!;
       const byName = new Map(list.map((g) => [g.name, g]));
       // 50 at a time: a database server answers a few megabytes at once, and an approved definition may be 64 KiB.
       for (let i = 0; i < list.length; i += 50) {
@@ -48,6 +50,7 @@ export class OfferedDefinitions {
           this.database.db,
           upstream,
           list.slice(i, i + 50).map((g) => g.name),
+          kind,
         );
         for (const r of rows) {
           if (r.approvedFingerprint === null || r.approvedDefinition === null) continue;
@@ -75,7 +78,10 @@ export class OfferedDefinitions {
   }
 }
 
-/** The tool named `name` at its upstream as offered under `merged`, or null when its definition breaks the rule. */
+/**
+ * The tool (or prompt) named `name` at its upstream as offered under `merged`, or null when its definition breaks the
+ * rule. A prompt's definition has no schema: it is typed as a tool here, and only its fields are in it.
+ */
 function offeredForm(name: string, merged: string, stored: string): OfferedTool | null {
   const definition = JSON.parse(stored) as ToolDefinition;
   if (heldReasons({ ...definition, name }, definitionSize(definition)).length > 0) return null;
