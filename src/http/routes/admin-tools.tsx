@@ -109,7 +109,7 @@ function kindHref(url: string, kind: ReviewedKind | undefined): string {
   return `${u.pathname}${query ? `?${query}` : ''}`;
 }
 
-function changeFrom(body: Record<string, unknown>): ToolChange {
+function changeFrom(body: Record<string, unknown>, kind: ReviewedKind): ToolChange {
   switch (body.action) {
     case 'approve':
       // The definition the page showed: a newer one is refused, and shown for review.
@@ -121,7 +121,7 @@ function changeFrom(body: Record<string, unknown>): ToolChange {
     case 'label': {
       const labels = labelsField(typeof body.labels === 'string' ? body.labels : '');
       // An empty field would open it to every user: that takes the API or svc tool label --labels ''.
-      if (labels.length === 0) throw badRequest("labels: give its own labels, or use its upstream's", 'labels');
+      if (labels.length === 0) throw badRequest(`labels: give the ${kind}'s own labels, or use its upstream's`, 'labels');
       return { labels };
     }
     default:
@@ -140,7 +140,7 @@ export function adminToolRoutes(services: Services): Hono<Env> {
         if (body.kind !== undefined && kindOf(body.kind) === undefined) throw badRequest('kind: tool, prompt or app', 'kind');
         const kind = kindOf(body.kind) ?? 'tool';
         const ref = { upstream: c.req.param('upstream'), kind, name: c.req.param('name') };
-        await changeObjectAs(services.database, c.var.actor, ref, changeFrom(body));
+        await changeObjectAs(services.database, c.var.actor, ref, changeFrom(body, kind));
         return c.redirect(`/admin/tools?done=${String(body.action)}${kind === 'tool' ? '' : `&of=${kind}`}`, 303);
       },
       (status, error) => page(services, c, status, error),
