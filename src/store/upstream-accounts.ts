@@ -317,3 +317,18 @@ export async function dropRevocation(tx: Tx, id: number): Promise<void> {
 export async function postponeRevocation(tx: Tx, id: number, attempts: number, nextAt: number): Promise<void> {
   await tx.update(upstreamRevocations).set({ attempts, nextAt }).where(eq(upstreamRevocations.id, id));
 }
+
+/**
+ * A version of every person's accounts as a listing decides on them (connected, reconnect, what each connection
+ * listed): it changes when one is made, deleted, marked or listed again. What change notifications poll
+ * (mcp/changes.ts); never a token.
+ */
+export async function accountsVersion(db: Db): Promise<string> {
+  const row = await db
+    .select({
+      version: sql<string>`count(*) || ':' || coalesce(sum(${upstreamAccounts.connectedAt}), 0) || ':' || coalesce(sum(${upstreamAccounts.state} = 'connected'), 0) || ':' || coalesce(sum(${upstreamAccounts.listedAt}), 0)`,
+    })
+    .from(upstreamAccounts)
+    .get();
+  return String(row?.version ?? '');
+}

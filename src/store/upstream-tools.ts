@@ -451,3 +451,18 @@ export async function upstreamStatuses(db: Db): Promise<Map<string, { state: 'up
   const rows = await db.select().from(upstreamStatus).all();
   return new Map(rows.map((r) => [r.upstream, { state: r.state as 'up' | 'down', checkedAt: r.checkedAt }]));
 }
+
+/**
+ * A version of every reviewed row: it changes when a row is added, removed or written (each write stamps updated_at),
+ * so a caller's listing can only have changed when it did. What change notifications poll (mcp/changes.ts): one read
+ * over the table's rows, no definition read.
+ */
+export async function reviewedVersion(db: Db): Promise<string> {
+  const row = await db
+    .select({
+      version: sql<string>`count(*) || ':' || coalesce(max(${upstreamTools.updatedAt}), 0) || ':' || coalesce(sum(${upstreamTools.updatedAt}), 0)`,
+    })
+    .from(upstreamTools)
+    .get();
+  return String(row?.version ?? '');
+}

@@ -329,6 +329,9 @@ const LISTEN_STEADY_MS = 60_000;
 const LISTEN_NOTICES = 10;
 const LISTEN_NOTICES_MS = 10_000;
 
+/** What an upstream says of its resources on a connection: a subscribed URI of its own updated, or its list changed. */
+export type ResourceNotice = { readonly updated: string } | { readonly listChanged: true };
+
 export class UpstreamConnection {
   private client: Promise<Client> | null = null;
   private failures = 0;
@@ -346,6 +349,8 @@ export class UpstreamConnection {
   private listenEnded = 0;
   /** the listen stream open now, the change notifications heard on it lately, and how to listen again */
   private listening: { subscription: McpSubscription; heard: number[]; again: () => void } | null = null;
+  /** 2026-07-28: the listen streams that hold resource subscriptions, by the upstream's URI */
+  private readonly watching = new Map<string, McpSubscription>();
   /** a connection whose era changed while other calls were under way on it: replaced once they have ended */
   private replaceWhenIdle: Promise<Client> | null = null;
   /** when the last call ended (or the connection was made) */
@@ -360,9 +365,10 @@ export class UpstreamConnection {
     private readonly bearer: BearerSource | null = null,
     /**
      * listen: in the 2026-07-28 era, hold a `subscriptions/listen` stream for the upstream's tool list changes (the
-     * upstream's one shared connection; a person's own does not)
+     * upstream's one shared connection; a person's own does not). resources: told of the upstream's
+     * notifications/resources/updated (a subscribed URI, its own) and resources/list_changed on this connection
      */
-    private readonly options: { readonly listen?: boolean } = {},
+    private readonly options: { readonly listen?: boolean; readonly resources?: (notice: ResourceNotice) => void } = {},
   ) {}
 
   /** The connected client: the open one, or a new connection (refused while a restart's backoff runs). */
@@ -418,6 +424,9 @@ export class UpstreamConnection {
       },
     );
     client.setNotificationHandler('notifications/tools/list_changed', () => this.toolsChanged());
+    // What the upstream says of its resources, on this connection: passed on as it is (mcp/changes.ts decides who hears it).
+    client.setNotificationHandler('notifications/resources/updated', (n) => this.options.resources?.({ updated: n.params.uri }));
+    client.setNotificationHandler('notifications/resources/list_changed', () => this.options.resources?.({ listChanged: true }));
     const { transport, release } = transportFor(
       this.upstream,
       () => {
@@ -758,6 +767,43 @@ export class UpstreamConnection {
       if (cursor === undefined) break;
     }
     return found;
+  }
+
+  /**
+   * Subscribes to (or unsubscribes from) the upstream's resource `uri` on this connection: `resources/subscribe` to a
+   * 2025 upstream, a `subscriptions/listen` stream for that URI to a 2026-07-28 one. Its updates reach
+   * `options.resources`. Not a caller's relayed request (no question is asked during it); it counts as a use of the
+   * connection. Faults as send's.
+   */
+  async resourceSubscription(uri: string, subscribe: boolean, identity: string | null): Promise<void> {
+    const current = this.connected();
+    try {
+      const client = await current;
+      if (client.getProtocolEra() === 'modern') return await this.watchResource(client, uri, subscribe);
+      const meta = identity === null ? {} : { _meta: { [IDENTITY_META]: identity } };
+      const request = { method: subscribe ? 'resources/subscribe' : 'resources/unsubscribe', params: { uri, ...meta } };
+      await this.inEra(current, (c) => c.request(request, ANY_RESULT, { timeout: this.upstream.timeoutMs }), true);
+    } catch (e) {
+      throw asFault(e);
+    } finally {
+      this.usedAt = Date.now();
+    }
+  }
+
+  /** 2026-07-28: one listen stream per subscribed URI on this connection, held until unsubscribed or ended. */
+  private async watchResource(client: Client, uri: string, subscribe: boolean): Promise<void> {
+    const held = this.watching.get(uri);
+    if (!subscribe) {
+      this.watching.delete(uri);
+      await held?.close();
+      return;
+    }
+    if (held !== undefined) return;
+    const subscription = await client.listen({ resourceSubscriptions: [uri] }, { timeout: this.upstream.timeoutMs });
+    this.watching.set(uri, subscription);
+    void subscription.closed.then(() => {
+      if (this.watching.get(uri) === subscription) this.watching.delete(uri);
+    });
   }
 
   /** Whether a call is under way on this connection: it must not be closed now. */

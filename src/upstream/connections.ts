@@ -11,7 +11,13 @@
 import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { Logger } from '../log.ts';
 import type { UpstreamAccounts } from './accounts.ts';
-import { UpstreamConnection } from './connection.ts';
+import { UpstreamConnection, type ResourceNotice } from './connection.ts';
+
+/**
+ * Told what an upstream says of its resources on one of its connections: `owner` is the person whose own connection it
+ * came on, null for the upstream's own (shared) connection.
+ */
+export type ResourceListener = (upstream: string, owner: number | null, notice: ResourceNotice) => void;
 
 /** A connection idle this long is closed. */
 export const IDLE_MS = 10 * 60_000;
@@ -25,6 +31,8 @@ export class UpstreamConnections {
   /** per upstream, each person's own, the one used longest ago first */
   private readonly byUpstream = new Map<string, Map<number, UpstreamConnection>>();
   private readonly sweeper = setInterval(() => this.sweep(Date.now()), 60_000).unref();
+  /** told what upstreams say of their resources (mcp/changes.ts, once /mcp serves); none until then */
+  resourceListener: ResourceListener | null = null;
 
   constructor(
     config: Config,
@@ -36,7 +44,14 @@ export class UpstreamConnections {
   ) {
     // The upstream's own connection listens for list changes (a 2026-07-28 upstream tells them on a listen stream only).
     for (const u of config.upstreams)
-      if (u.oauth === null) this.own.set(u.name, new UpstreamConnection(u, log, () => toolsChanged(u.name), null, { listen: true }));
+      if (u.oauth === null)
+        this.own.set(
+          u.name,
+          new UpstreamConnection(u, log, () => toolsChanged(u.name), null, {
+            listen: true,
+            resources: (notice) => this.resourceListener?.(u.name, null, notice),
+          }),
+        );
   }
 
   /** The upstream's own connection (an upstream that is not `auth = oauth`). */
@@ -51,8 +66,12 @@ export class UpstreamConnections {
    * upstream has as many people's connections as it may and each has a call under way.
    */
   forCall(upstream: UpstreamConfig, userId: number): UpstreamConnection | null {
-    const shared = upstream.transport.kind === 'stdio' && upstream.transport.isolation === 'shared';
-    return shared ? this.shared(upstream.name) : this.personal(upstream, userId);
+    return this.ownerOf(upstream, userId) === null ? this.shared(upstream.name) : this.personal(upstream, userId);
+  }
+
+  /** Whose connection a person's call goes to: theirs (their id), or the upstream's own one process (null). */
+  ownerOf(upstream: UpstreamConfig, userId: number): number | null {
+    return upstream.transport.kind === 'stdio' && upstream.transport.isolation === 'shared' ? null : userId;
   }
 
   /** A connection with the person's token at an `auth = oauth` upstream, for one listing; the caller closes it. */
@@ -62,7 +81,9 @@ export class UpstreamConnections {
 
   private open(upstream: UpstreamConfig, userId: number): UpstreamConnection {
     const bearer = upstream.oauth === null ? null : this.accounts!.source(userId, upstream);
-    return new UpstreamConnection(upstream, this.log, () => this.toolsChanged(upstream.name), bearer);
+    return new UpstreamConnection(upstream, this.log, () => this.toolsChanged(upstream.name), bearer, {
+      resources: (notice) => this.resourceListener?.(upstream.name, userId, notice),
+    });
   }
 
   /**

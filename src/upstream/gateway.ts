@@ -35,7 +35,7 @@ import { findTool, listApproved, type ToolGate } from '../store/upstream-tools.t
 import { accountFor, listAccounts, type Listing } from '../store/upstream-accounts.ts';
 import { mayConnect, mayRead, usable } from './access.ts';
 import { CallAudit, countedCalls } from './call-audit.ts';
-import { UpstreamConnections } from './connections.ts';
+import { UpstreamConnections, type ResourceListener } from './connections.ts';
 import { rateCounter, type RateCounter } from './rate.ts';
 import { NeedsConnection, UpstreamAccounts, type Bearer } from './accounts.ts';
 import { ensureSigningKey, IdentitySigner } from './identity.ts';
@@ -50,6 +50,16 @@ import { ANSWER_MAX, AnswerTooLarge } from './http-fetch.ts';
 export interface ResourcesFrom {
   readonly upstream: string;
   readonly cursor?: string;
+}
+
+/**
+ * Where a resource subscription's updates come from: the upstream, its own URI, and whose connection they come on
+ * (a person's id; null: the upstream's one process, shared by everyone).
+ */
+export interface ResourceWatch {
+  readonly upstream: string;
+  readonly uri: string;
+  readonly owner: number | null;
 }
 
 /** At most this many resource templates of one upstream are listed. */
@@ -334,6 +344,47 @@ export class UpstreamGateway {
     if ('answer' in passed) return mapReadResult(upstream.name, passed.answer) as ReadResourceResult;
     if (passed.code !== undefined && NOT_THERE.has(passed.code)) return null;
     throw new UpstreamRefusal(passed.text);
+  }
+
+  /**
+   * resources/subscribe (or unsubscribe) of a mapped URI for the caller, on the caller's connection to the owning
+   * upstream (connections.ts forCall): where its updates will come from, or null when the URI is not one of an
+   * upstream the caller may read, or the upstream has no such resource (the answer of a URI that does not exist).
+   * Under the upstream's `rate` but for svc's own renewal (`renew`); not audited: nothing is read. An unsubscribe (svc
+   * letting go of one) needs no right to read: it is sent on the person's own connection also once they lost it.
+   */
+  async subscription(mapped: string, caller: Caller, subscribe: boolean, renew = false): Promise<ResourceWatch | null> {
+    const target = unmapUri(mapped);
+    const upstream = target === null ? undefined : this.config.upstreams.find((u) => u.name === target.upstream);
+    if (target === null || upstream === undefined || target.uri.startsWith('ui://')) return null;
+    if (subscribe && !mayRead(upstream, caller.access)) return null;
+    const overRate = renew ? null : await this.overRate(upstream, caller);
+    if (overRate !== null) throw new UpstreamRefusal(overRate);
+    const connection = this.connections.forCall(upstream, caller.userId);
+    if (connection === null) throw new UpstreamRefusal(refusalText(upstream.name, 'busy', CAUSE_TEXT.busy));
+    try {
+      if (subscribe && (await connection.capabilities()).resources?.subscribe !== true)
+        throw new UpstreamRefusal(`upstream "${upstream.name}" does not offer resource subscriptions`);
+      const identity = upstream.identity === 'jwt' ? await this.sign(caller, upstream) : null;
+      await connection.resourceSubscription(target.uri, subscribe, identity);
+    } catch (e) {
+      if (e instanceof UpstreamRefusal) throw e;
+      if (e instanceof ProtocolFault && e.code !== undefined && NOT_THERE.has(e.code)) return null;
+      if (e instanceof NeedsConnection) throw new UpstreamRefusal(this.connectText(upstream, e.connect));
+      const cause = causeOf(e);
+      throw new UpstreamRefusal(refusalText(upstream.name, cause, CAUSE_TEXT[cause]));
+    }
+    return { upstream: upstream.name, uri: target.uri, owner: this.connections.ownerOf(upstream, caller.userId) };
+  }
+
+  /** The upstreams whose resources this caller may read (access.ts mayRead), by name, in configuration order. */
+  readable(access: Access): string[] {
+    return this.config.upstreams.filter((u) => mayRead(u, access)).map((u) => u.name);
+  }
+
+  /** Tells `listener` what the upstreams say of their resources, on any of their connections (mcp/changes.ts). */
+  listenToResources(listener: ResourceListener): void {
+    this.connections.resourceListener = listener;
   }
 
   /**
