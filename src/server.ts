@@ -97,6 +97,8 @@ interface Composed {
   readonly database: Database;
   readonly services: Services;
   readonly app: ReturnType<typeof createApp>;
+  /** aborted when the stop begins: streams held open end then, so the server can close */
+  readonly stopping: AbortController;
   close(): Promise<void>;
 }
 
@@ -135,12 +137,14 @@ async function compose(config: Config, log: Logger, clock: Clock | undefined): P
   const gateway =
     config.upstreams.length > 0 ? await (await import('./upstream/gateway.ts')).startGateway(config, database, log, metrics) : null;
   const auth = createAuthenticator(channelsFor(config, database, log));
-  const services = { config, database, log, oidc, metrics, auth, gateway: gateway?.gateway ?? null };
+  const stopping = new AbortController();
+  const services = { config, database, log, oidc, metrics, auth, gateway: gateway?.gateway ?? null, stopping: stopping.signal };
   const app = createApp(services, (c) => getConnInfo(c).remote.address ?? '');
   return {
     database,
     services,
     app,
+    stopping,
     async close() {
       oidc?.stop();
       await gateway?.stop();
@@ -290,6 +294,7 @@ function shutdown(
     log.info('stopped');
   };
   const stop = () => {
+    composed.stopping.abort();
     stopping ??= new Promise<void>((resolve) => {
       cut = setTimeout(() => {
         log.warn('shutdown_grace_over', { grace_ms: graceMs, in_flight: requests.active() });

@@ -23,6 +23,8 @@ export interface Services {
   readonly metrics: Metrics;
   /** the gateway to the upstream MCP servers, whose tools /mcp offers; null (or absent) without [upstream] sections */
   readonly gateway?: UpstreamGateway | null;
+  /** aborted when svc begins to stop: what a route holds open (a stream of change notifications) ends then */
+  readonly stopping?: AbortSignal;
 }
 
 export interface Env {

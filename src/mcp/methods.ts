@@ -20,6 +20,7 @@ import type { ResourcesFrom, UpstreamGateway } from '../upstream/gateway.ts';
 import type { Relay } from '../upstream/connection.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { OWN_TOOLS, type ToolAnswer } from './own-tools.ts';
+import type { ChangeHub } from './changes.ts';
 
 const RESOURCE_PREFIX = 'svc://items/';
 const RESOURCE_PAGE = 100;
@@ -41,6 +42,8 @@ export interface Shared {
   readonly log: Logger;
   /** the gateway to the upstreams, whose tools come after svc's own; null without [upstream] sections */
   readonly gateway: UpstreamGateway | null;
+  /** change notifications and resource subscriptions (changes.ts); null without upstreams (set by the endpoint) */
+  readonly changes?: ChangeHub | null;
 }
 
 /** Who is calling one request, and what their client declared that an answer depends on. */
@@ -177,6 +180,7 @@ export function installMethods(server: Server, shared: Shared): void {
   installTools(on, shared);
   installResources(on, shared);
   installPrompts(on, shared);
+  installSubscriptions(on, shared);
 }
 
 /** How a method's handler is put on the request's server. */
@@ -343,4 +347,43 @@ function decodeId(text: string): string | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * resources/subscribe and unsubscribe (2025: a 2026-07-28 client names its resources in its listen filter): an
+ * upstream's resource the caller may read, subscribed to for the request's session at the owning upstream (changes.ts),
+ * its updates on that session's GET stream. A URI the caller may not read, an unmapped one and one the upstream does
+ * not have get the same answer as a missing resource; svc's own documents cannot be subscribed to. Only with upstreams.
+ */
+function installSubscriptions(on: On, { log, changes }: Shared): void {
+  if (changes === undefined || changes === null) return;
+  const sessionOf = (ctx: Context, userId: number) => {
+    const session = (ctx.http as { req?: Request } | undefined)?.req?.headers.get('mcp-session-id');
+    if (session === undefined || session === null)
+      throw new ProtocolError(
+        ProtocolErrorCode.InvalidRequest,
+        'a resource subscription needs an MCP session: its updates come on its GET stream',
+      );
+    return { session, userId };
+  };
+  on(
+    'resources/subscribe',
+    guarded(log, 'resources/subscribe', async (params, { caller }, ctx) => {
+      const uri = typeof params.uri === 'string' ? params.uri : '';
+      if (uri.startsWith(RESOURCE_PREFIX))
+        throw new ProtocolError(ProtocolErrorCode.InvalidParams, "svc's own documents cannot be subscribed to");
+      const done = await changes.subscribe(caller, sessionOf(ctx, caller.userId), uri);
+      if (done === 'too_many')
+        throw new ProtocolError(ProtocolErrorCode.InvalidRequest, 'you hold as many resource subscriptions as svc keeps for one person');
+      if (done === 'missing') throw new ResourceNotFoundError(uri, `Resource not found: ${uri.slice(0, 200)}`);
+      return {};
+    }),
+  );
+  on(
+    'resources/unsubscribe',
+    guarded(log, 'resources/unsubscribe', async (params, { caller }, ctx) => {
+      changes.unsubscribe(sessionOf(ctx, caller.userId), typeof params.uri === 'string' ? params.uri : '');
+      return {};
+    }),
+  );
 }

@@ -15,12 +15,26 @@ import {
   WebStandardStreamableHTTPServerTransport,
   type AuthInfo,
   type JSONRPCMessage,
+  type McpHttpHandler,
+  type McpServerFactory,
+  type ServerEvent,
+  type ServerEventBus,
   type Transport,
 } from '@modelcontextprotocol/server';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/server/validators/ajv';
 import type { Logger } from '../log.ts';
 import { CALL, installMethods, type Call, type Shared } from './methods.ts';
 import { Cancellations } from './cancellations.ts';
+import {
+  ChangeHub,
+  LIST_KINDS,
+  LISTEN_URIS_MAX,
+  type Change,
+  type ListKind,
+  type Recheck,
+  type StreamHandle,
+  type View,
+} from './changes.ts';
 import { VERSION } from '../version.ts';
 
 export type { Call, Shared } from './methods.ts';
@@ -36,19 +50,28 @@ export interface McpEndpoint {
   eraOf(request: Request, parsedBody: unknown): Promise<'legacy' | 'modern'>;
   /** Answers a 2025-era request's parsed body, on a fresh transport. */
   legacy(request: Request, parsedBody: unknown, call: Call): Promise<Response>;
-  /** Answers a request the SDK classifies as 2026-07-28 (or later), its body already parsed. */
-  modern(request: Request, parsedBody: unknown, call: Call): Promise<Response>;
+  /**
+   * Answers a request the SDK classifies as 2026-07-28 (or later), its body already parsed. A `subscriptions/listen`
+   * stays open with the caller's change notifications (changes.ts) while `recheck` finds their credential good.
+   */
+  modern(request: Request, parsedBody: unknown, call: Call, recheck?: Recheck): Promise<Response>;
+  /**
+   * GET with a 2025 session id of the caller's: the session's stream of change notifications (changes.ts); 405 without
+   * upstreams (nothing svc offers can change), 429 when the caller holds as many streams as they may.
+   */
+  stream(request: Request, call: Call, session: string, recheck: Recheck): Promise<Response>;
 }
 
 /** One request's server: svc's methods on it, and nothing of any caller. */
 function buildServer(shared: Shared): Server {
   const server = new Server(SERVER_INFO, {
     jsonSchemaValidator: validator,
-    // Lists never change under a request's feet: nothing is announced that svc would not send.
+    // What can change is what upstreams offer: with upstreams, a caller hears of it on a stream (changes.ts) and may
+    // subscribe to an upstream's resources; without, nothing is announced that svc would not send.
     capabilities: {
-      tools: { listChanged: false },
-      resources: { listChanged: false },
-      prompts: { listChanged: false },
+      tools: { listChanged: shared.changes != null },
+      resources: { listChanged: shared.changes != null, ...(shared.changes == null ? {} : { subscribe: true }) },
+      prompts: { listChanged: shared.changes != null },
       completions: {},
     },
     instructions: INSTRUCTIONS,
@@ -81,20 +104,20 @@ function asksProgress(body: unknown): boolean {
 /** Not the caller's credential: only the request's Call, for svc's own handlers. */
 const authInfoOf = (call: Call): AuthInfo => ({ token: '', clientId: '', scopes: [], extra: { [CALL]: call } });
 
-export function mcpEndpoint(shared: Shared): McpEndpoint {
+export function mcpEndpoint(given: Shared, stopping?: AbortSignal): McpEndpoint {
+  // Change notifications and resource subscriptions, where something can change: the upstreams'.
+  const hub = given.gateway === null ? null : new ChangeHub(given.db, given.gateway, given.log, stopping);
+  const shared: Shared = { ...given, changes: hub };
   const cancellations = new Cancellations();
-  const modernHandler = createMcpHandler(
-    (ctx) => {
-      const server = buildServer(shared);
-      const body = (ctx.authInfo?.extra as { [BODY]?: unknown } | undefined)?.[BODY];
-      answeredEvenUnwritable(server, body, shared.log);
-      return server;
-    },
-    {
-      legacy: 'reject',
-      onerror: (e) => shared.log.debug?.('mcp_modern_refused', { error: e.message.slice(0, 200) }),
-    },
-  );
+  const factory: McpServerFactory = (ctx) => {
+    const server = buildServer(shared);
+    const body = (ctx.authInfo?.extra as { [BODY]?: unknown } | undefined)?.[BODY];
+    answeredEvenUnwritable(server, body, shared.log);
+    return server;
+  };
+  const onerror = (e: Error) => shared.log.debug?.('mcp_modern_refused', { error: e.message.slice(0, 200) });
+  const modernHandler = createMcpHandler(factory, { legacy: 'reject', onerror });
+
   return {
     eraOf: async (request, parsedBody) => (claimsModern(parsedBody) || !(await isLegacyRequest(request, parsedBody)) ? 'modern' : 'legacy'),
     async legacy(request, parsedBody, call) {
@@ -131,10 +154,25 @@ export function mcpEndpoint(shared: Shared): McpEndpoint {
       const body = response.body.pipeThrough(new TransformStream({ flush: end }));
       return new Response(body, { status: response.status, headers: response.headers });
     },
-    modern(request, parsedBody, call) {
+    modern(request, parsedBody, call, recheck) {
       const authInfo = authInfoOf(call);
       (authInfo.extra as Record<string, unknown>)[BODY] = parsedBody;
+      if (hub !== null && recheck !== undefined && isObject(parsedBody) && parsedBody.method === 'subscriptions/listen')
+        return listenOn(hub, (bus) => createMcpHandler(factory, { legacy: 'reject', bus, maxSubscriptions: 1, onerror }), {
+          request,
+          parsedBody,
+          authInfo,
+          call,
+          recheck,
+        });
       return modernHandler.fetch(request, { parsedBody, authInfo });
+    },
+    async stream(request, call, session, recheck) {
+      if (hub === null) return new Response(null, { status: 405, headers: { Allow: 'POST' } });
+      if (!/\btext\/event-stream\b/.test(request.headers.get('accept') ?? ''))
+        return rpcRefusal(406, null, -32000, 'Not Acceptable: the client must accept text/event-stream');
+      const opened = await hub.openSession(call.caller, recheck, session, request.signal);
+      return opened ?? rpcRefusal(429, null, -32000, 'you hold as many MCP streams as svc keeps for one person; close one first');
     },
   };
 }
@@ -214,4 +252,68 @@ function detach(server: Server): Promise<void> {
   } finally {
     Error.stackTraceLimit = limit;
   }
+}
+
+/** A JSON-RPC error answer with an HTTP status. */
+function rpcRefusal(status: number, id: string | number | null, code: number, message: string): Response {
+  return Response.json({ jsonrpc: '2.0', id, error: { code, message } }, { status });
+}
+
+/** Each change as the SDK's listen router takes it. */
+const LIST_EVENT: Record<ListKind, ServerEvent> = {
+  tools: { kind: 'tools_list_changed' },
+  prompts: { kind: 'prompts_list_changed' },
+  resources: { kind: 'resources_list_changed' },
+};
+const eventOf = (change: Change): ServerEvent =>
+  'list' in change ? LIST_EVENT[change.list] : { kind: 'resource_updated', uri: change.updated };
+
+/** What a listen request's filter asks to hear: the kinds of list, and (at most LISTEN_URIS_MAX) resources by URI. */
+function listenFilter(body: Record<string, unknown>): { kinds: Set<ListKind>; uris: string[] } {
+  const asked = isObject(body.params) && isObject(body.params.notifications) ? body.params.notifications : {};
+  const kinds = new Set(LIST_KINDS.filter((kind) => asked[`${kind}ListChanged`] === true));
+  const named = Array.isArray(asked.resourceSubscriptions) ? asked.resourceSubscriptions : [];
+  return { kinds, uris: named.filter((u): u is string => typeof u === 'string').slice(0, LISTEN_URIS_MAX) };
+}
+
+/**
+ * A caller's 2026-07-28 `subscriptions/listen`: the SDK's own listen stream (its acknowledgement, the client's filter,
+ * the subscription id, keepalives, teardown), on a handler of its own whose bus only the hub's changes for this caller
+ * reach. The resources its filter names are subscribed to for it, while it lasts. Past the bounds it is refused as the
+ * SDK refuses one past its own: the in-band error "Subscription limit reached".
+ */
+async function listenOn(
+  hub: ChangeHub,
+  handlerWith: (bus: ServerEventBus) => McpHttpHandler,
+  on: { request: Request; parsedBody: Record<string, unknown>; authInfo: AuthInfo; call: Call; recheck: Recheck },
+): Promise<Response> {
+  const { call, recheck, parsedBody } = on;
+  const id = typeof parsedBody.id === 'string' || typeof parsedBody.id === 'number' ? parsedBody.id : null;
+  const release = hub.reserve(call.caller.userId);
+  if (release === null) return rpcRefusal(200, id, ProtocolErrorCode.InternalError, 'Subscription limit reached');
+  const { kinds, uris } = listenFilter(parsedBody);
+  let seen: View;
+  try {
+    seen = await hub.viewOf(call.caller, kinds);
+  } catch (e) {
+    release();
+    throw e;
+  }
+  const held: { handle: StreamHandle | null } = { handle: null };
+  const bus: ServerEventBus = {
+    // Nothing is published to every stream: each stream's changes reach its own listener alone.
+    publish: () => undefined,
+    subscribe(listener) {
+      const sink = { send: (change: Change) => listener(eventOf(change)), end: () => void handler.close() };
+      const handle = hub.attach(release, { caller: call.caller, recheck, kinds, session: null, sink }, seen);
+      held.handle = handle;
+      for (const uri of uris) hub.subscribe(call.caller, { stream: handle.id }, uri).catch(() => undefined);
+      return () => handle.close();
+    },
+  };
+  const handler = handlerWith(bus);
+  const response = await handler.fetch(on.request, { parsedBody, authInfo: on.authInfo });
+  // Refused, or nothing of its filter honoured: no stream was held.
+  if (held.handle === null) release();
+  return response;
 }

@@ -9,7 +9,9 @@ import { newSessionId, checkSessionId, declaresUrlElicitation, sessionIdKey } fr
 import { cursorKey } from '../../mcp/cursor.ts';
 import { batchRefusal, opensSession } from '../../mcp/batch.ts';
 import type { McpEndpoint } from '../../mcp/server.ts';
-import { callerOf } from '../../auth/core.ts';
+import { callerOf, credentialOf, permits } from '../../auth/core.ts';
+import { getCookie } from 'hono/cookie';
+import type { Recheck } from '../../mcp/changes.ts';
 
 /**
  * The MCP SDK (with zod and Ajv) is loaded on the first /mcp request: a server that has not served MCP yet keeps
@@ -35,6 +37,15 @@ function countMessages(services: Services, body: unknown, seconds: number): void
   }
 }
 
+/** The MCP endpoint, made on first use with the cursor key (the SDK is loaded then), and the same ever after. */
+function endpointLoader(services: Services): (cursor: Buffer) => Promise<McpEndpoint> {
+  let endpoint: Promise<McpEndpoint> | null = null;
+  return (cursor) =>
+    (endpoint ??= loadMcp().then(({ mcpEndpoint }) =>
+      mcpEndpoint({ db: services.database.db, cursorKey: cursor, log: services.log, gateway: services.gateway ?? null }, services.stopping),
+    ));
+}
+
 /**
  * /mcp, and with OAuth on, /oauth/mcp: the same endpoint, whose 401 names the OAuth metadata. /mcp announces OAuth
  * only with advertise_on_mcp (some static-header clients stop sending their header once a server does).
@@ -43,7 +54,6 @@ export function mcpRoutes(services: Services): Hono<Env> {
   const app = new Hono<Env>();
   // The session-id key, and the resources/list cursor key derived from it: read once, on the first request.
   let keys: Promise<{ session: Buffer; cursor: Buffer }> | null = null;
-  let endpoint: Promise<McpEndpoint> | null = null;
   const { oauth, baseUrl } = { oauth: services.config.auth.oauth, baseUrl: services.config.server.baseUrl };
   // Each endpoint with the guard options that say how it answers: a token needs the `mcp` scope on both.
   const oauthGuard = (path: string) => ({ challenge: oauthChallenge(baseUrl, path), resourceMetadata: resourceMetadataUrl(baseUrl, path) });
@@ -52,10 +62,12 @@ export function mcpRoutes(services: Services): Hono<Env> {
   const policy = policyFor(services);
   for (const [path, options] of endpoints)
     app.on(['GET', 'POST', 'DELETE'], path, policy(MCP), requireCaller({ ...options, scope: 'mcp' }), handle);
+  const endpointOf = endpointLoader(services);
   async function handle(c: SignedCtx): Promise<Response> {
     const principal = c.var.principal;
-    // No server-initiated stream in stateless mode: the spec's answer to GET is 405.
-    if (c.req.method === 'GET') return c.body(null, 405, { Allow: 'POST' });
+    // A server-initiated stream belongs to a session (the change notifications of mcp/changes.ts): without one, the
+    // spec's answer to GET is 405.
+    if (c.req.method === 'GET' && c.req.header('mcp-session-id') === undefined) return c.body(null, 405, { Allow: 'POST' });
 
     const sessionId = c.req.header('mcp-session-id');
     keys ??= sessionIdKey(services.config, services.database.db).then((session) => ({ session, cursor: cursorKey(session) }));
@@ -72,6 +84,11 @@ export function mcpRoutes(services: Services): Hono<Env> {
     // A session id is signed, not stored: there is nothing to end, and the id would go on working. The specification's
     // answer for a server that does not let clients end sessions is 405.
     if (c.req.method === 'DELETE') return c.body(null, 405, { Allow: 'POST' });
+    if (c.req.method === 'GET') {
+      const caller = callerOf(principal, c.get('client'));
+      const call = { caller, era: 'legacy' as const, urlElicitation: false, signal: () => c.req.raw.signal };
+      return (await endpointOf(cursor)).stream(c.req.raw, call, sessionId!, recheckOf(services, c));
+    }
 
     // The body is read and parsed here, once; the era, the batch rule and the session are decided from it.
     let parsedBody: unknown;
@@ -87,10 +104,7 @@ export function mcpRoutes(services: Services): Hono<Env> {
     const batchRefused = batchRefusal(parsedBody, c.req.header('mcp-protocol-version'));
     if (batchRefused !== null) return rpcError(400, -32600, batchRefused);
 
-    endpoint ??= loadMcp().then(({ mcpEndpoint }) =>
-      mcpEndpoint({ db: services.database.db, cursorKey: cursor, log: services.log, gateway: services.gateway ?? null }),
-    );
-    const mcp = await endpoint;
+    const mcp = await endpointOf(cursor);
     const era = await mcp.eraOf(c.req.raw, parsedBody);
     const call = {
       caller: callerOf(principal, c.get('client')),
@@ -102,11 +116,31 @@ export function mcpRoutes(services: Services): Hono<Env> {
       signal: () => c.req.raw.signal,
     };
     const started = performance.now();
-    const response = await mcp[era](c.req.raw, parsedBody, call);
+    const response =
+      era === 'modern'
+        ? await mcp.modern(c.req.raw, parsedBody, call, recheckOf(services, c))
+        : await mcp.legacy(c.req.raw, parsedBody, call);
     countMessages(services, parsedBody, (performance.now() - started) / 1000);
     if (era === 'legacy' && response.ok && opensSession(parsedBody))
       response.headers.set('mcp-session-id', newSessionId(key, principal.user.id, { urlElicitation: declaresUrlElicitation(parsedBody) }));
     return response;
   }
   return app;
+}
+
+/**
+ * The caller of this request as the auth core finds its credential now (a stream of change notifications asks on each
+ * tick and before each resource update): null when it no longer holds (revoked, expired, signed out), is another
+ * person's, or is no longer allowed `mcp`.
+ */
+function recheckOf(services: Services, c: SignedCtx): Recheck {
+  const first = c.var.principal;
+  const request = { method: c.req.method, headers: c.req.raw.headers, peer: c.get('peer'), cookie: (name: string) => getCookie(c, name) };
+  return async () => {
+    const now = await services.auth.resolve(request);
+    if (now.kind !== 'principal') return null;
+    const p = now.principal;
+    if (p.user.id !== first.user.id || credentialOf(p) !== credentialOf(first) || !permits(p, 'mcp')) return null;
+    return callerOf(p, c.get('client'));
+  };
 }
