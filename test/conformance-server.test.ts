@@ -182,8 +182,10 @@ const EXPECTED_2025: Record<string, string> = {
   'elicitation-sep1034-defaults › elicitation-sep1034-general': tool('test_elicitation_sep1034_defaults'),
   'elicitation-sep1330-enums › elicitation-sep1330-general': tool('test_elicitation_sep1330_enums'),
   'logging-set-level › logging-set-level': 'svc sends no log messages and declares no logging, so logging/setLevel is not found',
-  'resources-subscribe › resources-subscribe': 'subscribes to the fixture test://watched-resource; svc offers no resource subscriptions',
-  'resources-unsubscribe › resources-unsubscribe': 'unsubscribes from the fixture test://watched-resource; svc offers no subscriptions',
+  'resources-subscribe › resources-subscribe':
+    'subscribes to the fixture test://watched-resource; svc offers subscriptions to upstreams’ resources only, and has no upstream here',
+  'resources-unsubscribe › resources-unsubscribe':
+    'unsubscribes from the fixture test://watched-resource; svc offers subscriptions to upstreams’ resources only, and has no upstream here',
   'tools-call-elicitation › tools-call-elicitation': tool('test_elicitation'),
   'tools-call-sampling › tools-call-sampling': tool('test_sampling'),
   'tools-call-with-logging › tools-call-with-logging': `${tool('test_tool_with_logging')}, after logging/setLevel`,
