@@ -22,6 +22,8 @@ const gateway = {
   resolve: async (name: string) => (name === 'up__deep' ? { tool: { upstream: 'up', name: 'deep' } } : null),
   call: async () => ({ content: [{ type: 'text', text: 'deep' }], structuredContent: { deep } }),
   callConnect: async () => ({ content: [] }),
+  // With a gateway, the endpoint keeps a hub of change notifications (mcp/changes.ts) that listens to its resources.
+  listenToResources: () => undefined,
 } as unknown as UpstreamGateway;
 
 const principal = {
