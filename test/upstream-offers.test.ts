@@ -23,6 +23,7 @@ import { startTestServer, type TestServer } from './helpers/server.ts';
 import { DEFAULT_AUTH, freePort, ROOT } from './helpers/workspace.ts';
 import { listening, waitFor } from './helpers/wait.ts';
 import { countingProxy } from './helpers/web-upstream.ts';
+import { throughMcpRemote } from './helpers/mcp-remote.ts';
 
 const EVERYTHING = join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 const DOC = 'everything+demo://resource/static/document/architecture.md';
@@ -359,6 +360,48 @@ timeout = 20s
     const answer = await ended;
     assert.doesNotMatch(answer, /completed/);
     assert.match(answer, /upstream \\"everything\\" cancelled/);
+  });
+
+  test('through mcp-remote: the same prompts, resources and reads for alice, none for bob', async () => {
+    const alice = await throughMcpRemote(`${svc.url}/mcp`, tokens.alice);
+    const bob = await throughMcpRemote(`${svc.url}/mcp`, tokens.bob);
+    try {
+      assert.ok((await alice.client.listPrompts()).prompts.some((p) => p.name === 'everything__simple-prompt'));
+      assert.ok((await alice.client.listResources()).resources.some((r) => r.uri === DOC));
+      assert.equal((await alice.client.readResource({ uri: DOC })).contents[0]!.uri, DOC);
+      assert.deepEqual((await bob.client.listPrompts()).prompts, []);
+      assert.ok(!(await bob.client.listResources()).resources.some((r) => r.uri.startsWith('everything+')));
+      assert.notEqual(await refusalOf(bob.client.readResource({ uri: DOC })), 'ok');
+    } finally {
+      await Promise.all([alice.close(), bob.close()]);
+    }
+  });
+
+  test('a tool that requires task-based calls is held with that reason, and offered to nobody', async () => {
+    type Row = { name: string; state: string; held: string[] | null };
+    let row: Row | undefined;
+    await waitFor(
+      'simulate-research-query recorded',
+      async () => {
+        const rows = JSON.parse((await svc.ws.svc(['tool', 'list', '--json'])).stdout) as Row[];
+        row = rows.find((r) => r.name === 'simulate-research-query');
+        return row !== undefined;
+      },
+      { everyMs: 300, timeoutMs: 30_000 },
+    );
+    assert.notEqual(row!.state, 'approved');
+    assert.ok(
+      row!.held?.some((h) => /requires task-based calls/.test(h)),
+      JSON.stringify(row),
+    );
+    const refused = await svc.ws.svc(['tool', 'approve', 'everything', 'simulate-research-query']);
+    assert.notEqual(refused.code, 0, 'a held tool cannot be approved as it is');
+    const alice = await legacyAgent(svc, tokens.alice);
+    try {
+      assert.ok(!(await alice.listTools()).tools.some((t) => t.name === 'everything__simulate-research-query'));
+    } finally {
+      await alice.close();
+    }
   });
 
   test('reads and completions are audited with the URI, never the contents', async () => {

@@ -115,7 +115,7 @@ export function definitionSize(definition: unknown): { bytes: number; depth: num
 /**
  * Why a definition an upstream listed is held, from itself alone: hidden characters anywhere in what it listed (its
  * name included), a name made only of dots, a definition over DEFINITION_MAX_BYTES or nested deeper than
- * DEFINITION_MAX_DEPTH. Empty when nothing holds it.
+ * DEFINITION_MAX_DEPTH, a tool that requires task-based calls. Empty when nothing holds it.
  */
 export function heldReasons(listed: { readonly name: string }, size: { readonly bytes: number; readonly depth: number }): string[] {
   const reasons: string[] = [];
@@ -125,5 +125,8 @@ export function heldReasons(listed: { readonly name: string }, size: { readonly 
   if (size.bytes > DEFINITION_MAX_BYTES)
     reasons.push(`its definition is ${Math.ceil(size.bytes / 1024)} KiB, over ${DEFINITION_MAX_BYTES / 1024} KiB`);
   if (size.depth > DEFINITION_MAX_DEPTH) reasons.push(`its definition nests deeper than ${DEFINITION_MAX_DEPTH} levels`);
+  // A tool that can only be called as a task cannot be called through svc until svc relays tasks.
+  if ((listed as { readonly execution?: { readonly taskSupport?: unknown } }).execution?.taskSupport === 'required')
+    reasons.push('it requires task-based calls, which svc does not relay yet');
   return reasons;
 }

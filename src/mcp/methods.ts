@@ -6,6 +6,8 @@ import {
   ProtocolErrorCode,
   ResourceNotFoundError,
   UrlElicitationRequiredError,
+  inputRequired,
+  type CallToolResult,
   type Server,
 } from '@modelcontextprotocol/server';
 import { randomUUID } from 'node:crypto';
@@ -18,6 +20,9 @@ import type { Logger } from '../log.ts';
 import { fetchVisible, listVisible } from '../store/items.ts';
 import type { ResourcesFrom, UpstreamGateway } from '../upstream/gateway.ts';
 import type { Relay } from '../upstream/connection.ts';
+import { InputAsked, MissingCapability, type QuestionMethod } from '../domain/questions.ts';
+import type { ToolGate } from '../store/upstream-tools.ts';
+import { HeldQuestions, InputRounds, type Question, type Round } from './input-rounds.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { OWN_TOOLS, type ToolAnswer } from './own-tools.ts';
 import type { ChangeHub } from './changes.ts';
@@ -47,12 +52,35 @@ export interface Shared {
 }
 
 /** Who is calling one request, and what their client declared that an answer depends on. */
+/** What a client declared it can answer of an upstream's questions. */
+export interface Questions {
+  readonly form: boolean;
+  readonly url: boolean;
+  readonly sampling: boolean;
+  readonly roots: boolean;
+}
+
 export interface Call {
   readonly caller: Caller;
   /** the protocol era the request came in: 2025 (`legacy`) or 2026-07-28 and later (`modern`) */
   readonly era: 'legacy' | 'modern';
   /** the client declared URL elicitation: a needed connection is asked for that way */
   readonly urlElicitation: boolean;
+  /**
+   * the questions an upstream may ask the person through this request's client (2025: as its session declared at
+   * initialize); null: none can be asked on this request's stream
+   */
+  readonly questions?: Questions | null;
+  /**
+   * asks the client a question on the stream of the request `relatedId` and resolves with its answer (set by the
+   * endpoint for the 2025 era: questions.ts)
+   */
+  readonly ask?: (
+    relatedId: string | number,
+    method: QuestionMethod,
+    params: Record<string, unknown>,
+    signal: AbortSignal,
+  ) => Promise<Record<string, unknown>>;
   /** aborted when the request's client has gone; made only when asked */
   readonly signal: () => AbortSignal;
   /**
@@ -73,7 +101,114 @@ interface Context {
     readonly _meta?: { readonly progressToken?: unknown };
     readonly signal?: AbortSignal;
     readonly notify?: (notification: { method: string; params?: Record<string, unknown> }) => Promise<void>;
+    /** 2026-07-28: what the request's `_meta` declared of the client (its capabilities) */
+    readonly envelope?: { readonly clientCapabilities?: unknown; readonly [key: string]: unknown };
+    /** 2026-07-28: a retry's answers, by the keys of the questions asked, and the state it carries back */
+    readonly inputResponses?: Record<string, unknown>;
+    readonly requestState?: () => unknown;
   };
+}
+
+/** The input rounds of every request an endpoint serves: one registry of held calls per endpoint. */
+const ROUNDS = new WeakMap<Shared, InputRounds>();
+function roundsOf(shared: Shared): InputRounds {
+  let rounds = ROUNDS.get(shared);
+  if (rounds === undefined) {
+    rounds = new InputRounds(shared.cursorKey);
+    ROUNDS.set(shared, rounds);
+  }
+  return rounds;
+}
+
+/** How long a call waits on this instance for its caller's answers (its upstream's `timeout` ends it sooner). */
+const HOLD_MS = 5 * 60 * 1000;
+
+/** What a 2026-07-28 request declared its client can answer of an upstream's questions. */
+function modernQuestions(ctx: Context): Questions {
+  const envelope = ctx.mcpReq?.envelope ?? {};
+  const caps = (envelope.clientCapabilities ?? envelope['io.modelcontextprotocol/clientCapabilities'] ?? {}) as Record<string, unknown>;
+  const object = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+  const elicitation = caps.elicitation;
+  return {
+    form: object(elicitation) && (object(elicitation.form) || (!('form' in elicitation) && !('url' in elicitation))),
+    url: object(elicitation) && object(elicitation.url),
+    sampling: object(caps.sampling),
+    roots: object(caps.roots),
+  };
+}
+
+/**
+ * A 2026-07-28 caller's call of an upstream tool, in rounds (input-rounds.ts): the call, or its retry carrying the
+ * person's answers. A question the caller's client did not declare is never put to it: a 2025 upstream is refused
+ * with the missing-capability error, a 2026-07-28 upstream's call fails. Each round's request carries the call's
+ * progress and cancels it when the client cancels or closes it before the round's answer; a call held for the
+ * person's answer outlives that request, and ends by its upstream's `timeout` or when no retry comes.
+ */
+async function callInRounds(
+  ctx: Context,
+  call: Call,
+  rounds: InputRounds,
+  gateway: UpstreamGateway,
+  tool: ToolGate,
+  name: string,
+  args: Record<string, unknown> | undefined,
+): Promise<unknown> {
+  const { caller } = call;
+  const questions = modernQuestions(ctx);
+  const can = (q: Question) => declared(questions, q.method, q.params);
+  const sealHeld = (held: string) => rounds.seal(caller, name, args, { held });
+  // This request is the call's for this round: its progress and its cancel, until the round's answer.
+  const { relay: request, done } = relayOf(ctx, call);
+  const attached = {
+    signal: request.signal ?? new AbortController().signal,
+    ...(request.progress === undefined ? {} : { progress: request.progress }),
+  };
+  const start = (resume?: Relay['resume']) => {
+    const held = new HeldQuestions(can);
+    const relay: Relay = {
+      passInput: true,
+      signal: held.controller.signal,
+      progress: held.progress,
+      ask: (method, params) => held.ask(method, params),
+      ...(resume === undefined ? {} : { resume }),
+    };
+    return rounds.round(gateway.call(tool, args, caller, false, relay), held, sealHeld, HOLD_MS, attached);
+  };
+  const raw = ctx.mcpReq?.requestState?.();
+  const responses = ctx.mcpReq?.inputResponses ?? {};
+  let round: Round<CallToolResult | InputAsked>;
+  try {
+    if (raw === undefined) round = await start();
+    else {
+      const state = rounds.open(raw, caller, name, args);
+      round =
+        state.kind === 'held'
+          ? await rounds.resume(state.held ?? '', responses, sealHeld, HOLD_MS, attached)
+          : await start({ inputResponses: responses, ...(state.state === undefined ? {} : { requestState: state.state }) });
+    }
+  } finally {
+    done();
+  }
+  if ('inputRequests' in round) return inputRequired({ inputRequests: round.inputRequests as never, requestState: round.requestState });
+  const result = round.result;
+  if (!(result instanceof InputAsked)) return result;
+  // A 2026-07-28 upstream's own questions: put to the caller only when its client can take every one.
+  const asked = Object.values(result.inputRequests);
+  if (asked.length === 0 || !asked.every(can))
+    return {
+      content: [
+        {
+          type: 'text',
+          text: `upstream "${tool.upstream}" needs_input: it asked the person a question your client did not declare it can take`,
+        },
+      ],
+      isError: true,
+    };
+  const state = result.requestState;
+  return inputRequired({
+    inputRequests: result.inputRequests as never,
+    requestState: rounds.seal(caller, name, args, state === undefined ? {} : { state }),
+  });
 }
 
 /**
@@ -95,10 +230,27 @@ function relayOf(ctx: Context, call: Call): { relay: Relay; done: () => void } {
     ...(ctx.mcpReq?.signal === undefined ? [] : [ctx.mcpReq.signal]),
     ...(cancel === null ? [] : [cancel.signal]),
   ];
+  const signal = AbortSignal.any(signals);
+  const id = ctx.mcpReq?.id;
+  const ask =
+    call.ask === undefined || id === undefined
+      ? undefined
+      : (method: QuestionMethod, params: Record<string, unknown>) => {
+          if (!declared(call.questions ?? null, method, params)) throw new MissingCapability(method);
+          return call.ask!(id, method, params, signal);
+        };
   return {
-    relay: { signal: AbortSignal.any(signals), ...(progress === undefined ? {} : { progress }) },
+    relay: { signal, ...(progress === undefined ? {} : { progress }), ...(ask === undefined ? {} : { ask }) },
     done: () => cancel?.done(),
   };
+}
+
+/** Whether the client declared what a question needs: elicitation in its mode (form when none is named), sampling, roots. */
+function declared(questions: Questions | null, method: QuestionMethod, params: Record<string, unknown>): boolean {
+  if (questions === null) return false;
+  if (method === 'sampling/createMessage') return questions.sampling;
+  if (method === 'roots/list') return questions.roots;
+  return params.mode === 'url' ? questions.url : params.mode === undefined || params.mode === 'form' ? questions.form : false;
 }
 
 /** Runs `send` with the request's relay, and lets go of its cancellation when it ends. */
@@ -187,7 +339,8 @@ export function installMethods(server: Server, shared: Shared): void {
 type On = (method: string, handler: (request: never, ctx: never) => unknown) => void;
 
 /** tools/list and tools/call: svc's own tools, then the upstreams'. */
-function installTools(on: On, { db, log, cursorKey, gateway }: Shared): void {
+function installTools(on: On, shared: Shared): void {
+  const { db, log, cursorKey, gateway } = shared;
   const toolsKey = deriveKey(cursorKey, 'mcp-tools-cursor');
 
   // svc's own tools open the first page, then each upstream tool the caller may use as NAME__TOOL.
@@ -220,6 +373,8 @@ function installTools(on: On, { db, log, cursorKey, gateway }: Shared): void {
       if (resolved === null || gateway === null) return unknownTool(name, call.era);
       const args = params.arguments as Record<string, unknown> | undefined;
       if ('connect' in resolved) return gateway.callConnect(resolved.connect, call.caller, call.urlElicitation);
+      // A 2026-07-28 caller answers an upstream's questions by retrying: its call goes in rounds.
+      if (call.era === 'modern') return callInRounds(ctx, call, roundsOf(shared), gateway, resolved.tool, name, args);
       return relayed(ctx, call, (relay) => gateway.call(resolved.tool, args, call.caller, call.urlElicitation, relay));
     }),
   );

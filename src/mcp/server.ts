@@ -25,6 +25,7 @@ import { AjvJsonSchemaValidator } from '@modelcontextprotocol/server/validators/
 import type { Logger } from '../log.ts';
 import { CALL, installMethods, type Call, type Shared } from './methods.ts';
 import { Cancellations } from './cancellations.ts';
+import { PendingQuestions } from './questions.ts';
 import {
   ChangeHub,
   LIST_KINDS,
@@ -93,6 +94,19 @@ function claimsModern(body: unknown): boolean {
   return isObject(params) && isObject(params._meta) && PROTOCOL_VERSION_META_KEY in params._meta;
 }
 
+/** Whether the call's client declared any question an upstream may ask the person. */
+const mayBeAsked = (call: Call) => {
+  const q = call.questions;
+  return q !== null && q !== undefined && (q.form || q.url || q.sampling || q.roots);
+};
+
+/** Whether a body holds a request that may go to an upstream (which may ask the person a question during it). */
+function passesUpstream(body: unknown): boolean {
+  return (Array.isArray(body) ? body : [body]).some(
+    (m) => isObject(m) && 'id' in m && (m.method === 'tools/call' || m.method === 'prompts/get' || m.method === 'resources/read'),
+  );
+}
+
 /** Whether a body holds a request with a progress token. */
 function asksProgress(body: unknown): boolean {
   return (Array.isArray(body) ? body : [body]).some((m) => {
@@ -109,6 +123,7 @@ export function mcpEndpoint(given: Shared, stopping?: AbortSignal): McpEndpoint 
   const hub = given.gateway === null ? null : new ChangeHub(given.db, given.gateway, given.log, stopping);
   const shared: Shared = { ...given, changes: hub };
   const cancellations = new Cancellations();
+  const questions = new PendingQuestions();
   const factory: McpServerFactory = (ctx) => {
     const server = buildServer(shared);
     const body = (ctx.authInfo?.extra as { [BODY]?: unknown } | undefined)?.[BODY];
@@ -117,19 +132,23 @@ export function mcpEndpoint(given: Shared, stopping?: AbortSignal): McpEndpoint 
   };
   const onerror = (e: Error) => shared.log.debug?.('mcp_modern_refused', { error: e.message.slice(0, 200) });
   const modernHandler = createMcpHandler(factory, { legacy: 'reject', onerror });
-
   return {
     eraOf: async (request, parsedBody) => (claimsModern(parsedBody) || !(await isLegacyRequest(request, parsedBody)) ? 'modern' : 'legacy'),
     async legacy(request, parsedBody, call) {
       // The caller's cancels reach their own requests under way (within this session: none is no session).
       const session = request.headers.get('mcp-session-id') ?? '';
+      const who = { userId: call.caller.userId, session };
+      // A client's answers to questions asked on its requests' streams go to those requests; a body of answers only
+      // is done then.
+      if (questions.answer(who.userId, session, parsedBody)) return new Response(null, { status: 202 });
       cancellations.cancelFrom(call.caller.userId, session, parsedBody);
       const cancellable = (id: string | number) => cancellations.register(call.caller.userId, session, id);
       const server = buildServer(shared);
-      // A request that asks for progress is answered on a stream, so its progress can reach it first; every other
-      // request in JSON.
-      const json = !asksProgress(parsedBody);
+      // A request that asks for progress, or one an upstream may ask the person a question during, is answered on a
+      // stream, so its progress and questions can reach it first; every other request in JSON.
+      const json = !asksProgress(parsedBody) && !(mayBeAsked(call) && passesUpstream(parsedBody));
       const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: json });
+      const ask: Call['ask'] = (relatedId, method, params, signal) => questions.ask(transport, who, relatedId, method, params, signal);
       await server.connect(transport);
       answerEvenUnwritable(transport, parsedBody, shared.log);
       // In the next turn: the SDK drops each answered call's abort controller a few microtasks after the answer.
@@ -140,7 +159,7 @@ export function mcpEndpoint(given: Shared, stopping?: AbortSignal): McpEndpoint 
       try {
         // Stateless JSON: the response exists once every request id of the body has its answer. A batch holds each id
         // once (batch.ts refuses a repeated one, or a cancel of its own call), so every handler has ended by then.
-        response = await transport.handleRequest(request, { parsedBody, authInfo: authInfoOf({ ...call, cancellable }) });
+        response = await transport.handleRequest(request, { parsedBody, authInfo: authInfoOf({ ...call, cancellable, ask }) });
       } catch (e) {
         end();
         throw e;

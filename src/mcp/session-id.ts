@@ -21,10 +21,24 @@ export async function sessionIdKey(config: Config, db: Db): Promise<Buffer> {
   return Buffer.from(key, 'hex');
 }
 
-/** What the client declared at initialize that later requests of the session need to know: URL elicitation. */
+/**
+ * What the client declared at initialize that later requests of the session need to know: URL elicitation, and the
+ * questions an upstream may ask the person through it (form elicitation, sampling, roots).
+ */
 export interface SessionTraits {
   readonly urlElicitation: boolean;
+  readonly formElicitation?: boolean;
+  readonly sampling?: boolean;
+  readonly roots?: boolean;
 }
+
+/** Each trait's mark in an id, in this order. */
+const MARKS: [keyof SessionTraits, string][] = [
+  ['urlElicitation', 'u'],
+  ['formElicitation', 'f'],
+  ['sampling', 's'],
+  ['roots', 'r'],
+];
 
 function tag(key: Buffer, nonce: string, userId: number, traits: string): string {
   const what = traits === '' ? `${nonce}:${userId}` : `${nonce}:${userId}:${traits}`;
@@ -34,26 +48,40 @@ function tag(key: Buffer, nonce: string, userId: number, traits: string): string
 /** A new session id for the user; the traits are in it, under the HMAC, so a client cannot claim others later. */
 export function newSessionId(key: Buffer, userId: number, traits: SessionTraits = { urlElicitation: false }): string {
   const nonce = randomId(15);
-  const marks = traits.urlElicitation ? 'u' : '';
+  const marks = MARKS.filter(([trait]) => traits[trait] === true)
+    .map(([, mark]) => mark)
+    .join('');
   return marks === '' ? `${nonce}.${tag(key, nonce, userId, '')}` : `${nonce}.${tag(key, nonce, userId, marks)}.${marks}`;
 }
 
 export type SessionIdCheck = { readonly check: 'ok'; readonly traits: SessionTraits } | { readonly check: 'malformed' | 'other_user' };
 
 export function checkSessionId(key: Buffer, id: string, userId: number): SessionIdCheck {
-  const m = /^([a-z2-7]{24})\.([a-z2-7]{24})(?:\.(u))?$/.exec(id);
+  const m = /^([a-z2-7]{24})\.([a-z2-7]{24})(?:\.(?=[ufsr])(u?f?s?r?))?$/.exec(id);
   if (!m) return { check: 'malformed' };
   const marks = m[3] ?? '';
   // The tag is public once sent, so comparing it in plain time gives nothing away.
   if (tag(key, m[1]!, userId, marks) !== m[2]) return { check: 'other_user' };
-  return { check: 'ok', traits: { urlElicitation: marks.includes('u') } };
+  const traits = Object.fromEntries(MARKS.map(([trait, mark]) => [trait, marks.includes(mark)])) as unknown as SessionTraits;
+  return { check: 'ok', traits };
 }
 
-/** Whether an initialize request's client declares URL elicitation (capabilities.elicitation.url). */
-export function declaresUrlElicitation(body: unknown): boolean {
+/**
+ * What an initialize request's client declares of the questions svc relays: elicitation in form mode (an empty
+ * `elicitation` is form mode), in URL mode, sampling and roots.
+ */
+export function declaredTraits(body: unknown): SessionTraits {
   const messages = Array.isArray(body) ? body : [body];
-  return messages.some((m) => {
-    const params = (m as { method?: unknown; params?: { capabilities?: { elicitation?: { url?: unknown } } } } | null)?.params;
-    return (m as { method?: unknown } | null)?.method === 'initialize' && typeof params?.capabilities?.elicitation?.url === 'object';
-  });
+  const init = messages.find((m) => (m as { method?: unknown } | null)?.method === 'initialize') as
+    | { params?: { capabilities?: Record<string, unknown> } }
+    | undefined;
+  const caps = init?.params?.capabilities ?? {};
+  const object = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+  const elicitation = caps.elicitation;
+  return {
+    urlElicitation: object(elicitation) && object(elicitation.url),
+    formElicitation: object(elicitation) && (object(elicitation.form) || (!('form' in elicitation) && !('url' in elicitation))),
+    sampling: object(caps.sampling),
+    roots: object(caps.roots),
+  };
 }

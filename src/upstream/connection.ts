@@ -12,6 +12,7 @@
 import {
   Client,
   ProtocolError,
+  ProtocolErrorCode,
   SdkError,
   SdkErrorCode,
   SdkHttpError,
@@ -36,6 +37,7 @@ import { VERSION } from '../version.ts';
 import { AnswerTooLarge, upstreamFetch } from './http-fetch.ts';
 import { nestingDepth } from '../domain/canonical-json.ts';
 import { launch } from './stdio-sandbox.ts';
+import { MissingCapability, QUESTION_METHODS, type QuestionMethod } from '../domain/questions.ts';
 
 const BACKOFF_FIRST_MS = 1000;
 /** How long closing a connection waits for an HTTP upstream to end its session. */
@@ -68,7 +70,26 @@ export interface Relay {
   readonly progress?: (progress: { progress: number; total?: number; message?: string }) => void;
   /** aborted when the caller cancels the request or goes */
   readonly signal?: AbortSignal;
+  /**
+   * asks the caller's client a question the upstream asks during this request, on the request's own stream, and
+   * resolves with the client's answer; it refuses (MissingCapability) what the client did not declare. Absent: the
+   * caller cannot be asked anything now.
+   */
+  readonly ask?: (method: QuestionMethod, params: Record<string, unknown>) => Promise<Record<string, unknown>>;
+  /**
+   * a 2026-07-28 upstream's `input_required` answer is handed back as it is (its questions go to a 2026-07-28 caller
+   * in a result of svc's own, and come back in the caller's retry), not asked here
+   */
+  readonly passInput?: boolean;
+  /** the caller's answers to an upstream's earlier `input_required`, with the upstream's own state: sent with the request */
+  readonly resume?: { readonly inputResponses: Record<string, unknown>; readonly requestState?: string };
 }
+
+/** What svc's client declares to every upstream: the questions it can take to the person whose request it is. */
+const RELAYED_CAPABILITIES = { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} };
+/** An upstream's 2026-07-28 request is answered and retried at most this many rounds. */
+const INPUT_ROUNDS = 8;
+const MISSING_CAPABILITY = -32021;
 /** A tool listing reads at most this many pages. */
 const LIST_PAGES = 20;
 const BACKOFF_MAX_MS = 60_000;
@@ -321,6 +342,11 @@ const TEMPLATES = z.looseObject({
   nextCursor: z.string().optional(),
 });
 
+/** The client capability a question needs, for the missing-capability error's data. */
+function requiredFor(method: QuestionMethod): Record<string, unknown> {
+  return method === 'elicitation/create' ? { elicitation: {} } : method === 'sampling/createMessage' ? { sampling: {} } : { roots: {} };
+}
+
 /** Waits before listening again after a listen stream ended: 1 s doubling to 60 s, back to 1 s after a steady one. */
 const LISTEN_AGAIN_FIRST_MS = 1000;
 /** A listen stream open this long was steady: the waits start afresh after it ends. */
@@ -345,6 +371,8 @@ export class UpstreamConnection {
   private oversizedAt = 0;
   /** calls under way */
   private inFlight = 0;
+  /** the relays of the requests under way, each with whom to ask the upstream's questions */
+  private readonly relays = new Set<Relay>();
   /** listen streams that ended in a row (the wait before the next grows) */
   private listenEnded = 0;
   /** the listen stream open now, the change notifications heard on it lately, and how to listen again */
@@ -417,9 +445,10 @@ export class UpstreamConnection {
       { name: 'svc', version: VERSION },
       {
         versionNegotiation: { mode: kept === undefined ? negotiation(this.upstream) : 'legacy' },
-        // A 2026-07-28 question to the person (an `input_required` result) is not answered for them: that call's
-        // protocol fault, never a retry the SDK makes on its own.
+        // A 2026-07-28 question to the person (an `input_required` result) is never answered by the SDK: svc asks the
+        // person whose request it is (send), or the call fails.
         inputRequired: { autoFulfill: false },
+        capabilities: RELAYED_CAPABILITIES,
         jsonSchemaValidator: NO_SCHEMA_CHECK,
       },
     );
@@ -427,6 +456,14 @@ export class UpstreamConnection {
     // What the upstream says of its resources, on this connection: passed on as it is (mcp/changes.ts decides who hears it).
     client.setNotificationHandler('notifications/resources/updated', (n) => this.options.resources?.({ updated: n.params.uri }));
     client.setNotificationHandler('notifications/resources/list_changed', () => this.options.resources?.({ listChanged: true }));
+    // A 2025 upstream's question during a request goes to the person whose request it is: the one relayed request
+    // under way on this connection. With none, or more than one (a shared process's), it cannot be told whose it is,
+    // and is refused, never guessed.
+    for (const method of QUESTION_METHODS)
+      (client.setRequestHandler as unknown as (m: string, h: (r: { params?: Record<string, unknown> }) => Promise<unknown>) => void)(
+        method,
+        (request) => this.question(method, request.params ?? {}),
+      );
     const { transport, release } = transportFor(
       this.upstream,
       () => {
@@ -657,6 +694,7 @@ export class UpstreamConnection {
     relay: Relay = {},
   ): Promise<Record<string, unknown>> {
     this.inFlight++;
+    this.relays.add(relay);
     const current = this.connected();
     const started = Date.now();
     try {
@@ -669,7 +707,7 @@ export class UpstreamConnection {
         ...(relay.signal === undefined ? {} : { signal: relay.signal }),
         ...(relay.progress === undefined ? {} : { onprogress: relay.progress }),
       };
-      const send = (client: Client) => client.request(request, ANY_RESULT, options) as Promise<Record<string, unknown>>;
+      const send = (client: Client) => this.rounds(client, request, options, relay);
       const answer = await this.inEra(current, send, false);
       // Bounded as it is read: an answer nested deeper could not be written back to the caller.
       if (nestingDepth(answer, NESTING_MAX) > NESTING_MAX) throw new ProtocolFault(`the answer nests deeper than ${NESTING_MAX} levels`);
@@ -686,8 +724,77 @@ export class UpstreamConnection {
       throw asFault(e);
     } finally {
       this.inFlight--;
+      this.relays.delete(relay);
       this.usedAt = Date.now();
       this.settle();
+    }
+  }
+
+  /**
+   * A request and, for a 2026-07-28 upstream that answers `input_required`, its rounds: each question asked of the
+   * caller (relay.ask) and the request sent again with the answers and the upstream's own state, at most INPUT_ROUNDS.
+   * A question the caller's client cannot take is answered to the upstream with the missing-capability error.
+   */
+  private async rounds(
+    client: Client,
+    request: { method: RelayedMethod; params: Record<string, unknown> },
+    options: Record<string, unknown>,
+    relay: Relay,
+  ): Promise<Record<string, unknown>> {
+    const resume = relay.resume;
+    let params =
+      resume === undefined
+        ? request.params
+        : {
+            ...request.params,
+            inputResponses: resume.inputResponses,
+            ...(resume.requestState === undefined ? {} : { requestState: resume.requestState }),
+          };
+    for (let round = 0; ; round++) {
+      const answer = (await client.request({ method: request.method, params }, ANY_RESULT, {
+        ...options,
+        allowInputRequired: true,
+      } as never)) as Record<string, unknown>;
+      if (answer.resultType !== 'input_required' || relay.passInput === true) return answer;
+      if (round >= INPUT_ROUNDS) throw new ProtocolFault(`the upstream asked for input more than ${INPUT_ROUNDS} times`);
+      const asked = (answer.inputRequests ?? {}) as Record<string, { method?: unknown; params?: Record<string, unknown> }>;
+      const responses: Record<string, unknown> = {};
+      for (const [key, question] of Object.entries(asked).slice(0, 16)) {
+        const method = QUESTION_METHODS.find((m) => m === question?.method);
+        if (method === undefined) throw new ProtocolFault('the upstream asked for input svc does not relay');
+        responses[key] = await this.ask(relay, method, question.params ?? {});
+      }
+      const state = answer.requestState;
+      params = { ...request.params, inputResponses: responses, ...(typeof state === 'string' ? { requestState: state } : {}) };
+    }
+  }
+
+  /** The caller's answer to one question, or what the upstream is told when there is none. */
+  private async ask(relay: Relay, method: QuestionMethod, params: Record<string, unknown>): Promise<Record<string, unknown>> {
+    if (relay.ask === undefined) throw new MissingCapability(method);
+    return relay.ask(method, params);
+  }
+
+  /**
+   * A 2025 upstream's question: asked of the caller of the one relayed request under way, else refused. The refusal
+   * of a client that did not declare the capability is the specification's error for it.
+   */
+  private async question(method: QuestionMethod, params: Record<string, unknown>): Promise<Record<string, unknown>> {
+    if (this.relays.size !== 1)
+      throw new ProtocolError(
+        ProtocolErrorCode.InvalidRequest,
+        `svc relays ${method} only during a request of one person's, on its connection`,
+      );
+    const [relay] = this.relays;
+    try {
+      return await this.ask(relay!, method, params);
+    } catch (e) {
+      if (e instanceof MissingCapability)
+        throw new ProtocolError(MISSING_CAPABILITY as ProtocolErrorCode, e.message, { requiredCapabilities: requiredFor(method) });
+      // The client's own error answer, as it gave it (its code, a short message); anything else: the person was not reached.
+      const code = (e as { code?: unknown }).code;
+      if (typeof code === 'number') throw new ProtocolError(code as ProtocolErrorCode, (e as Error).message.slice(0, 200));
+      throw new ProtocolError(ProtocolErrorCode.InternalError, 'svc could not reach the person to ask');
     }
   }
 

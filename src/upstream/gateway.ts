@@ -20,6 +20,7 @@ import { mergedName, offerable, SEPARATOR, splitMerged } from '../domain/merged-
 import type { Access } from '../domain/visibility.ts';
 import type { Caller } from '../domain/caller.ts';
 import { ConnectionNeeded, UpstreamRefusal } from '../domain/errors.ts';
+import { InputAsked, MissingCapability, QUESTION_METHODS } from '../domain/questions.ts';
 import {
   mapContent,
   mapPromptResult,
@@ -45,6 +46,24 @@ import { Cancelled, ProtocolFault, SvcFault, UpstreamTimeout, type Relay, type U
 import { keepFromChildren } from './stdio-sandbox.ts';
 import { OfferedDefinitions, type OfferedTool } from './offered.ts';
 import { ANSWER_MAX, AnswerTooLarge } from './http-fetch.ts';
+
+/** The questions of an `input_required` answer as svc relays them; any other kind of request is left out. */
+function inputAsked(answer: Record<string, unknown>): InputAsked {
+  const asked = (typeof answer.inputRequests === 'object' && answer.inputRequests !== null ? answer.inputRequests : {}) as Record<
+    string,
+    { method?: unknown; params?: unknown }
+  >;
+  const inputRequests: InputAsked['inputRequests'] = {};
+  for (const [key, q] of Object.entries(asked).slice(0, 16)) {
+    const method = QUESTION_METHODS.find((m) => m === q?.method);
+    if (method !== undefined)
+      inputRequests[key] = {
+        method,
+        params: (typeof q.params === 'object' && q.params !== null ? q.params : {}) as Record<string, unknown>,
+      };
+  }
+  return new InputAsked(inputRequests, typeof answer.requestState === 'string' ? answer.requestState : undefined);
+}
 
 /** Where a merged resources/list goes on: an upstream, and its own cursor (none: its first page). */
 export interface ResourcesFrom {
@@ -99,7 +118,7 @@ function connectTool(upstream: UpstreamConfig): Tool {
 /** What a merged name a caller may use stands for. */
 export type Resolved = { readonly tool: ToolGate } | { readonly connect: UpstreamConfig };
 
-type Cause = 'unavailable' | 'timeout' | 'protocol' | 'too_large' | 'rate_limited' | 'svc_error' | 'busy' | 'cancelled';
+type Cause = 'unavailable' | 'timeout' | 'protocol' | 'too_large' | 'rate_limited' | 'svc_error' | 'busy' | 'cancelled' | 'needs_input';
 
 /** What a caller is told of a request the upstream did not answer: the upstream and the cause, never its own detail. */
 function refusalText(upstream: string, cause: Cause, detail: string): string {
@@ -139,6 +158,7 @@ interface Passage {
 }
 
 function causeOf(e: unknown): Exclude<Cause, 'rate_limited' | 'busy' | 'cancelled'> {
+  if (e instanceof MissingCapability) return 'needs_input';
   if (e instanceof AnswerTooLarge) return 'too_large';
   if (e instanceof ProtocolFault) return 'protocol';
   if (e instanceof SvcFault) return 'svc_error';
@@ -153,6 +173,7 @@ const CAUSE_TEXT: Record<Exclude<Cause, 'rate_limited' | 'cancelled'>, string> =
   timeout: 'did not answer in time',
   protocol: 'answered with an error or an answer svc cannot read',
   too_large: `answered more than ${ANSWER_MAX / 1024 / 1024} MiB`,
+  needs_input: 'asked the person a question your client did not declare it can take',
 };
 
 export class UpstreamGateway {
@@ -515,7 +536,7 @@ export class UpstreamGateway {
     caller: Caller,
     urlElicitation = false,
     relay: Relay = {},
-  ): Promise<CallToolResult> {
+  ): Promise<CallToolResult | InputAsked> {
     const upstream = this.upstreamOf(tool.upstream);
     const passed = await this.pass(
       {
@@ -533,6 +554,7 @@ export class UpstreamGateway {
       if (passed.refused === 'not_connected' && urlElicitation) throw this.elicitation(upstream);
       return { content: [{ type: 'text', text: passed.text }], isError: true };
     }
+    if (passed.answer.resultType === 'input_required') return inputAsked(passed.answer);
     const result = passed.answer as CallToolResult;
     return {
       content: mapContent(upstream.name, result.content) as CallToolResult['content'],
@@ -550,7 +572,14 @@ export class UpstreamGateway {
     const { upstream, kind } = passage;
     const started = performance.now();
     const passed = await this.callAudit.during(() => this.reach(passage, caller));
-    const outcome = 'answer' in passed ? (passage.failed?.(passed.answer) ? 'error' : 'ok') : passed.refused;
+    const outcome =
+      'answer' in passed
+        ? passed.answer.resultType === 'input_required'
+          ? 'input_required'
+          : passage.failed?.(passed.answer)
+            ? 'error'
+            : 'ok'
+        : passed.refused;
     const seconds = (performance.now() - started) / 1000;
     this.metrics.upstreamCall(upstream.name, outcome, seconds, kind);
     if (outcome === 'ok' || outcome === 'unavailable') this.reached(upstream.name, outcome === 'ok');

@@ -5,7 +5,7 @@ import type { Env, Services } from '../context.ts';
 import { oauthChallenge, resourceMetadataUrl } from '../../oauth/rules.ts';
 import { requireCaller, type GuardOptions, type SignedCtx } from '../guards.ts';
 import { MCP, policyFor } from '../policy.ts';
-import { newSessionId, checkSessionId, declaresUrlElicitation, sessionIdKey } from '../../mcp/session-id.ts';
+import { newSessionId, checkSessionId, declaredTraits, sessionIdKey, type SessionTraits } from '../../mcp/session-id.ts';
 import { cursorKey } from '../../mcp/cursor.ts';
 import { batchRefusal, opensSession } from '../../mcp/batch.ts';
 import type { McpEndpoint } from '../../mcp/server.ts';
@@ -35,6 +35,16 @@ function countMessages(services: Services, body: unknown, seconds: number): void
     const tool = method === 'tools/call' && typeof params?.name === 'string' ? params.name : '';
     services.metrics.mcp(method, tool, seconds);
   }
+}
+
+/** What an upstream may ask the person through a 2025 session's client, as it declared at initialize. */
+function questionsOf(traits: SessionTraits) {
+  return {
+    form: traits.formElicitation === true,
+    url: traits.urlElicitation,
+    sampling: traits.sampling === true,
+    roots: traits.roots === true,
+  };
 }
 
 /** The MCP endpoint, made on first use with the cursor key (the SDK is loaded then), and the same ever after. */
@@ -72,14 +82,14 @@ export function mcpRoutes(services: Services): Hono<Env> {
     const sessionId = c.req.header('mcp-session-id');
     keys ??= sessionIdKey(services.config, services.database.db).then((session) => ({ session, cursor: cursorKey(session) }));
     const { session: key, cursor } = await keys;
-    let urlElicitation = false;
+    let traits: SessionTraits = { urlElicitation: false };
     if (sessionId !== undefined) {
       const session = checkSessionId(key, sessionId, principal.user.id);
       if (session.check !== 'ok')
         return session.check === 'malformed'
           ? rpcError(404, -32001, 'Session not found')
           : rpcError(403, -32000, 'this MCP session belongs to another user');
-      urlElicitation = session.traits.urlElicitation;
+      traits = session.traits;
     }
     // A session id is signed, not stored: there is nothing to end, and the id would go on working. The specification's
     // answer for a server that does not let clients end sessions is 405.
@@ -111,7 +121,9 @@ export function mcpRoutes(services: Services): Hono<Env> {
       era,
       // Asked for as the 2025 era's URL elicitation error only: a 2026-07-28 client is asked through input_required,
       // which svc does not relay yet, so it gets the call's isError result naming the URL.
-      urlElicitation: era === 'legacy' && urlElicitation,
+      urlElicitation: era === 'legacy' && traits.urlElicitation,
+      // What an upstream may ask the person through this 2025 session's client, as it declared at initialize.
+      questions: era === 'legacy' ? questionsOf(traits) : null,
       // Read only by a broad search: the request makes its AbortController only when asked.
       signal: () => c.req.raw.signal,
     };
@@ -122,7 +134,7 @@ export function mcpRoutes(services: Services): Hono<Env> {
         : await mcp.legacy(c.req.raw, parsedBody, call);
     countMessages(services, parsedBody, (performance.now() - started) / 1000);
     if (era === 'legacy' && response.ok && opensSession(parsedBody))
-      response.headers.set('mcp-session-id', newSessionId(key, principal.user.id, { urlElicitation: declaresUrlElicitation(parsedBody) }));
+      response.headers.set('mcp-session-id', newSessionId(key, principal.user.id, declaredTraits(parsedBody)));
     return response;
   }
   return app;
