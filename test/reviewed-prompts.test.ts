@@ -4,10 +4,12 @@
 // pending or approved by `review` (per kind: a kind's first listing from a server), `changed` when the definition
 // changes, held when it hides a character; `svc prompt …`, /admin/api/prompts and /admin/tools approve, label and
 // disable them, each audited, and refuse whoever is not an admin. Apps are named by their upstream URI: `svc app …`
-// and /admin/api/apps on a row as discovery records it. And the migration that gave every row its kind keeps the
-// tool rows a database already had.
+// and /admin/api/apps on the rows discovery records of two `ui://` resources the upstream starts serving (one whose
+// `_meta.ui` hides a zero-width space). And the migration that gave every row its kind keeps the tool rows a database
+// already had.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -15,7 +17,6 @@ import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
 import { fingerprint } from '../src/domain/canonical-json.ts';
 import { openDatabase } from '../src/db/open.ts';
 import { applyMigrations, loadMigrations } from '../src/db/migrations.ts';
-import { recordDiscovery, type AppDefinition } from '../src/store/upstream-tools.ts';
 import type { User } from '../src/store/users.ts';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { createWorkspace, DEFAULT_AUTH, ROOT } from './helpers/workspace.ts';
@@ -48,11 +49,29 @@ interface AuditRow {
 const SNEAKY = 'Summarises the file report\u202Etxt.exe for you.';
 const HIDDEN = /[\p{Cf}]/u;
 
-/** What the upstream offers now: the prompt `greet`'s description, and whether `greet` and `later` are listed. */
+/** What the upstream offers now: the prompt `greet`'s description, and whether `greet`, `later` and two apps are listed. */
 interface Offer {
   greet: string;
   greetListed: boolean;
   later: boolean;
+  apps?: boolean;
+}
+
+const APP_MIME = 'text/html;profile=mcp-app';
+const CHART_HTML = '<!doctype html><p>chart</p>';
+const HIDDEN_UI = { csp: { connectDomains: ['https://api.example.com\u200B'] } };
+
+/** Two apps (`ui://` resources), the second's `_meta.ui` hiding a zero-width space. */
+function offerApps(server: McpServer): void {
+  for (const [name, ui] of [
+    ['chart', { prefersBorder: true }],
+    ['odd', HIDDEN_UI],
+  ] as const) {
+    const uri = `ui://widget/${name}`;
+    server.registerResource(name, uri, { mimeType: APP_MIME }, async () => ({
+      contents: [{ uri, mimeType: APP_MIME, text: CHART_HTML, _meta: { ui } }],
+    }));
+  }
 }
 
 function prompter(offer: Offer): McpServer {
@@ -73,6 +92,11 @@ function prompter(offer: Offer): McpServer {
     server.registerPrompt('later', { description: 'Appeared later.' }, () => ({
       messages: [{ role: 'user', content: { type: 'text', text: 'late' } }],
     }));
+  // A resource always, so the upstream declares resources from the start and its apps can come later.
+  server.registerResource('note', 'note://one', { mimeType: 'text/plain' }, async () => ({
+    contents: [{ uri: 'note://one', mimeType: 'text/plain', text: 'a note' }],
+  }));
+  if (offer.apps) offerApps(server);
   return server;
 }
 
@@ -429,27 +453,10 @@ refresh = 1s
     assert.equal(notFound.status, 404);
     assert.match(((await notFound.json()) as { message: string }).message, /no app "ui:\/\/missing" of upstream "web"/);
 
-    // An app's row as discovery records one (its definition: the SHA-256 of its contents, its size and _meta.ui).
-    const app = (uri: string, ui: Record<string, unknown>) => {
-      const definition: AppDefinition = { mimeType: 'text/html;profile=mcp-app', contents_sha256: 'a'.repeat(64), size: 42, ui };
-      return { name: uri, definition, fingerprint: fingerprint(definition), held: null };
-    };
-    const hiddenUi = { csp: { connectDomains: ['https://api.example.com\u200B'] } };
-    await svc.database.write((tx) =>
-      recordDiscovery(
-        tx,
-        'web',
-        svc.config.upstreams.find((u) => u.name === 'web')!.server,
-        [
-          app('ui://widget/chart', { prefersBorder: true }),
-          { ...app('ui://widget/odd', hiddenUi), held: ['it holds characters a reader cannot see: ui.csp.connectDomains[0]: U+200B'] },
-        ],
-        'admin',
-        Date.now(),
-        new Set(),
-        'app',
-      ),
-    );
+    // The upstream starts serving two apps: discovery reads each and records its row (its definition: the SHA-256 of
+    // its contents, their size, its MIME type and _meta.ui).
+    webOffer.apps = true;
+    await waitFor('the apps recorded', async () => (await rows('app')).length === 2, { everyMs: 300 });
     const apps = await rows('app');
     assert.deepEqual(
       apps.map((a) => [a.kind, a.name, a.state]),
@@ -458,6 +465,16 @@ refresh = 1s
         ['app', 'ui://widget/odd', 'pending'],
       ],
     );
+    const chart = {
+      mimeType: APP_MIME,
+      contents_sha256: createHash('sha256').update(CHART_HTML).digest('hex'),
+      ui: { prefersBorder: true },
+      size: Buffer.byteLength(CHART_HTML),
+    };
+    assert.deepEqual(apps[0]!.definition, chart);
+    assert.equal(apps[0]!.fingerprint, fingerprint(chart));
+    assert.equal(apps[0]!.held, null);
+    assert.deepEqual(apps[1]!.held, ['it holds characters a reader cannot see: ui.csp.connectDomains.[0]: U+200B']);
     assert.equal((await cli(['prompt', 'list', '--json'])).stdout.includes('ui://'), false, 'apps are not prompts');
     const approved = await cli(['app', 'approve', 'web', 'ui://widget/chart', '--fingerprint', apps[0]!.fingerprint]);
     assert.equal(approved.code, 0, approved.out);

@@ -1,41 +1,46 @@
 // Discovery: what each upstream offers, recorded as reviewed rows: its tools, and (on its shared connection, when
-// `expose` lets them through) its prompts. At start, when an upstream says its list changed, every `refresh`, and
-// after a failure. A change of state is audited (actor: the upstream): `tool.pending`, `prompt.changed`…
+// `expose` lets them through) its prompts and its apps (apps.ts: each read and pinned by its bytes). At start, when an
+// upstream says its list changed, every `refresh`, and after a failure. A change of state is audited (actor: the
+// upstream): `tool.pending`, `prompt.changed`, `app.approved`…
 import type { Prompt, Tool } from '@modelcontextprotocol/client';
 import type { Config, UpstreamConfig } from '../config/load.ts';
-import type { Database, Tx } from '../db/open.ts';
-import { canonicalJson, nestingDepth, sha256 } from '../domain/canonical-json.ts';
-import { DEFINITION_MAX_BYTES, DEFINITION_MAX_DEPTH, heldReasons } from '../domain/definition-text.ts';
+import type { Database } from '../db/open.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/events.ts';
-import { recordAudit } from '../store/audit.ts';
 import { listingVotes, recordListing, type UpstreamAccount } from '../store/upstream-accounts.ts';
 import {
-  recordDiscovery,
   recordUpstreamStatus,
   toolFingerprints,
   type DiscoveryChange,
   type Found,
+  type FoundApp,
   type FoundPrompt,
   type FoundTool,
   type PromptDefinition,
   type ReviewedDefinition,
-  type ReviewedKind,
   type ToolDefinition,
 } from '../store/upstream-tools.ts';
 import type { UpstreamConnection } from './connection.ts';
 import type { UpstreamConnections } from './connections.ts';
 import { NeedsConnection, type UpstreamAccounts } from './accounts.ts';
 import { listingOf, mergeListings, whomToList } from './listings.ts';
+import { discoverApps } from './apps.ts';
+import { foundObject, recordFound, uiOf } from './found.ts';
 
-/** A tool's definition as svc keeps and fingerprints it: title, description, schemas and annotations. */
+/**
+ * A tool's definition as svc keeps and fingerprints it: title, description, schemas and annotations, and of its
+ * `_meta` only `ui` (the app it names, apps.ts), when it has one: a tool without it has the fingerprint it had
+ * before svc kept it.
+ */
 export function definitionOf(tool: Tool): ToolDefinition {
+  const ui = uiOf(tool._meta);
   return {
     ...(tool.title === undefined ? {} : { title: tool.title }),
     ...(tool.description === undefined ? {} : { description: tool.description }),
     inputSchema: tool.inputSchema,
     ...(tool.outputSchema === undefined ? {} : { outputSchema: tool.outputSchema }),
     ...(tool.annotations === undefined ? {} : { annotations: tool.annotations }),
+    ...(ui === undefined ? {} : { _meta: { ui } }),
   };
 }
 
@@ -55,20 +60,6 @@ export const PROMPTS_PER_UPSTREAM = 1000;
 const NAME_MAX = 128;
 /** What is kept of a held tool's definition too large or too deep to keep: it is shown as this, with the reason. */
 const NOT_KEPT: ToolDefinition = { inputSchema: { type: 'object' } };
-
-/**
- * One listed object as svc records it: its definition, the fingerprint of that definition's canonical JSON, and why
- * it is held, if it is (definition-text.ts: the rule applied here, once, to everything the upstream listed of it,
- * `listed`). A definition too large or too deep is held and kept as `notKept` (its fingerprint still tells when it
- * changes). For a tool, a prompt, and (named by its URI) an app.
- */
-export function foundObject<D extends ReviewedDefinition>(listed: { readonly name: string }, definition: D, notKept: D): Found<D> {
-  const canonical = canonicalJson(definition);
-  const size = { bytes: Buffer.byteLength(canonical), depth: nestingDepth(definition, DEFINITION_MAX_DEPTH) };
-  const held = heldReasons(listed, size);
-  const kept = size.bytes > DEFINITION_MAX_BYTES || size.depth > DEFINITION_MAX_DEPTH ? notKept : definition;
-  return { name: listed.name, definition: kept, fingerprint: sha256(canonical), held: held.length === 0 ? null : held };
-}
 
 export const foundTool = (listed: Tool): FoundTool => foundObject(listed, definitionOf(listed), NOT_KEPT);
 export const foundPrompt = (listed: Prompt): FoundPrompt => foundObject(listed, promptDefinitionOf(listed), {});
@@ -135,30 +126,11 @@ async function listFoundPrompts(connection: UpstreamConnection, log: Logger): Pr
   return found;
 }
 
-/** Records what discovery found of one kind of one upstream (`keep`: names whose row stays as it is), each change audited. */
-async function recordFound(
-  tx: Tx,
-  upstream: UpstreamConfig,
-  kind: ReviewedKind,
-  found: readonly Found[],
-  keep: ReadonlySet<string>,
-  now: number,
-): Promise<DiscoveryChange[]> {
-  const changes = await recordDiscovery(tx, upstream.name, upstream.server, found, upstream.review, now, keep, kind);
-  for (const c of changes) {
-    await recordAudit(
-      tx,
-      { actor: null, via: 'upstream', action: `${c.kind}.${c.to}`, target: `${upstream.name}/${c.name}`, detail: { from: c.from } },
-      now,
-    );
-  }
-  return changes;
-}
-
 /**
- * Lists one upstream's tools and, when `expose` lets them through, its prompts, on one connection, and records them;
- * the changes of state. A kind `expose` leaves out is not listed, and its rows stay as they are. A prompt listing
- * that fails is logged and its rows stay as they are: the tools are recorded and the upstream is up.
+ * Lists one upstream's tools and, when `expose` lets them through, its prompts and its apps (`resources`: each app
+ * read, apps.ts), on one connection, and records them; the changes of state. A kind `expose` leaves out is not
+ * listed, and its rows stay as they are. A prompt or app listing that fails is logged and its rows stay as they are:
+ * what was listed is recorded and the upstream is up.
  */
 export async function discover(database: Database, connection: UpstreamConnection, log: Logger): Promise<DiscoveryChange[]> {
   const upstream = connection.upstream;
@@ -173,12 +145,23 @@ export async function discover(database: Database, connection: UpstreamConnectio
       log.warn('upstream_prompts_failed', { upstream: upstream.name, error: reason(e) });
     }
   }
-  // Neither listed: the upstream answers, or is down.
-  if (tools === null && !upstream.expose.prompts) await connection.capabilities();
+  let apps: { found: FoundApp[]; keep: Set<string> } | null = null;
+  if (upstream.expose.resources) {
+    try {
+      apps = await discoverApps(connection, log);
+    } catch (e) {
+      // With nothing else listed, the apps' failure is the upstream's.
+      if (tools === null && prompts === null) throw e;
+      log.warn('upstream_apps_failed', { upstream: upstream.name, error: reason(e) });
+    }
+  }
+  // Nothing listed: the upstream answers, or is down.
+  if (tools === null && !upstream.expose.prompts && !upstream.expose.resources) await connection.capabilities();
   return database.write(async (tx) => {
     const now = database.now();
     const changes = tools === null ? [] : await recordFound(tx, upstream, 'tool', tools, new Set(), now);
     if (prompts !== null) changes.push(...(await recordFound(tx, upstream, 'prompt', prompts, new Set(), now)));
+    if (apps !== null) changes.push(...(await recordFound(tx, upstream, 'app', apps.found, apps.keep, now)));
     await recordUpstreamStatus(tx, upstream.name, true, now);
     return changes;
   });

@@ -7,11 +7,16 @@ import type { Tool } from '@modelcontextprotocol/client';
 import type { Database } from '../db/open.ts';
 import { definitionSize, heldReasons } from '../domain/definition-text.ts';
 import { approvedDefinitions, type ToolDefinition, type ToolGate } from '../store/upstream-tools.ts';
+import { uiOf } from './found.ts';
 
-/** An approved definition as offered: the tool (or prompt) under its merged name, and the bytes it adds to a listing. */
+/**
+ * An approved definition as offered: the tool (or prompt) under its merged name, without `_meta`, and the bytes it
+ * adds to a listing; `ui`: the tool's approved `_meta.ui`, which a caller is offered only with its app (apps.ts).
+ */
 export interface OfferedTool {
   readonly tool: Tool;
   readonly bytes: number;
+  readonly ui?: Record<string, unknown>;
 }
 
 /** One kept definition: the approval it belongs to, and the tool as offered (null: never offered, by the rule). */
@@ -80,11 +85,14 @@ export class OfferedDefinitions {
 
 /**
  * The tool (or prompt) named `name` at its upstream as offered under `merged`, or null when its definition breaks the
- * rule. A prompt's definition has no schema: it is typed as a tool here, and only its fields are in it.
+ * rule. A prompt's definition has no schema: it is typed as a tool here, and only its fields are in it. A tool's
+ * `_meta.ui` is kept apart, for the caller's listing to add with its app.
  */
 function offeredForm(name: string, merged: string, stored: string): OfferedTool | null {
-  const definition = JSON.parse(stored) as ToolDefinition;
+  const definition = JSON.parse(stored) as ToolDefinition & { _meta?: unknown };
   if (heldReasons({ ...definition, name }, definitionSize(definition)).length > 0) return null;
-  const tool = { ...definition, name: merged } as Tool;
-  return { tool, bytes: Buffer.byteLength(JSON.stringify(tool)) };
+  const { _meta, ...offered } = definition;
+  const tool = { ...offered, name: merged } as Tool;
+  const ui = uiOf(_meta);
+  return { tool, bytes: Buffer.byteLength(JSON.stringify(tool)), ...(ui === undefined ? {} : { ui }) };
 }
