@@ -369,7 +369,10 @@ function installTools(on: On, shared: Shared): void {
         if (!parsed.ok) return { content: [{ type: 'text', text: parsed.message }], isError: true };
         return own.run(parsed.input, { db, caller: call.caller, signal: call.signal });
       }
-      const resolved = gateway === null ? null : await gateway.resolve(name, call.caller.access, call.caller.userId);
+      // A merged name, else a bare upstream name (as an app's page calls its tool) that exactly one usable tool has.
+      const { access, userId } = call.caller;
+      const resolved =
+        gateway === null ? null : ((await gateway.resolve(name, access, userId)) ?? (await gateway.resolveBare(name, access, userId)));
       if (resolved === null || gateway === null) return unknownTool(name, call.era);
       const args = params.arguments as Record<string, unknown> | undefined;
       if ('connect' in resolved) return gateway.callConnect(resolved.connect, call.caller, call.urlElicitation);

@@ -21,15 +21,7 @@ import type { Access } from '../domain/visibility.ts';
 import type { Caller } from '../domain/caller.ts';
 import { ConnectionNeeded, UpstreamRefusal } from '../domain/errors.ts';
 import { InputAsked, MissingCapability, QUESTION_METHODS } from '../domain/questions.ts';
-import {
-  mapContent,
-  mapPromptResult,
-  mapReadResult,
-  mapResource,
-  mapResourceTemplate,
-  unmapTemplate,
-  unmapUri,
-} from '../domain/resource-uris.ts';
+import { mapContent, mapPromptResult, mapReadResult, mapResourceTemplate, unmapTemplate, unmapUri } from '../domain/resource-uris.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics, UpstreamCallKind } from '../metrics/events.ts';
 import { findTool, listApproved, type ToolGate } from '../store/upstream-tools.ts';
@@ -45,6 +37,7 @@ import { listedFingerprint } from './listings.ts';
 import { Cancelled, ProtocolFault, SvcFault, UpstreamTimeout, type Relay, type UpstreamConnection } from './connection.ts';
 import { keepFromChildren } from './stdio-sandbox.ts';
 import { OfferedDefinitions, type OfferedTool } from './offered.ts';
+import { AppPins } from './apps.ts';
 import { ANSWER_MAX, AnswerTooLarge } from './http-fetch.ts';
 
 /** The questions of an `input_required` answer as svc relays them; any other kind of request is left out. */
@@ -185,6 +178,8 @@ export class UpstreamGateway {
   private readonly offeredPrompts: OfferedDefinitions;
   /** upstreams the last call found unreachable */
   private readonly unreachable = new Set<string>();
+  /** the upstreams' apps, served only as approved (apps.ts); the admin's preview reads through it */
+  readonly apps: AppPins;
   /** calls that never reach the upstream (over `rate`, told where to connect): one audit row per person, upstream, outcome and minute */
   private readonly counted: ReturnType<typeof countedCalls>;
 
@@ -205,6 +200,7 @@ export class UpstreamGateway {
     this.offered = new OfferedDefinitions(database);
     this.offeredPrompts = new OfferedDefinitions(database);
     this.counted = countedCalls(database);
+    this.apps = new AppPins(config, database, connections, log);
   }
 
   /**
@@ -223,7 +219,8 @@ export class UpstreamGateway {
       .filter((t) => this.oauthOf(t.upstream) === null || listedFingerprint(connected.get(t.upstream), t.name) === t.approvedFingerprint)
       .filter((t) => after === null || mergedName(t) > after);
     const definitions = await this.offered.offered(may, mergedName);
-    const candidates: OfferedTool[] = [...definitions.values()];
+    // A tool's `_meta.ui` only while its app is approved and the caller may read it.
+    const candidates: OfferedTool[] = await this.apps.withApps(definitions, access);
     for (const u of this.config.upstreams)
       if (u.oauth !== null && !connected.has(u.name) && mayConnect(u, access)) {
         const tool = connectTool(u);
@@ -285,7 +282,8 @@ export class UpstreamGateway {
   /**
    * One page of the resources of the upstreams this caller may read, their URIs mapped: from `from` (an upstream and
    * its own cursor; null: the first), with where the next page starts. An upstream that cannot list now is passed
-   * over: one that is down takes nothing from the others. An app (`ui://`) is listed only once reviewed, so none is yet.
+   * over: one that is down takes nothing from the others. An app (`ui://`) is listed only when it is approved and the
+   * caller may read it, as approved (apps.ts).
    */
   async resources(
     access: Access,
@@ -299,7 +297,7 @@ export class UpstreamGateway {
       const upstream = readable[at]!;
       const page = await this.listWith(upstream, userId, (c) => c.listResources(cursor));
       if (page === null) continue;
-      const resources = page.resources.filter((r) => !r.uri.startsWith('ui://')).map((r) => mapResource(upstream.name, r));
+      const resources = await this.apps.listing(upstream, page.resources, access);
       const following = readable[at + 1];
       const next =
         page.nextCursor !== undefined
@@ -347,12 +345,15 @@ export class UpstreamGateway {
   /**
    * Reads a mapped URI for the caller: the upstream's contents with their URIs mapped, or null when the URI is not
    * one of an upstream the caller may read, or the upstream has no such resource (the same answer as a URI that
-   * does not exist). An app (`ui://`) is served only as reviewed, which svc does not yet do: null.
+   * does not exist). An app (`ui://`) is read only when it is approved and the caller may read it, and served only
+   * as approved: other bytes now are null too, and make it `changed` (apps.ts).
    */
   async read(mapped: string, caller: Caller, relay: Relay = {}): Promise<ReadResourceResult | null> {
     const target = unmapUri(mapped);
     const upstream = target === null ? undefined : this.config.upstreams.find((u) => u.name === target.upstream);
-    if (target === null || upstream === undefined || !mayRead(upstream, caller.access) || target.uri.startsWith('ui://')) return null;
+    if (target === null || upstream === undefined || !mayRead(upstream, caller.access)) return null;
+    const app = target.uri.startsWith('ui://') ? await this.apps.approved(upstream, target.uri, caller.access) : undefined;
+    if (app === null) return null;
     const passed = await this.pass(
       {
         upstream,
@@ -362,7 +363,10 @@ export class UpstreamGateway {
       },
       caller,
     );
-    if ('answer' in passed) return mapReadResult(upstream.name, passed.answer) as ReadResourceResult;
+    if ('answer' in passed)
+      return app === undefined
+        ? (mapReadResult(upstream.name, passed.answer) as ReadResourceResult)
+        : this.apps.served(upstream, app, mapped, passed.answer);
     if (passed.code !== undefined && NOT_THERE.has(passed.code)) return null;
     throw new UpstreamRefusal(passed.text);
   }
@@ -466,6 +470,24 @@ export class UpstreamGateway {
     // connected), and which exist tells a caller nothing they could use.
     if (tool === CONNECT_TOOL || !connected) return { connect: oauthUpstream };
     return null;
+  }
+
+  /**
+   * A tool called by its bare upstream name, as an app's own page calls it (CONTRACT §6.3): the tool NAME__TOOL when
+   * exactly one tool this caller may use (resolve) has that name; null for none, for more than one, and for a name
+   * in svc's merged form of a configured upstream (svc's tool of that name, usable or not). svc's own tools are
+   * matched before this is asked (mcp/methods.ts), so an upstream's tool never shadows one of them.
+   */
+  async resolveBare(name: string, access: Access, userId: number): Promise<Resolved | null> {
+    const split = splitMerged(name);
+    if (split !== null && this.config.upstreams.some((u) => u.name === split.upstream)) return null;
+    const named = (await listApproved(this.database.db)).filter((t) => t.name === name && offerable(t));
+    const found: Resolved[] = [];
+    for (const t of named) {
+      const resolved = await this.resolve(mergedName(t), access, userId);
+      if (resolved !== null && 'tool' in resolved) found.push(resolved);
+    }
+    return found.length === 1 ? found[0]! : null;
   }
 
   private oauthOf(upstream: string): UpstreamConfig | null {
