@@ -8,21 +8,24 @@ import { getCookie } from 'hono/cookie';
 import { nonceOf, type Ctx, type Env, type Services } from './context.ts';
 import { addressMatcher, clientAddress } from '../domain/addresses.ts';
 
+/**
+ * The Content-Security-Policy of svc's pages: `frames`, the sources a page may frame (none but /admin/tools, which
+ * frames its sandboxed preview of an app).
+ */
+export function pagePolicy(nonce: string, formTo?: string, frames?: string): string {
+  return `default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; img-src 'self' data:; form-action 'self'${formTarget(formTo)};${frames === undefined ? '' : ` frame-src ${frames};`} frame-ancestors 'none'; base-uri 'none'`;
+}
+
 export function securityHeaders(): MiddlewareHandler<Env> {
   return async (c, next) => {
     await next();
     setHeader(c, 'X-Content-Type-Options', 'nosniff');
     setHeader(c, 'Referrer-Policy', 'same-origin');
-    setHeader(c, 'X-Frame-Options', 'DENY');
+    // A route that set its own framing and policy keeps them (an admin's app preview: framed by svc's page alone).
+    if (!c.res.headers.has('X-Frame-Options')) setHeader(c, 'X-Frame-Options', 'DENY');
     setHeader(c, 'Cache-Control', 'no-store');
-    if ((c.res.headers.get('content-type') ?? '').startsWith('text/html')) {
-      const nonce = nonceOf(c);
-      setHeader(
-        c,
-        'Content-Security-Policy',
-        `default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; img-src 'self' data:; form-action 'self'${formTarget(c.get('formTarget'))}; frame-ancestors 'none'; base-uri 'none'`,
-      );
-    }
+    if ((c.res.headers.get('content-type') ?? '').startsWith('text/html') && !c.res.headers.has('Content-Security-Policy'))
+      setHeader(c, 'Content-Security-Policy', pagePolicy(nonceOf(c), c.get('formTarget')));
   };
 }
 

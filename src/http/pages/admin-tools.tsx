@@ -3,8 +3,8 @@
 // definition (the approved one beside the new one), and the approve, label and disable buttons (CONTRACT §6.1, §6.3).
 import { Layout, PageLinks, formatTime } from './layout.tsx';
 import { Notices, type Frame } from './admin-frame.tsx';
-import type { ReviewedKind, UpstreamObject } from '../../store/upstream-tools.ts';
-import { splitHidden } from '../../domain/definition-text.ts';
+import type { AppDefinition, ReviewedKind, UpstreamObject } from '../../store/upstream-tools.ts';
+import { escapeHidden, splitHidden } from '../../domain/definition-text.ts';
 
 export interface ToolView {
   readonly object: UpstreamObject;
@@ -74,6 +74,49 @@ function Definition(p: { view: ToolView }) {
         <h4>Now offered by the upstream</h4>
         <DefinitionText value={t.definition} class="definition offered" />
       </div>
+    </div>
+  );
+}
+
+/** Where an admin previews an app's bytes as the fingerprint `fingerprint` pins them (routes/admin-tools.tsx). */
+export const previewHref = (t: Pick<UpstreamObject, 'upstream' | 'name'>, fingerprint: string) =>
+  `/admin/tools/${encodeURIComponent(t.upstream)}/${encodeURIComponent(t.name)}/preview?fingerprint=${fingerprint}`;
+
+/**
+ * What an app asks of the person's client (its `_meta.ui`, as the upstream serves it now): its CSP, permissions and
+ * domain, as upstream text is shown; and its bytes, previewed on request in a sandboxed frame (scripts run without
+ * svc's origin, and the preview's own policy lets them reach nothing).
+ */
+function AppFacts(p: { app: UpstreamObject }) {
+  const ui = (p.app.definition as AppDefinition).ui ?? {};
+  const facts: [string, string, unknown][] = [
+    ['csp', 'Content-Security-Policy it asks for', ui.csp],
+    ['permissions', 'Permissions it asks for', ui.permissions],
+    ['domain', 'Domain', ui.domain],
+  ];
+  return (
+    <div class="app-facts">
+      <dl>
+        {facts.map(([key, name, value]) => (
+          <>
+            <dt>{name}</dt>
+            <dd data-fact={key}>
+              {value === undefined ? <span class="muted">none</span> : <DefinitionText value={value} class="definition" />}
+            </dd>
+          </>
+        ))}
+      </dl>
+      <details class="app-preview">
+        <summary>Preview its contents (sandboxed)</summary>
+        <iframe
+          class="app-preview"
+          sandbox="allow-scripts"
+          loading="lazy"
+          referrerpolicy="no-referrer"
+          title={`Preview of ${escapeHidden(p.app.name)}`}
+          src={previewHref(p.app, p.app.fingerprint)}
+        />
+      </details>
     </div>
   );
 }
@@ -178,6 +221,7 @@ function ToolCard(p: { view: ToolView }) {
         )}
       </p>
       <Definition view={p.view} />
+      {t.kind === 'app' && <AppFacts app={t} />}
       <ToolActions view={p.view} />
     </section>
   );

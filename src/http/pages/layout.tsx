@@ -44,6 +44,7 @@ label.choice { display: flex; gap: .4rem; align-items: center; font-weight: 400;
 pre.definition { white-space: pre-wrap; overflow-wrap: anywhere; }
 mark.hidden-char { background: var(--bad); color: #fff; border-radius: 3px; padding: 0 .2em; font-family: monospace; }
 section.tool, section.prompt, section.app { border-top: 1px solid var(--line); padding-top: .5rem; }
+iframe.app-preview { width: 100%; height: 24rem; border: 2px dashed var(--bad); background: #fff; }
 .state.pending, .state.changed, .state.held { color: var(--bad); } .state.approved { color: var(--ok); } .state.disabled, .state.gone { color: var(--muted); }
 .sso { display: inline-block; padding: .5rem .9rem; border: 1px solid var(--accent); border-radius: 6px; text-decoration: none; font-weight: 600; }
 `;

@@ -21,6 +21,7 @@ import { pageHref, pageRequest } from '../paging.ts';
 import { listUsers } from '../../store/users.ts';
 import { offerable } from '../../domain/merged-names.ts';
 import { toolLabels, usable } from '../../upstream/access.ts';
+import { pagePolicy } from '../middleware.ts';
 
 const DONE: Record<string, string> = { approve: 'Approved.', disable: 'Disabled.', label: 'Labels set.', inherit: 'Labels set.' };
 const KIND_NAMES: Record<ReviewedKind, string> = { tool: 'Tool', prompt: 'Prompt', app: 'App' };
@@ -31,6 +32,12 @@ function doneNotice(done: string | undefined, kind: ReviewedKind | undefined): s
 }
 /** The kind a query or a form names; none (or another word) is a tool, or, for the page's filter, every kind. */
 const kindOf = (value: unknown): ReviewedKind | undefined => REVIEWED_KINDS.find((k) => k === value);
+/**
+ * The policy an app's preview is served with: a sandbox of its own (an opaque origin, whoever opens it), its inline
+ * scripts and styles run and reach nothing (no request, no form, no frame), framed by svc's own page alone.
+ */
+const PREVIEW_POLICY =
+  "sandbox allow-scripts; default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; font-src data:; media-src data:; form-action 'none'; base-uri 'none'; frame-ancestors 'self'";
 /** Users named per tool; the rest are counted. */
 const USERS_SHOWN = 20;
 
@@ -94,6 +101,8 @@ async function page(services: Services, c: SignedCtx, status: 200 | 400 | 409 = 
   });
   const paging = { page: request.page, more, link: (n: number) => pageHref(c, 'page', n) };
   const kinds = { shown: kind, link: (k: ReviewedKind | undefined) => kindHref(c.req.url, k) };
+  // The page frames its apps' sandboxed previews, served by svc itself.
+  c.header('Content-Security-Policy', pagePolicy(frame.nonce, undefined, "'self'"));
   return c.html(<ToolsPage {...frame} views={views} paging={paging} kinds={kinds} connected={await connectedPeople(services)} />, status);
 }
 
@@ -133,6 +142,20 @@ export function adminToolRoutes(services: Services): Hono<Env> {
   const app = new Hono<Env>();
   const { policy, adminPage } = adminKit(services);
   app.get('/admin/tools', policy(READ), adminPage(), (c) => page(services, c));
+  // An app's bytes as the fingerprint the page showed pins them, read from its upstream now, for the page's sandboxed
+  // frame: never with svc's origin (the policy's sandbox), whoever opens it.
+  app.get('/admin/tools/:upstream/:name/preview', policy(READ), adminPage(), async (c) => {
+    const fingerprint = c.req.query('fingerprint') ?? '';
+    const preview = services.gateway
+      ? await services.gateway.apps.preview(c.req.param('upstream'), c.req.param('name'), fingerprint)
+      : null;
+    if (preview === null) return c.text('The upstream does not serve this app as the page showed it now: reload the page.', 409);
+    return c.body(new Uint8Array(preview.bytes), 200, {
+      'Content-Type': 'text/html; charset=utf-8',
+      'Content-Security-Policy': PREVIEW_POLICY,
+      'X-Frame-Options': 'SAMEORIGIN',
+    });
+  });
   app.post('/admin/tools/:upstream/:name', policy(CHANGE), adminPage(), async (c) => {
     const body = await readBody(c);
     return formPost(
