@@ -4,7 +4,9 @@
 // /mcp with alice's token, finds the tool basic__get-time's app in its _meta.ui, reads the app through svc, renders it
 // in a sandboxed frame and bridges it with AppBridge. The app's own button calls its tool back by its bare name
 // (get-time), which svc resolves to basic__get-time: the host's own origin reaches svc only through a small proxy on
-// loopback that writes down every tools/call it carries, and svc's audit trail has alice's upstream.call.
+// loopback that writes down every tools/call it carries, and svc's audit trail has alice's upstream.call. And an
+// admin's preview on /admin/tools: the approved bytes render in a frame without svc's origin, whose scripts run and
+// reach neither svc's page nor the network.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, request as httpRequest, type Server } from 'node:http';
@@ -114,6 +116,7 @@ timeout = 20s
 `,
     });
     alice = await svc.addUser({ uid: 'alice', email: 'alice@example.com', labels: 'eng' });
+    await svc.addUser({ uid: 'root', email: 'root@example.com', labels: '', admin: true, password: 'root password 1' });
     await waitFor(
       "basic's tool and app approved",
       async () => {
@@ -162,6 +165,60 @@ timeout = 20s
     assert.deepEqual(
       made.map((e) => [e.actor, e.target]),
       [['alice', 'basic/get-time']],
+    );
+  });
+
+  test("an admin's preview renders the app's bytes in a sandboxed frame: its scripts run without svc's origin and reach nothing", async () => {
+    const page = await context.newPage();
+    const refused: string[] = [];
+    page.on('console', (m) => {
+      if (/Content Security Policy|Blocked/i.test(m.text())) refused.push(m.text());
+    });
+    // What svc's page hears from the frame: the app's script, running, asks its host to initialize.
+    await page.addInitScript(() => {
+      const heard: unknown[] = [];
+      (window as unknown as { heard: unknown[] }).heard = heard;
+      window.addEventListener('message', (e) => heard.push(e.data));
+    });
+    await page.goto(`${svc.url}/login?next=%2Fadmin%2Ftools%3Fkind%3Dapp`);
+    await page.getByLabel('Username').fill('root');
+    await page.getByLabel('Password').fill('root password 1');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Upstream tools, prompts and apps' }).waitFor();
+    await page.getByText('Preview its contents (sandboxed)').click();
+    const frame = page.frameLocator('iframe.app-preview');
+    await frame.locator('#get-time-btn').waitFor({ timeout: 30_000 });
+    await page.waitForFunction(
+      () => (window as unknown as { heard: { method?: string }[] }).heard.some((m) => m?.method === 'ui/initialize'),
+      null,
+      { timeout: 30_000 },
+    );
+    const preview = page.frames().find((f) => f.url().includes('/preview?fingerprint='))!;
+    assert.ok(preview, 'the preview frame');
+    assert.equal(await preview.evaluate(() => window.origin), 'null', "an opaque origin, not svc's");
+    assert.equal(
+      await preview.evaluate(() => {
+        try {
+          return String(window.parent.document.title);
+        } catch {
+          return 'refused';
+        }
+      }),
+      'refused',
+      "svc's page is out of its reach",
+    );
+    const reached = await preview.evaluate(async (url) => {
+      try {
+        await fetch(url);
+        return 'reached';
+      } catch {
+        return 'refused';
+      }
+    }, `${svc.url}/admin/tools`);
+    assert.equal(reached, 'refused', 'its policy lets it make no request');
+    assert.ok(
+      refused.some((m) => /connect-src|default-src/.test(m)),
+      `the policy refused it: ${JSON.stringify(refused)}`,
     );
   });
 });
