@@ -185,6 +185,8 @@ timeout = 20s
     await page.getByLabel('Password').fill('root password 1');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Upstream tools, prompts and apps' }).waitFor();
+    await page.waitForLoadState('load');
+    assert.ok(!page.frames().some((f) => f.url().includes('/preview')), 'no preview is read until it is asked for');
     await page.getByText('Preview its contents (sandboxed)').click();
     const frame = page.frameLocator('iframe.app-preview');
     await frame.locator('#get-time-btn').waitFor({ timeout: 30_000 });
