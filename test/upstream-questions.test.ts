@@ -6,10 +6,14 @@
 //   upstream: elicitation (form) and sampling, two people at once, each asked once and answered with their own words;
 // - a client that did not declare the capability is never asked: the upstream gets the missing-capability error and
 //   the call fails; svc never answers for the person;
-// - an answer posted by another user with the question's id reaches nothing; the asked person's own answer goes on.
+// - an answer posted by another user with the question's id reaches nothing; the asked person's own answer goes on;
+// - a stdio upstream's question (which names no request) is relayed only from a process of one person's
+//   (isolation = user), never from a shared one; and svc declares no roots to a stdio upstream.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -175,6 +179,86 @@ timeout = 20s
       const r = await call;
       assert.match(text(r), /alice-own/);
       assert.doesNotMatch(text(r), /bob-forged/);
+    } finally {
+      await alice.close();
+    }
+  });
+});
+
+const SDK = join(ROOT, 'node_modules/@modelcontextprotocol/sdk/dist/esm');
+/**
+ * A stdio server whose `ask` elicits during its call (the question names no request, as 2025 stdio cannot), and whose
+ * `caps` tells what svc's client declared to it.
+ */
+const ASKING_STDIO = `
+import { Server } from '${SDK}/server/index.js';
+import { StdioServerTransport } from '${SDK}/server/stdio.js';
+import { ListToolsRequestSchema, CallToolRequestSchema, ElicitResultSchema } from '${SDK}/types.js';
+const server = new Server({ name: 'asking', version: '1.0.0' }, { capabilities: { tools: {} } });
+server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [
+  { name: 'ask', description: 'Asks the person.', inputSchema: { type: 'object' } },
+  { name: 'caps', description: 'What the client declared.', inputSchema: { type: 'object' } },
+] }));
+server.setRequestHandler(CallToolRequestSchema, async (r) => {
+  if (r.params.name === 'caps') return { content: [{ type: 'text', text: JSON.stringify(server.getClientCapabilities() ?? {}) }] };
+  try {
+    const answer = await server.request({ method: 'elicitation/create', params: { message: 'Who are you?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } } } } }, ElicitResultSchema);
+    return { content: [{ type: 'text', text: 'answered: ' + JSON.stringify(answer.content) }] };
+  } catch (e) {
+    return { content: [{ type: 'text', text: 'refused: ' + e.code }], isError: true };
+  }
+});
+await server.connect(new StdioServerTransport());
+`;
+
+describe('questions from stdio upstreams: only from a process of one person, and no roots', () => {
+  let svc: TestServer;
+  let dir: string;
+  let token = '';
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'svc-questions-'));
+    writeFileSync(join(dir, 'asking.mjs'), ASKING_STDIO);
+    const command = `command = "${process.execPath}" "${join(dir, 'asking.mjs')}"\nwritable = ${dir}\nreview = auto\nprotocol = 2025`;
+    svc = await startTestServer({
+      auth: `${DEFAULT_AUTH}\n[upstream shared]\n${command}\n\n[upstream own]\n${command}\nisolation = user\n`,
+    });
+    token = await svc.tokenFor(await svc.addUser({ uid: 'alice', email: 'alice@example.com', labels: '' }));
+    await waitFor(
+      'both listed',
+      async () =>
+        (JSON.parse((await svc.ws.svc(['tool', 'list', '--json'])).stdout) as { state: string }[]).filter((t) => t.state === 'approved')
+          .length === 4,
+      { everyMs: 300, timeoutMs: 60_000 },
+    );
+  });
+
+  after(async () => {
+    await svc?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("a shared process's question is refused even with one caller; a process of the caller's own is asked", async () => {
+    const asked: string[] = [];
+    const alice = await agent(svc, token, true, 'alice-words', asked);
+    try {
+      const shared = (await alice.callTool({ name: 'shared__ask', arguments: {} })) as CallToolResult;
+      assert.equal(text(shared), 'refused: -32600', 'a question on a shared process cannot be told to be hers: refused');
+      assert.deepEqual(asked, [], 'and she was not asked');
+      const own = (await alice.callTool({ name: 'own__ask', arguments: {} })) as CallToolResult;
+      assert.match(text(own), /answered: \{"name":"alice-words name"\}/);
+      assert.equal(asked.length, 1);
+    } finally {
+      await alice.close();
+    }
+  });
+
+  test('svc declares no roots to a stdio upstream: a caller cannot name paths on svc’s host', async () => {
+    const alice = await agent(svc, token, true, 'alice-words');
+    try {
+      const caps = JSON.parse(text(await alice.callTool({ name: 'own__caps', arguments: {} }))) as Record<string, unknown>;
+      assert.ok('elicitation' in caps && 'sampling' in caps, JSON.stringify(caps));
+      assert.ok(!('roots' in caps), JSON.stringify(caps));
     } finally {
       await alice.close();
     }

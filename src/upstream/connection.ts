@@ -85,8 +85,14 @@ export interface Relay {
   readonly resume?: { readonly inputResponses: Record<string, unknown>; readonly requestState?: string };
 }
 
-/** What svc's client declares to every upstream: the questions it can take to the person whose request it is. */
-const RELAYED_CAPABILITIES = { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} };
+/**
+ * What svc's client declares to an upstream: the questions it can take to the person whose request it is. Roots only
+ * to an HTTP upstream: a stdio child runs on svc's host, where a caller's roots would name paths of svc's, not theirs.
+ */
+function relayedCapabilities(upstream: UpstreamConfig): Record<string, unknown> {
+  const questions = { elicitation: { form: {}, url: {} }, sampling: {} };
+  return upstream.transport.kind === 'http' ? { ...questions, roots: {} } : questions;
+}
 /** An upstream's 2026-07-28 request is answered and retried at most this many rounds. */
 const INPUT_ROUNDS = 8;
 const MISSING_CAPABILITY = -32021;
@@ -396,7 +402,12 @@ export class UpstreamConnection {
      * upstream's one shared connection; a person's own does not). resources: told of the upstream's
      * notifications/resources/updated (a subscribed URI, its own) and resources/list_changed on this connection
      */
-    private readonly options: { readonly listen?: boolean; readonly resources?: (notice: ResourceNotice) => void } = {},
+    private readonly options: {
+      readonly listen?: boolean;
+      readonly resources?: (notice: ResourceNotice) => void;
+      /** the person this connection is (a session or a process of their own): only then are a 2025 upstream's questions relayed */
+      readonly person?: number;
+    } = {},
   ) {}
 
   /** The connected client: the open one, or a new connection (refused while a restart's backoff runs). */
@@ -448,7 +459,7 @@ export class UpstreamConnection {
         // A 2026-07-28 question to the person (an `input_required` result) is never answered by the SDK: svc asks the
         // person whose request it is (send), or the call fails.
         inputRequired: { autoFulfill: false },
-        capabilities: RELAYED_CAPABILITIES,
+        capabilities: relayedCapabilities(this.upstream),
         jsonSchemaValidator: NO_SCHEMA_CHECK,
       },
     );
@@ -459,7 +470,8 @@ export class UpstreamConnection {
     // A 2025 upstream's question during a request goes to the person whose request it is: the one relayed request
     // under way on this connection. With none, or more than one (a shared process's), it cannot be told whose it is,
     // and is refused, never guessed.
-    for (const method of QUESTION_METHODS)
+    const declared = relayedCapabilities(this.upstream);
+    for (const method of QUESTION_METHODS.filter((m) => m !== 'roots/list' || 'roots' in declared))
       (client.setRequestHandler as unknown as (m: string, h: (r: { params?: Record<string, unknown> }) => Promise<unknown>) => void)(
         method,
         (request) => this.question(method, request.params ?? {}),
@@ -694,7 +706,6 @@ export class UpstreamConnection {
     relay: Relay = {},
   ): Promise<Record<string, unknown>> {
     this.inFlight++;
-    this.relays.add(relay);
     const current = this.connected();
     const started = Date.now();
     try {
@@ -750,6 +761,9 @@ export class UpstreamConnection {
             inputResponses: resume.inputResponses,
             ...(resume.requestState === undefined ? {} : { requestState: resume.requestState }),
           };
+    // Only now, on the open connection, is the request the caller's: a question the upstream asks while connecting
+    // (roots at start) belongs to no request.
+    this.relays.add(relay);
     for (let round = 0; ; round++) {
       const answer = (await client.request({ method: request.method, params }, ANY_RESULT, {
         ...options,
@@ -776,11 +790,14 @@ export class UpstreamConnection {
   }
 
   /**
-   * A 2025 upstream's question: asked of the caller of the one relayed request under way, else refused. The refusal
-   * of a client that did not declare the capability is the specification's error for it.
+   * A 2025 upstream's question, which names no request: relayed only on a connection that is one person's (their
+   * session, or their process under isolation = user), to the caller of the one relayed request under way there,
+   * else refused. On a shared process a question may belong to any caller's request, even one that has ended (its
+   * caller cancelled, or it timed out, while the upstream went on): it is never guessed. The refusal of a client that
+   * did not declare the capability is the specification's error for it.
    */
   private async question(method: QuestionMethod, params: Record<string, unknown>): Promise<Record<string, unknown>> {
-    if (this.relays.size !== 1)
+    if (this.options.person === undefined || this.relays.size !== 1)
       throw new ProtocolError(
         ProtocolErrorCode.InvalidRequest,
         `svc relays ${method} only during a request of one person's, on its connection`,

@@ -83,6 +83,7 @@ export class UpstreamConnections {
     const bearer = upstream.oauth === null ? null : this.accounts!.source(userId, upstream);
     return new UpstreamConnection(upstream, this.log, () => this.toolsChanged(upstream.name), bearer, {
       resources: (notice) => this.resourceListener?.(upstream.name, userId, notice),
+      person: userId,
     });
   }
 

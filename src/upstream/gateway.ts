@@ -274,7 +274,8 @@ export class UpstreamGateway {
       },
       caller,
     );
-    if ('answer' in passed) return mapPromptResult(upstream.name, passed.answer) as GetPromptResult;
+    // Only its messages: a prompt's description is what was approved (prompts/list), never the upstream's text of now.
+    if ('answer' in passed) return mapPromptResult(upstream.name, { messages: passed.answer.messages ?? [] }) as GetPromptResult;
     if (passed.code !== undefined && NOT_THERE.has(passed.code)) return null;
     throw new UpstreamRefusal(passed.text);
   }
@@ -365,7 +366,7 @@ export class UpstreamGateway {
     );
     if ('answer' in passed)
       return app === undefined
-        ? (mapReadResult(upstream.name, passed.answer) as ReadResourceResult)
+        ? (mapReadResult(upstream.name, { contents: passed.answer.contents ?? [] }) as ReadResourceResult)
         : this.apps.served(upstream, app, mapped, passed.answer);
     if (passed.code !== undefined && NOT_THERE.has(passed.code)) return null;
     throw new UpstreamRefusal(passed.text);
@@ -431,7 +432,8 @@ export class UpstreamGateway {
     }
     if (owner === null) return empty;
     const { upstream } = owner;
-    const sent = { ...params, ref: owner.ref };
+    // Only what a completion is: the caller's own `_meta` (a progress token, anything else) does not go on.
+    const sent = { ref: owner.ref, argument: params.argument, ...(params.context === undefined ? {} : { context: params.context }) };
     const passed = await this.pass(
       {
         upstream,
