@@ -145,9 +145,15 @@ describe('the URIs inside what svc passes on', () => {
       content[0],
       content[1],
       { type: 'resource_link', uri: M('demo://doc/1'), name: 'doc', _meta: { uri: 'demo://meta' } },
-      { type: 'resource', resource: { uri: M('ui://app/x'), mimeType: 'text/html', text: '<p>' }, annotations: { priority: 1 } },
+      // Embedded bytes were never reviewed: even a ui:// one passes as data (up+ui://…), never as the app ui://up+….
+      { type: 'resource', resource: { uri: 'up+ui://app/x', mimeType: 'text/html', text: '<p>' }, annotations: { priority: 1 } },
       { type: 'resource', resource: { uri: M('demo://blob'), blob: 'AA==' } },
     ]);
+    // A link to an app is a pointer, read back through the app's pin: it keeps the app's form.
+    assert.deepEqual(mapContent('up', frozen({ type: 'resource_link', uri: 'ui://app/x' })), {
+      type: 'resource_link',
+      uri: 'ui://up+app/x',
+    });
     assert.equal((content[2] as { uri: string }).uri, 'demo://doc/1');
     // A prompt message holds one block, not a list.
     assert.deepEqual(mapContent('up', frozen({ type: 'resource_link', uri: 'demo://x' })), { type: 'resource_link', uri: M('demo://x') });
@@ -166,7 +172,7 @@ describe('the URIs inside what svc passes on', () => {
     });
   });
 
-  test('a resources/read result: each contents[].uri', () => {
+  test('a resources/read result: each contents[].uri, ui:// ones as data', () => {
     const result = frozen({
       contents: [
         { uri: 'demo://a', text: 'a' },
@@ -177,7 +183,8 @@ describe('the URIs inside what svc passes on', () => {
     assert.deepEqual(mapReadResult('up', result), {
       contents: [
         { uri: M('demo://a'), text: 'a' },
-        { uri: M('ui://app'), mimeType: 'text/html', blob: 'AA==' },
+        // Not an app's pinned read: its contents pass as data, never under the app's URI.
+        { uri: 'up+ui://app', mimeType: 'text/html', blob: 'AA==' },
       ],
       _meta: { x: 1 },
     });

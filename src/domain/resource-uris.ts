@@ -56,12 +56,20 @@ function withInner<T>(value: T, key: string, map: (inner: unknown) => unknown): 
 
 const arrayOf = (list: unknown, map: (item: unknown) => unknown): unknown => (Array.isArray(list) ? list.map(map) : list);
 
-/** One content block: a `resource_link`'s `uri` and an embedded `resource`'s `resource.uri`. */
+/**
+ * The URI of contents an upstream sends in a result (an embedded resource, a read's contents): `name+U` for every
+ * scheme, `ui://` too. Such bytes were never reviewed, so they never pass under an app's URI (`ui://name+REST`, which
+ * a host renders and may keep by its URI); the approved app is read by its own URI, through its pin.
+ */
+function dataUri(upstream: string, uri: string): string {
+  return `${upstream}+${uri}`;
+}
+
+/** One content block: a `resource_link`'s `uri` (a pointer, read back through svc) and an embedded `resource`'s `resource.uri`. */
 function mapBlock(upstream: string, block: unknown): unknown {
-  const map = (uri: string) => mapUri(upstream, uri);
   if (!isObject(block)) return block;
-  if (block.type === 'resource_link') return withMapped(block, 'uri', map);
-  if (block.type === 'resource') return withInner(block, 'resource', (r) => withMapped(r, 'uri', map));
+  if (block.type === 'resource_link') return withMapped(block, 'uri', (uri) => mapUri(upstream, uri));
+  if (block.type === 'resource') return withInner(block, 'resource', (r) => withMapped(r, 'uri', (uri) => dataUri(upstream, uri)));
   return block;
 }
 
@@ -75,9 +83,9 @@ export function mapToolResult<T>(upstream: string, result: T): T {
   return withInner(result, 'content', (c) => mapContent(upstream, c));
 }
 
-/** A `resources/read` result: each of its `contents[].uri`. */
+/** A `resources/read` result (not an app's, which is served by its pin): each of its `contents[].uri`, as data. */
 export function mapReadResult<T>(upstream: string, result: T): T {
-  return withInner(result, 'contents', (list) => arrayOf(list, (c) => withMapped(c, 'uri', (u) => mapUri(upstream, u))));
+  return withInner(result, 'contents', (list) => arrayOf(list, (c) => withMapped(c, 'uri', (u) => dataUri(upstream, u))));
 }
 
 /** A `prompts/get` result: the content of each of its `messages`. */
