@@ -1,12 +1,13 @@
 // Prompts and apps are reviewed like tools (CONTRACT §6.1, §6.3), in one model: a small upstream written here on the
 // SDK's v2 server (createMcpHandler) offers a tool and a prompt both named `greet` (whose description changes on
 // demand) and a prompt whose description hides a bidi override; svc records the prompts as rows beside the tools,
-// pending or approved by `review` (per kind: a kind's first listing from a server), `changed` when the definition
-// changes, held when it hides a character; `svc prompt …`, /admin/api/prompts and /admin/tools approve, label and
-// disable them, each audited, and refuse whoever is not an admin. Apps are named by their upstream URI: `svc app …`
-// and /admin/api/apps on the rows discovery records of two `ui://` resources the upstream starts serving (one whose
-// `_meta.ui` hides a zero-width space). And the migration that gave every row its kind keeps the tool rows a database
-// already had.
+// pending or approved by `review` (review = auto: only what a server's first successful listing holds, of every kind;
+// a kind listed later, or first offered later, waits), `changed` when the definition changes, held when it hides a
+// character; `svc prompt …`, /admin/api/prompts and /admin/tools approve, label and disable them, each audited, and
+// refuse whoever is not an admin. Apps are named by their upstream URI: `svc app …` and /admin/api/apps on the rows
+// discovery records of two `ui://` resources the upstream starts serving (one whose `_meta.ui` hides a zero-width
+// space). And the migration that gave every row its kind keeps the tool rows a database already had; the rows a
+// database had before svc marked the server it listed count as that server's listing.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -17,6 +18,9 @@ import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
 import { fingerprint } from '../src/domain/canonical-json.ts';
 import { openDatabase } from '../src/db/open.ts';
 import { applyMigrations, loadMigrations } from '../src/db/migrations.ts';
+import { loadConfig } from '../src/config/load.ts';
+import { startServer, type Running } from '../src/server.ts';
+import { silentLogger } from '../src/log.ts';
 import type { User } from '../src/store/users.ts';
 import { startTestServer, type TestServer } from './helpers/server.ts';
 import { createWorkspace, DEFAULT_AUTH, ROOT } from './helpers/workspace.ts';
@@ -116,6 +120,8 @@ describe('upstream prompts and apps: reviewed like tools', () => {
   let svc: TestServer;
   let web: Served;
   let auto: Served;
+  /** the server auto's section points at last: its first listing is approved as found */
+  let fresh: Served | undefined;
   const webOffer: Offer = { greet: 'Greets someone.', greetListed: true, later: false };
   const autoOffer: Offer = { greet: 'Greets someone.', greetListed: true, later: false };
   let root: User;
@@ -168,6 +174,7 @@ refresh = 1s
     await svc?.stop();
     await web?.stop();
     await auto?.stop();
+    await fresh?.stop();
   });
 
   test('prompts are rows beside the tools: pending under review = admin, their definition fingerprinted, audited as prompt.*; `expose` leaves a kind unlisted', async () => {
@@ -411,18 +418,27 @@ refresh = 1s
     assert.equal((await prompt('web', 'greet'))!.state, 'approved');
   });
 
-  test("review = auto approves a kind's first listing from its server: prompts exposed later are approved as found, held ones wait, one that appears after waits; one dropped is gone", async () => {
+  test("review = auto approves only a server's first listing: prompts exposed later wait (held ones too), as does one that appears after; one dropped is gone", async () => {
     const config = readFileSync(svc.ws.configPath, 'utf8');
     writeFileSync(svc.ws.configPath, config.replace('expose = tools resources\n', ''));
     await svc.restart();
     await waitFor('the prompts of auto recorded', async () => (await rows('prompt')).some((p) => p.upstream === 'auto'), { everyMs: 300 });
     const ofAuto = async () =>
       (await rows('prompt')).filter((p) => p.upstream === 'auto').map((p) => [p.name, p.state, p.held === null ? '' : 'held']);
+    // Its tools were listed long before: a kind svc lists only now (as when `expose` first lets it through, or an
+    // upgrade of svc starts listing it) is not the server's first listing.
     assert.deepEqual(await ofAuto(), [
-      ['greet', 'approved', ''],
+      ['greet', 'pending', ''],
       ['sneaky', 'pending', 'held'],
     ]);
-    assert.ok((await audit()).some((e) => e.via === 'upstream' && e.action === 'prompt.approved' && e.target === 'auto/greet'));
+    const trail = (await audit()).filter((e) => e.via === 'upstream' && e.target.startsWith('auto/'));
+    assert.ok(trail.some((e) => e.action === 'prompt.pending' && e.target === 'auto/greet'));
+    assert.ok(!trail.some((e) => e.action === 'prompt.approved'), JSON.stringify(trail));
+    assert.deepEqual(
+      (await rows('prompt', 'alice')).filter((p) => p.upstream === 'auto'),
+      [],
+      'offered to no one',
+    );
 
     autoOffer.later = true;
     await waitFor('later recorded', async () => (await prompt('auto', 'later')) !== undefined, { everyMs: 300 });
@@ -439,7 +455,7 @@ refresh = 1s
     assert.equal(gone.code, 1);
     assert.match(gone.stderr, /the upstream no longer offers the prompt "greet"; nothing to approve/);
     autoOffer.greetListed = true;
-    await waitFor('greet back, as approved', async () => (await prompt('auto', 'greet'))!.state === 'approved', { everyMs: 300 });
+    await waitFor('greet back, still waiting', async () => (await prompt('auto', 'greet'))!.state === 'pending', { everyMs: 300 });
   });
 
   test('apps are named by their upstream URI: svc app list, approve, label and disable, and /admin/api/apps with the URI encoded or not', async () => {
@@ -520,6 +536,53 @@ refresh = 1s
     assert.equal(enabled.status, 303);
     assert.equal((await rows('app'))[0]!.state, 'approved');
   });
+
+  test('review = auto: apps an upstream starts serving after its first listing, which listed its resources and had none, wait', async () => {
+    assert.deepEqual(
+      (await rows('app')).filter((a) => a.upstream === 'auto'),
+      [],
+    );
+    autoOffer.apps = true;
+    await waitFor('the apps of auto recorded', async () => (await rows('app')).filter((a) => a.upstream === 'auto').length === 2, {
+      everyMs: 300,
+    });
+    assert.deepEqual(
+      (await rows('app')).filter((a) => a.upstream === 'auto').map((a) => [a.name, a.state, a.held === null ? '' : 'held']),
+      [
+        ['ui://widget/chart', 'pending', ''],
+        ['ui://widget/odd', 'pending', 'held'],
+      ],
+      'not approved unseen, however long after the first listing they appear',
+    );
+    const trail = (await audit()).filter((e) => e.via === 'upstream' && e.target.startsWith('auto/ui://'));
+    assert.ok(trail.some((e) => e.action === 'app.pending' && e.target === 'auto/ui://widget/chart'));
+    assert.ok(!trail.some((e) => e.action === 'app.approved'), JSON.stringify(trail));
+  });
+
+  test("review = auto: the first listing of the server an upstream's section points at now approves what it holds of every kind", async () => {
+    fresh = await servePrompter({ greet: 'Greets someone.', greetListed: true, later: false, apps: true });
+    const relisted = async () =>
+      (await audit()).filter((e) => e.via === 'upstream' && e.action === 'tool.approved' && e.target === 'auto/greet').length;
+    const before = await relisted();
+    const config = readFileSync(svc.ws.configPath, 'utf8');
+    assert.ok(config.includes(`url = ${auto.url}\n`));
+    writeFileSync(svc.ws.configPath, config.replace(`url = ${auto.url}\n`, `url = ${fresh.url}\n`));
+    await svc.restart();
+    // The tool greet, approved from the old server, starts over as the new server's (audited again as approved).
+    await waitFor('auto listed from its new server', async () => (await relisted()) > before, { everyMs: 300 });
+    const of = async (kind: 'tool' | 'prompt' | 'app') =>
+      (await rows(kind)).filter((r) => r.upstream === 'auto').map((r) => [r.name, r.state, r.held === null ? '' : 'held']);
+    assert.deepEqual(await of('tool'), [['greet', 'approved', '']]);
+    assert.deepEqual(await of('prompt'), [
+      ['greet', 'approved', ''],
+      ['later', 'gone', ''],
+      ['sneaky', 'pending', 'held'],
+    ]);
+    assert.deepEqual(await of('app'), [
+      ['ui://widget/chart', 'approved', ''],
+      ['ui://widget/odd', 'pending', 'held'],
+    ]);
+  });
 });
 
 test('the migration that gives every row its kind keeps the tool rows a database had: states, labels, definitions, approvals', async () => {
@@ -561,5 +624,54 @@ test('the migration that gives every row its kind keeps the tool rows a database
     assert.equal(again[0]!.own_labels, false);
   } finally {
     ws.remove();
+  }
+});
+
+test("rows a database had before svc marked the server it listed count as that server's listing: review = auto approves nothing new of any kind", async () => {
+  const upstream = await servePrompter({ greet: 'Greets someone.', greetListed: true, later: false, apps: true });
+  const ws = await createWorkspace({ auth: `${DEFAULT_AUTH}\n[upstream up]\nurl = ${upstream.url}\nreview = auto\nrefresh = 1h\n` });
+  let running: Running | undefined;
+  try {
+    const config = loadConfig(readFileSync(ws.configPath, 'utf8'), ws.env, { mode: 'serve' });
+    const server = config.upstreams[0]!.server;
+    const all = loadMigrations((path) => readFileSync(join(ROOT, 'drizzle', path), 'utf8'));
+    const marker = all.findIndex((m) => m.tag.endsWith('_listed_server'));
+    assert.ok(marker > 0);
+    const old = await openDatabase(ws.dbUrl, null);
+    const definition = JSON.stringify({ description: 'Was offered.', inputSchema: { type: 'object' } });
+    await old.write(async (tx) => {
+      await applyMigrations(tx, all.slice(0, marker));
+      const now = Date.now();
+      // A tool this server offered, recorded (and its listing's status) before svc kept the server it listed.
+      await tx.run(
+        `INSERT INTO upstream_tools (upstream, kind, name, definition, fingerprint, approved_definition, approved_fingerprint, labels, state, server, held, first_seen_at, updated_at) VALUES
+          ('up', 'tool', 'old', '${definition}', '${'1'.repeat(64)}', '${definition}', '${'1'.repeat(64)}', NULL, 'approved', '${server}', NULL, ${now}, ${now})` as never,
+      );
+      await tx.run(`INSERT INTO upstream_status (upstream, state, checked_at) VALUES ('up', 'up', ${now})` as never);
+    });
+    old.close();
+    running = await startServer(config, silentLogger);
+    const list = async (kind: 'tool' | 'prompt' | 'app') => {
+      const r = await ws.svc([kind, 'list', '--json']);
+      assert.equal(r.code, 0, r.stderr);
+      return (JSON.parse(r.stdout) as Row[]).map((t) => [t.name, t.state, t.held === null ? '' : 'held']);
+    };
+    await waitFor('the upstream listed', async () => (await list('app')).length === 2, { everyMs: 300 });
+    assert.deepEqual(await list('tool'), [
+      ['greet', 'pending', ''],
+      ['old', 'gone', ''],
+    ]);
+    assert.deepEqual(await list('prompt'), [
+      ['greet', 'pending', ''],
+      ['sneaky', 'pending', 'held'],
+    ]);
+    assert.deepEqual(await list('app'), [
+      ['ui://widget/chart', 'pending', ''],
+      ['ui://widget/odd', 'pending', 'held'],
+    ]);
+  } finally {
+    await running?.stop();
+    ws.remove();
+    await upstream.stop();
   }
 });

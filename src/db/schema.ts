@@ -393,11 +393,16 @@ export const signingKeys = sqliteTable('signing_keys', {
   retiredAt: integer('retired_at'),
 });
 
-/** What svc last found when it listed an upstream's tools: up or down, and when (svc upstream list). */
+/**
+ * What svc last found when it listed an upstream's tools: up or down, and when (svc upstream list); and the server
+ * (UpstreamConfig.server) it last listed successfully, so `review = auto` approves only that server's first listing
+ * (null: none since svc kept it; then the upstream's rows tell whether it was listed).
+ */
 export const upstreamStatus = sqliteTable('upstream_status', {
   upstream: text('upstream').primaryKey(),
   state: text('state').notNull(),
   checkedAt: integer('checked_at').notNull(),
+  listedServer: text('listed_server'),
 });
 
 /**

@@ -1,7 +1,7 @@
 // What svc reviews of its upstreams as objects in the database (CONTRACT §6.1, §6.3): tools, prompts and apps, one
 // model for the three. Each row is what discovery found, what an admin approved, the object's own labels and its
 // state. Every instance reads the same rows. Every function takes the kind; left out, it is a tool.
-import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNull, or, sql } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { upstreamStatus, upstreamTools } from '../db/schema.ts';
 import { formatLabels, storedLabels, type LabelSet } from '../domain/labels.ts';
@@ -264,7 +264,7 @@ export const getTool = (db: Db, upstream: string, name: string): Promise<Upstrea
 
 /**
  * An object's state after discovery found it again as `found`; `approved` is what was approved of it, if any. `auto`:
- * one never approved is approved as found (review = auto, in the server's first listing of its kind), unless it is held.
+ * one never approved is approved as found (review = auto, in the server's first listing), unless it is held.
  */
 function stateFound(object: Pick<ToolGate, 'state'>, approved: string | null, found: Found, auto: boolean): ReviewState {
   if (object.state === 'disabled') return 'disabled';
@@ -292,28 +292,47 @@ async function knownRows(tx: Tx, upstream: string, kind: ReviewedKind) {
 }
 
 /**
- * Records what discovery found of one kind on one upstream: new objects pending (or approved, with review = auto,
- * when this is the first listing of this kind from this server and the object is not held: one that appears later
- * waits, so an upstream cannot rename its way past review), a definition that differs from the approved one
- * `changed` (whatever review says), those no longer offered `gone`. A row recorded from another server of the same
- * name (its url or command changed) is new again: its approval is not carried over. The names in `keep` stay as
- * they are (an `auth = oauth` upstream's tool that people's earlier listings still have). Returns the changes of
- * state, for the audit trail.
+ * Whether the upstream's listing from `server` now is that server's first successful one: the server svc last listed
+ * it from is another (or none). Before svc kept that, a row of the upstream (of any kind) recorded from this server,
+ * or from before svc kept servers, says it was listed. Read once per run, before anything of it is recorded.
+ */
+export async function firstListing(tx: Tx, upstream: string, server: string): Promise<boolean> {
+  const status = await tx
+    .select({ listedServer: upstreamStatus.listedServer })
+    .from(upstreamStatus)
+    .where(eq(upstreamStatus.upstream, upstream))
+    .get();
+  const listed = status?.listedServer ?? null;
+  if (listed !== null) return listed !== server;
+  const row = await tx
+    .select({ name: upstreamTools.name })
+    .from(upstreamTools)
+    .where(and(eq(upstreamTools.upstream, upstream), or(isNull(upstreamTools.server), eq(upstreamTools.server, server))))
+    .limit(1)
+    .get();
+  return row === undefined;
+}
+
+/**
+ * Records what discovery found of one kind on one upstream: new objects pending (or approved, when `auto`: review =
+ * auto and this is the server's first successful listing, firstListing, and the object is not held; anything that
+ * appears in a later listing waits, a kind's first objects too, so an upstream cannot rename or add its way past
+ * review), a definition that differs from the approved one `changed` (whatever review says), those no longer offered
+ * `gone`. A row recorded from another server of the same name (its url or command changed) is new again: its
+ * approval is not carried over. The names in `keep` stay as they are (an `auth = oauth` upstream's tool that people's
+ * earlier listings still have). Returns the changes of state, for the audit trail.
  */
 export async function recordDiscovery(
   tx: Tx,
   upstream: string,
   server: string,
   found: readonly Found[],
-  review: 'admin' | 'auto',
+  auto: boolean,
   now: number,
   keep: ReadonlySet<string> = new Set(),
   kind: ReviewedKind = 'tool',
 ): Promise<DiscoveryChange[]> {
   const known = await knownRows(tx, upstream, kind);
-  // This server's first listing of this kind: no row of it recorded from it yet (a row from before svc kept the
-  // server counts as its).
-  const auto = review === 'auto' && ![...known.values()].some((t) => t.server === null || t.server === server);
   const changes: DiscoveryChange[] = [];
   for (const object of found) {
     const before = known.get(object.name);
@@ -335,7 +354,7 @@ export async function recordDiscovery(
   return changes;
 }
 
-/** Where one listing is recorded: the upstream, the kind, the server that listed it, when, and whether review = auto approves. */
+/** Where one listing is recorded: the upstream, the kind, the server that listed it, when, and whether it approves as found. */
 interface Recording {
   readonly upstream: string;
   readonly kind: ReviewedKind;
@@ -438,13 +457,17 @@ export async function objectCounts(db: Db): Promise<Map<string, Record<ReviewedK
   return counts;
 }
 
-/** Records whether an upstream answered its last discovery. */
-export async function recordUpstreamStatus(tx: Tx, upstream: string, up: boolean, now: number): Promise<void> {
+/**
+ * Records whether an upstream answered its last discovery; `listed`: the server it was listed from, successfully (what
+ * firstListing reads). A failure leaves the server last listed as it was.
+ */
+export async function recordUpstreamStatus(tx: Tx, upstream: string, up: boolean, now: number, listed?: string): Promise<void> {
   const state = up ? 'up' : 'down';
+  const set = { state, checkedAt: now, ...(listed === undefined ? {} : { listedServer: listed }) };
   await tx
     .insert(upstreamStatus)
-    .values({ upstream, state, checkedAt: now })
-    .onConflictDoUpdate({ target: upstreamStatus.upstream, set: { state, checkedAt: now } });
+    .values({ upstream, ...set })
+    .onConflictDoUpdate({ target: upstreamStatus.upstream, set });
 }
 
 export async function upstreamStatuses(db: Db): Promise<Map<string, { state: 'up' | 'down'; checkedAt: number }>> {

@@ -237,7 +237,8 @@ export class AppPins {
       await this.database.write(async (tx) => {
         // This app alone: the upstream's other apps stay as they are.
         const others = new Set([...(await toolFingerprints(tx, upstream.name, 'app')).keys()].filter((n) => n !== found.name));
-        await recordFound(tx, upstream, 'app', [found], others, this.database.now());
+        // A read is no listing: review = auto approves nothing here.
+        await recordFound(tx, upstream, 'app', [found], others, this.database.now(), false);
       });
     } catch (e) {
       this.log.warn('upstream_app_not_recorded', {

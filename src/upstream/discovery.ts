@@ -25,7 +25,7 @@ import type { UpstreamConnections } from './connections.ts';
 import { NeedsConnection, type UpstreamAccounts } from './accounts.ts';
 import { listingOf, mergeListings, whomToList } from './listings.ts';
 import { discoverApps } from './apps.ts';
-import { foundObject, recordFound, uiOf } from './found.ts';
+import { approvesAsFound, foundObject, recordFound, uiOf } from './found.ts';
 
 /**
  * A tool's definition as svc keeps and fingerprints it: title, description, schemas and annotations, and of its
@@ -159,10 +159,12 @@ export async function discover(database: Database, connection: UpstreamConnectio
   if (tools === null && !upstream.expose.prompts && !upstream.expose.resources) await connection.capabilities();
   return database.write(async (tx) => {
     const now = database.now();
-    const changes = tools === null ? [] : await recordFound(tx, upstream, 'tool', tools, new Set(), now);
-    if (prompts !== null) changes.push(...(await recordFound(tx, upstream, 'prompt', prompts, new Set(), now)));
-    if (apps !== null) changes.push(...(await recordFound(tx, upstream, 'app', apps.found, apps.keep, now)));
-    await recordUpstreamStatus(tx, upstream.name, true, now);
+    // Decided once for every kind of this run, before any is recorded (and marks the server listed, below).
+    const auto = await approvesAsFound(tx, upstream);
+    const changes = tools === null ? [] : await recordFound(tx, upstream, 'tool', tools, new Set(), now, auto);
+    if (prompts !== null) changes.push(...(await recordFound(tx, upstream, 'prompt', prompts, new Set(), now, auto)));
+    if (apps !== null) changes.push(...(await recordFound(tx, upstream, 'app', apps.found, apps.keep, now, auto)));
+    await recordUpstreamStatus(tx, upstream.name, true, now, upstream.server);
     return changes;
   });
 }
@@ -232,8 +234,8 @@ async function discoverPerPerson(
     const merged = mergeListings(votes, fresh, await toolFingerprints(tx, upstream.name), TOOLS_PER_UPSTREAM);
     if (merged.refused > 0)
       log.warn('upstream_tools_left_out', { upstream: upstream.name, left_out: merged.refused, max_tools: TOOLS_PER_UPSTREAM });
-    const changes = await recordFound(tx, upstream, 'tool', merged.found, merged.keep, now);
-    await recordUpstreamStatus(tx, upstream.name, true, now);
+    const changes = await recordFound(tx, upstream, 'tool', merged.found, merged.keep, now, await approvesAsFound(tx, upstream));
+    await recordUpstreamStatus(tx, upstream.name, true, now, upstream.server);
     return changes;
   });
   return { changes, more };

@@ -6,7 +6,14 @@ import type { Tx } from '../db/open.ts';
 import { canonicalJson, nestingDepth, sha256 } from '../domain/canonical-json.ts';
 import { DEFINITION_MAX_BYTES, DEFINITION_MAX_DEPTH, heldReasons } from '../domain/definition-text.ts';
 import { recordAudit } from '../store/audit.ts';
-import { recordDiscovery, type DiscoveryChange, type Found, type ReviewedDefinition, type ReviewedKind } from '../store/upstream-tools.ts';
+import {
+  firstListing,
+  recordDiscovery,
+  type DiscoveryChange,
+  type Found,
+  type ReviewedDefinition,
+  type ReviewedKind,
+} from '../store/upstream-tools.ts';
 
 /**
  * One listed object as svc records it: its definition, the fingerprint of that definition's canonical JSON, and why
@@ -22,7 +29,10 @@ export function foundObject<D extends ReviewedDefinition>(listed: { readonly nam
   return { name: listed.name, definition: kept, fingerprint: sha256(canonical), held: held.length === 0 ? null : held };
 }
 
-/** Records what discovery found of one kind of one upstream (`keep`: names whose row stays as it is), each change audited. */
+/**
+ * Records what discovery found of one kind of one upstream (`keep`: names whose row stays as it is; `auto`: what is
+ * new is approved as found, as review = auto does in a server's first listing), each change audited.
+ */
 export async function recordFound(
   tx: Tx,
   upstream: UpstreamConfig,
@@ -30,8 +40,9 @@ export async function recordFound(
   found: readonly Found[],
   keep: ReadonlySet<string>,
   now: number,
+  auto: boolean,
 ): Promise<DiscoveryChange[]> {
-  const changes = await recordDiscovery(tx, upstream.name, upstream.server, found, upstream.review, now, keep, kind);
+  const changes = await recordDiscovery(tx, upstream.name, upstream.server, found, auto, now, keep, kind);
   for (const c of changes) {
     await recordAudit(
       tx,
@@ -40,6 +51,11 @@ export async function recordFound(
     );
   }
   return changes;
+}
+
+/** Whether review = auto approves what this run lists of the upstream: only in its server's first successful listing. */
+export async function approvesAsFound(tx: Tx, upstream: UpstreamConfig): Promise<boolean> {
+  return upstream.review === 'auto' && (await firstListing(tx, upstream.name, upstream.server));
 }
 
 /** A plain object, not an array. */
