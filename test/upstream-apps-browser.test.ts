@@ -6,7 +6,7 @@
 // (get-time), which svc resolves to basic__get-time: the host's own origin reaches svc only through a small proxy on
 // loopback that writes down every tools/call it carries, and svc's audit trail has alice's upstream.call. And an
 // admin's preview on /admin/tools: the approved bytes render in a frame without svc's origin, whose scripts run and
-// reach neither svc's page nor the network.
+// reach neither svc's page nor the network; opened as a page of its own, the preview is refused.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, request as httpRequest, type Server } from 'node:http';
@@ -222,5 +222,17 @@ timeout = 20s
       refused.some((m) => /connect-src|default-src/.test(m)),
       `the policy refused it: ${JSON.stringify(refused)}`,
     );
+
+    // Opened as a page of its own (a link to it, followed by the signed-in admin), it is refused: the app's bytes never
+    // load as a document at svc's address.
+    const opened = await context.newPage();
+    try {
+      const answer = await opened.goto(preview.url());
+      assert.equal(answer?.status(), 403);
+      assert.equal(await opened.locator('#get-time-btn').count(), 0);
+      assert.match((await opened.textContent('body')) ?? '', /shown only in its frame on \/admin\/tools/);
+    } finally {
+      await opened.close();
+    }
   });
 });

@@ -13,7 +13,7 @@
 // - bytes (or a _meta.ui) the upstream serves other than approved are a missing resource's answer, and the app is
 //   `changed` until an admin approves the new ones;
 // - a tool called by its bare name is the one tool the caller may use of that name, never svc's own `search`;
-// - /admin/tools shows an app's CSP and permissions and previews it sandboxed, for admins only.
+// - /admin/tools shows an app's CSP and permissions and previews it sandboxed, for admins only, into a frame only.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -446,7 +446,9 @@ review = auto
     assert.ok(html.includes(`src="${src.replaceAll('&', '&amp;')}"`), 'the frame shows the bytes its fingerprint pins');
     assert.ok(shiftySection.includes(`fingerprint=${shiftyApp.fingerprint}`));
 
-    const preview = await browser.request(src);
+    // What a browser says of a frame's request: the preview is served into a frame alone (below: what a page is told).
+    const framed = { headers: { 'Sec-Fetch-Dest': 'iframe' } };
+    const preview = await browser.request(src, framed);
     assert.equal(preview.status, 200);
     assert.equal(await preview.text(), VANILLA_HTML, 'the approved bytes');
     const policy = preview.headers.get('content-security-policy')!;
@@ -457,19 +459,20 @@ review = auto
     assert.equal(preview.headers.get('x-frame-options'), 'SAMEORIGIN');
     assert.match(preview.headers.get('content-type')!, /^text\/html/);
 
-    const other = await browser.request(src.replace(basic.fingerprint, shiftyApp.fingerprint));
+    const other = await browser.request(src.replace(basic.fingerprint, shiftyApp.fingerprint), framed);
     assert.equal(other.status, 409, 'another fingerprint previews nothing');
     assert.doesNotMatch(await other.text(), /<script/);
-    // Not for anyone else: a signed-in person who is no admin, a bearer token, nobody.
+    // Not for anyone else: a signed-in person who is no admin, a bearer token, nobody; nor for the admin outside a frame.
     const alice = new Browser(svc.url);
     assert.equal((await alice.login('alice', 'alice password 1')).status, 303);
     for (const answer of [
-      await alice.request(src),
+      await alice.request(src, framed),
       await fetch(`${svc.url}${src}`, {
-        headers: { Authorization: `Bearer ${await svc.tokenFor(root, undefined, 'admin')}` },
+        headers: { Authorization: `Bearer ${await svc.tokenFor(root, undefined, 'admin')}`, 'Sec-Fetch-Dest': 'iframe' },
         redirect: 'manual',
       }),
-      await fetch(`${svc.url}${src}`, { redirect: 'manual' }),
+      await fetch(`${svc.url}${src}`, { headers: framed.headers, redirect: 'manual' }),
+      await browser.request(src),
     ]) {
       assert.notEqual(answer.status, 200);
       assert.ok(!(await answer.text()).includes(VANILLA_HTML.slice(0, 200)), 'no byte of the app');

@@ -143,8 +143,13 @@ export function adminToolRoutes(services: Services): Hono<Env> {
   const { policy, adminPage } = adminKit(services);
   app.get('/admin/tools', policy(READ), adminPage(), (c) => page(services, c));
   // An app's bytes as the fingerprint the page showed pins them, read from its upstream now, for the page's sandboxed
-  // frame: never with svc's origin (the policy's sandbox), whoever opens it.
+  // frame: never with svc's origin (the policy's sandbox), whoever opens it, and only into a frame. Opened as a page
+  // (a link an upstream sends an admin: it knows its own fingerprint, and a top-level navigation carries the session
+  // cookie), its bytes would be a document at svc's address; a browser says what loads it in Sec-Fetch-Dest. HEAD is
+  // answered by this route too (without the body), so it is refused the same.
   app.get('/admin/tools/:upstream/:name/preview', policy(READ), adminPage(), async (c) => {
+    if (c.req.header('sec-fetch-dest') !== 'iframe')
+      return c.text("An app's preview is shown only in its frame on /admin/tools: open the page, and its preview there.", 403);
     const fingerprint = c.req.query('fingerprint') ?? '';
     const preview = services.gateway
       ? await services.gateway.apps.preview(c.req.param('upstream'), c.req.param('name'), fingerprint)
