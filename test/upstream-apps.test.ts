@@ -14,6 +14,8 @@
 //   `changed` until an admin approves the new ones;
 // - a tool called by its bare name is the one tool the caller may use of that name, never svc's own `search`;
 // - /admin/tools shows an app's CSP and permissions and previews it sandboxed, for admins only, into a frame only.
+// And (below, `tricky`) what a host renders is what was approved: a lone surrogate, the encoding, a blob's preview,
+// a blob near the bound of an answer.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -476,6 +478,209 @@ review = auto
     ]) {
       assert.notEqual(answer.status, 200);
       assert.ok(!(await answer.text()).includes(VANILLA_HTML.slice(0, 200)), 'no byte of the app');
+    }
+  });
+});
+
+// What a host renders is what was approved. Behind svc, `tricky` (an SDK v2 upstream, review = auto) serves apps a
+// byte count cannot tell apart from others: text with a lone surrogate (UTF-8 has none: it encodes as U+FFFD's bytes),
+// the same bytes as a base64 blob or as text (a host decodes a blob otherwise: the MCP Apps reference host with atob,
+// each byte one character), a blob that is not base64 as svc sends it, and a blob just under the 10 MiB bound of an
+// answer (too long for a backtracking check of its base64).
+/** shade's text as approved, and as tricky serves it on demand: a lone surrogate in place of U+FFFD, the same UTF-8 */
+const SHADE_SEEN = '<!doctype html><p>\uFFFD</p>';
+const SHADE_LONE = '<!doctype html><p>\uD800</p>';
+/** blob.html's bytes: UTF-8 with characters over U+007F, which a host decoding a blob with atob shows otherwise */
+const BLOB_HTML = '<!doctype html><meta charset="utf-8"><p>café ☕</p>';
+const BLOB_BASE64 = Buffer.from(BLOB_HTML, 'utf8').toString('base64');
+/** Base64 without its padding (of 8 bytes, `PHA+MTwvcD4=`): atob takes it, svc does not send it. */
+const UNPADDED = 'PHA+MTwvcD4';
+/** A blob of base64 whose answer is just under the 10 MiB svc reads of an answer. */
+const HUGE_BLOB = 'A'.repeat(10 * 1024 * 1024 - 64 * 1024);
+const trickyState = { shadeLone: false, blobAsText: false };
+
+function tricky(): McpServer {
+  const server = new McpServer({ name: 'tricky', version: '1.0.0' });
+  server.registerTool('noop', { description: 'Does nothing.', inputSchema: z.object({}) }, async () => ({
+    content: [{ type: 'text', text: 'nothing' }],
+  }));
+  const app = (name: string, content: () => { text: string } | { blob: string }) =>
+    server.registerResource(name, `ui://tricky/${name}.html`, { mimeType: APP_MIME }, async () => ({
+      contents: [{ uri: `ui://tricky/${name}.html`, mimeType: APP_MIME, ...content() }],
+    }));
+  app('lone', () => ({ text: '<!doctype html><p>lone \uDC00 half</p>' }));
+  app('shade', () => ({ text: trickyState.shadeLone ? SHADE_LONE : SHADE_SEEN }));
+  app('blob', () => (trickyState.blobAsText ? { text: BLOB_HTML } : { blob: BLOB_BASE64 }));
+  app('unpadded', () => ({ blob: UNPADDED }));
+  app('huge', () => ({ blob: HUGE_BLOB }));
+  return server;
+}
+
+describe('upstream apps: what a host renders is what was approved', () => {
+  let svc: TestServer;
+  let trickyServer: Served;
+  let aliceToken = '';
+
+  const cli = async (args: string[]) => {
+    const r = await svc.ws.svc(args);
+    return { ...r, out: r.stdout + r.stderr };
+  };
+  const apps = async (): Promise<Row[]> => JSON.parse((await cli(['app', 'list', '--json'])).stdout) as Row[];
+  const app = async (name: string) => (await apps()).find((a) => a.upstream === 'tricky' && a.name === `ui://tricky/${name}.html`)!;
+  const mapped = (name: string) => `ui://tricky+tricky/${name}.html`;
+
+  before(async () => {
+    trickyServer = await serve(tricky);
+    svc = await startTestServer({
+      auth: `${DEFAULT_AUTH}
+[upstream tricky]
+url = ${trickyServer.url}
+labels = eng
+review = auto
+refresh = 1h
+timeout = 60s
+`,
+    });
+    aliceToken = await svc.tokenFor(await svc.addUser({ uid: 'alice', email: 'alice@example.com', labels: 'eng' }));
+    await svc.addUser({ uid: 'root', email: 'root@example.com', labels: '', admin: true, password: 'root password 1' });
+    await waitFor('the apps of tricky recorded', async () => (await apps()).length === 5, { everyMs: 300, timeoutMs: 60_000 });
+  });
+
+  after(async () => {
+    await svc?.stop();
+    await trickyServer?.stop();
+  });
+
+  test('discovery holds text with a lone surrogate, a blob not base64 as svc sends it, and a blob near the bound of an answer; it records the rest', async () => {
+    const states = (await apps()).map((a) => [a.name, a.state, a.held]);
+    assert.deepEqual(states, [
+      ['ui://tricky/blob.html', 'approved', null],
+      ['ui://tricky/huge.html', 'pending', [`its blob is ${HUGE_BLOB.length} characters of base64, over 2 MiB of contents`]],
+      ['ui://tricky/lone.html', 'pending', ['its text is not well-formed: it holds a lone surrogate, which no UTF-8 encodes']],
+      ['ui://tricky/shade.html', 'approved', null],
+      ['ui://tricky/unpadded.html', 'pending', ['its blob is not base64 (the standard alphabet, padded, nothing else)']],
+    ]);
+    // A blob's definition says so: the same bytes as text are another app.
+    assert.deepEqual((await app('blob')).definition, {
+      mimeType: APP_MIME,
+      contents_sha256: sha256(BLOB_HTML),
+      encoding: 'blob',
+      size: Buffer.byteLength(BLOB_HTML),
+    });
+    assert.deepEqual((await app('shade')).definition, {
+      mimeType: APP_MIME,
+      contents_sha256: sha256(SHADE_SEEN),
+      size: Buffer.byteLength(SHADE_SEEN),
+    });
+    const lone = await app('lone');
+    assert.notEqual((await cli(['app', 'approve', 'tricky', 'ui://tricky/lone.html', '--fingerprint', lone.fingerprint])).code, 0);
+    const alice = await agent(svc, 'legacy', aliceToken);
+    try {
+      const missing = await refusalOf(alice.readResource({ uri: 'ui://tricky+no-such-app.html' }));
+      for (const name of ['lone', 'huge', 'unpadded'])
+        assert.deepEqual(await refusalOf(alice.readResource({ uri: mapped(name) })), missing, name);
+    } finally {
+      await alice.close();
+    }
+  });
+
+  test('text the upstream serves with a lone surrogate where the approved text had U+FFFD (the same UTF-8) reads as missing, and the app is held', async () => {
+    const alice = await agent(svc, 'legacy', aliceToken);
+    try {
+      const missing = await refusalOf(alice.readResource({ uri: 'ui://tricky+no-such-app.html' }));
+      const read = (await alice.readResource({ uri: mapped('shade') })).contents[0] as { text?: string };
+      assert.equal(read.text, SHADE_SEEN);
+      const approved = await app('shade');
+      trickyState.shadeLone = true;
+      assert.deepEqual(await refusalOf(alice.readResource({ uri: mapped('shade') })), missing, 'not the approved text: missing');
+      const held = await app('shade');
+      assert.equal(held.definition.contents_sha256, approved.definition.contents_sha256, 'its UTF-8 hashes as the approved');
+      assert.deepEqual(held.held, ['its text is not well-formed: it holds a lone surrogate, which no UTF-8 encodes']);
+      assert.ok(!(await allResources(alice)).some((r) => r.uri === mapped('shade')), 'not listed');
+      assert.deepEqual(await refusalOf(alice.readResource({ uri: mapped('shade') })), missing, 'still missing');
+    } finally {
+      trickyState.shadeLone = false;
+      await alice.close();
+    }
+  });
+
+  test("a blob's preview is decoded as the MCP Apps reference host decodes it (atob), and the page says so; a preview is served only into a frame", async () => {
+    const browser = new Browser(svc.url);
+    assert.equal((await browser.login('root', 'root password 1')).status, 303);
+    const html = await (await browser.request('/admin/tools?kind=app')).text();
+    const section = (name: string) => {
+      const at = html.indexOf(`data-app="tricky/ui://tricky/${name}.html"`);
+      return html.slice(at, html.indexOf('</section>', at));
+    };
+    assert.match(
+      section('blob'),
+      /<dd data-fact="encoding">a base64 blob\. Hosts decode a blob in their own ways: the preview decodes it as the MCP Apps reference host does \(atob/,
+    );
+    assert.match(section('shade'), /<dd data-fact="encoding">text<\/dd>/);
+    const blob = await app('blob');
+    const src = `/admin/tools/tricky/${encodeURIComponent(blob.name)}/preview?fingerprint=${blob.fingerprint}`;
+    const framed = { headers: { 'Sec-Fetch-Dest': 'iframe' } };
+    const preview = await browser.request(src, framed);
+    assert.equal(preview.status, 200);
+    assert.equal(await preview.text(), atob(BLOB_BASE64), 'each byte one character, as the reference host renders it');
+    assert.notEqual(atob(BLOB_BASE64), BLOB_HTML);
+    assert.match(preview.headers.get('content-type')!, /^text\/html; charset=utf-8/);
+    const shade = await app('shade');
+    const shadePreview = await browser.request(
+      `/admin/tools/tricky/${encodeURIComponent(shade.name)}/preview?fingerprint=${shade.fingerprint}`,
+      framed,
+    );
+    assert.equal(shadePreview.status, 200);
+    assert.equal(await shadePreview.text(), SHADE_SEEN, 'text as served');
+
+    // Opened as a page (a link: a top-level navigation carries the session), or by anything that says not where it
+    // goes, it is refused, and HEAD alike.
+    for (const dest of [undefined, 'document', 'frame', 'embed']) {
+      const answer = await browser.request(src, dest === undefined ? {} : { headers: { 'Sec-Fetch-Dest': dest } });
+      assert.equal(answer.status, 403, String(dest));
+      const body = await answer.text();
+      assert.equal(body, "An app's preview is shown only in its frame on /admin/tools: open the page, and its preview there.");
+      assert.match(answer.headers.get('content-type')!, /^text\/plain/);
+    }
+    const head = await browser.request(src, { method: 'HEAD' });
+    assert.equal(head.status, 403);
+    const headFramed = await browser.request(src, { method: 'HEAD', headers: { 'Sec-Fetch-Dest': 'iframe' } });
+    assert.equal(headFramed.status, 200);
+    assert.equal(await headFramed.text(), '');
+    assert.match(headFramed.headers.get('content-security-policy')!, /^sandbox allow-scripts;/);
+  });
+
+  test('the encoding is part of an app: the same bytes as text read as missing and make the app changed, and back again', async () => {
+    const alice = await agent(svc, 'modern', aliceToken);
+    try {
+      const missing = await refusalOf(alice.readResource({ uri: 'ui://tricky+no-such-app.html' }));
+      const read = (await alice.readResource({ uri: mapped('blob') })).contents[0] as { blob?: string; text?: string };
+      assert.deepEqual([read.blob, read.text], [BLOB_BASE64, undefined], 'the approved blob');
+      const asBlob = await app('blob');
+
+      trickyState.blobAsText = true;
+      assert.deepEqual(await refusalOf(alice.readResource({ uri: mapped('blob') })), missing, 'as text: missing');
+      const asText = await app('blob');
+      assert.equal(asText.state, 'changed');
+      assert.equal(asText.approved_fingerprint, asBlob.fingerprint);
+      assert.deepEqual(asText.definition, {
+        mimeType: APP_MIME,
+        contents_sha256: sha256(BLOB_HTML),
+        size: Buffer.byteLength(BLOB_HTML),
+      });
+      const approved = await cli(['app', 'approve', 'tricky', 'ui://tricky/blob.html', '--fingerprint', asText.fingerprint]);
+      assert.equal(approved.code, 0, approved.out);
+      const text = (await alice.readResource({ uri: mapped('blob') })).contents[0] as { blob?: string; text?: string };
+      assert.deepEqual([text.blob, text.text], [undefined, BLOB_HTML], 'the approved text');
+
+      trickyState.blobAsText = false;
+      assert.deepEqual(await refusalOf(alice.readResource({ uri: mapped('blob') })), missing, 'as a blob again: missing');
+      const back = await app('blob');
+      assert.equal(back.state, 'changed');
+      assert.equal(back.fingerprint, asBlob.fingerprint);
+    } finally {
+      trickyState.blobAsText = false;
+      await alice.close();
     }
   });
 });

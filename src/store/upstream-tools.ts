@@ -43,14 +43,16 @@ export interface PromptDefinition {
 
 /**
  * What is pinned of an app (a `ui://` resource: code the person's client renders): how it is listed, the SHA-256 of
- * its contents and their size in bytes, and its `_meta.ui` (CSP, permissions, domain). Other bytes, or another
- * `_meta.ui`, are another definition.
+ * its contents and their size in bytes, whether they are served as a base64 blob, and its `_meta.ui` (CSP,
+ * permissions, domain). Other bytes, the other encoding, or another `_meta.ui`, are another definition.
  */
 export interface AppDefinition {
   readonly title?: string;
   readonly description?: string;
   readonly mimeType?: string;
   readonly contents_sha256: string;
+  /** 'blob': served as a base64 blob, which hosts decode otherwise than text; absent: served as text */
+  readonly encoding?: 'blob';
   readonly ui?: Record<string, unknown>;
   readonly size: number;
 }

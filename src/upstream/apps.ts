@@ -1,10 +1,11 @@
 // An upstream's apps (CONTRACT §6.3, "Apps are code, so they are pinned"): each `ui://` resource, HTML a person's
 // client renders, is a reviewed row of kind 'app' named by its upstream URI, whose definition holds the SHA-256 and
-// size of its contents (the bytes of its text, or of its base64 blob, as served) and its `_meta.ui` (CSP,
-// permissions, domain). Discovery reads each app on the upstream's shared connection (discoverApps); a caller's read
-// is served only as approved (AppPins.served): other bytes, or another `_meta.ui`, are the missing resource's answer
-// and make the app `changed`, recorded here as discovery records it, until an admin approves it. A tool names its app
-// in `_meta.ui.resourceUri`, and is offered with it only while that app is approved and the caller may read it.
+// size of its contents (the bytes of its text, or of its base64 blob, as served), whether they came as a blob, and
+// its `_meta.ui` (CSP, permissions, domain). Discovery reads each app on the upstream's shared connection
+// (discoverApps); a caller's read is served only as approved (AppPins.served), as the bytes hashed: other bytes, the
+// other encoding, or another `_meta.ui`, are the missing resource's answer and make the app `changed`, recorded here as
+// discovery records it, until an admin approves it. A tool names its app in `_meta.ui.resourceUri`, and is offered
+// with it only while that app is approved and the caller may read it.
 import { createHash } from 'node:crypto';
 import type { ReadResourceResult, Resource, Tool } from '@modelcontextprotocol/client';
 import type { Config, UpstreamConfig } from '../config/load.ts';
@@ -33,12 +34,15 @@ import type { OfferedTool } from './offered.ts';
 export const APPS_PER_UPSTREAM = 50;
 /** An app whose contents are larger than this is held: never served, and it cannot be approved. */
 export const APP_MAX_BYTES = 2 * 1024 * 1024;
+/** A base64 blob longer than this holds more than APP_MAX_BYTES: held as too large before it is looked at further. */
+const BLOB_MAX_CHARS = 4 * Math.ceil(APP_MAX_BYTES / 3);
 /** An app whose URI is longer than this is left out. */
 const URI_MAX = 512;
 /** A resource listing reads at most this many pages. */
 const LIST_PAGES = 20;
 const UI = 'ui://';
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+/** A lone surrogate: with the `u` flag a pair is one code point, so only an unpaired half matches (no backtracking). */
+const LONE_SURROGATE = /\p{Cs}/u;
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const hex = (bytes: Buffer | string) => createHash('sha256').update(bytes).digest('hex');
@@ -53,58 +57,88 @@ interface Listed {
 
 /** What an upstream served of an app in one `resources/read` answer. */
 interface Served {
-  /** its one content as served, text or blob; null when the answer is not one such content */
+  /**
+   * its one content as svc would serve it: the bytes hashed, as text (their UTF-8) or as a blob (their base64); null
+   * when the answer is not one such content
+   */
   readonly content: { readonly text: string } | { readonly blob: string } | null;
+  /** the bytes hashed: of the text (UTF-8), of the blob (decoded), else of the answer's contents as JSON */
+  readonly bytes: Buffer;
   readonly sha256: string;
   readonly size: number;
   readonly mimeType?: string;
   readonly ui?: Record<string, unknown>;
-  /** why what was served holds the app (too large, not one content), or null */
-  readonly problem: string | null;
+  /** why what was served holds the app (not well-formed, too large, not one content): none when nothing does */
+  readonly problems: readonly string[];
 }
 
-/** One `resources/read` answer as an app: its one text or base64 blob content, hashed as its bytes. */
+/**
+ * One `resources/read` answer as an app: its one text or base64 blob content (exactly one of them), hashed as its
+ * bytes. Held: text with a lone surrogate (its UTF-8 would be U+FFFD's, another text than a host is given), a blob that
+ * is not base64 as svc would send it (the standard alphabet, padded, nothing else: it decodes and encodes back to
+ * itself), and contents over APP_MAX_BYTES (a blob too long for that is not decoded to check it).
+ */
 function servedOf(answer: Record<string, unknown>): Served {
   const list = Array.isArray(answer.contents) ? answer.contents : [];
   const one = list.length === 1 && isObject(list[0]) ? list[0] : null;
   const text = typeof one?.text === 'string' ? one.text : undefined;
-  const blob = typeof one?.blob === 'string' && BASE64.test(one.blob) ? one.blob : undefined;
-  if (one === null || (text === undefined && blob === undefined)) {
+  const blob = typeof one?.blob === 'string' ? one.blob : undefined;
+  if (one === null || (text === undefined) === (blob === undefined)) {
     // Pinned as what it is (its JSON), so a change still shows; held, as svc serves one text or blob only.
-    const json = canonicalJson(answer.contents ?? null);
-    const problem = 'it is not served as one text or base64 blob content';
-    return { content: null, sha256: hex(json), size: Buffer.byteLength(json), problem };
+    const json = Buffer.from(canonicalJson(answer.contents ?? null), 'utf8');
+    const problems = ['it is not served as one text or base64 blob content'];
+    return { content: null, bytes: json, sha256: hex(json), size: json.length, problems };
   }
-  const bytes = text === undefined ? Buffer.from(blob!, 'base64') : Buffer.from(text, 'utf8');
+  const problems: string[] = [];
+  let bytes: Buffer;
+  let content: Served['content'];
+  if (text !== undefined) {
+    bytes = Buffer.from(text, 'utf8');
+    content = { text: bytes.toString('utf8') };
+    if (LONE_SURROGATE.test(text)) problems.push('its text is not well-formed: it holds a lone surrogate, which no UTF-8 encodes');
+  } else {
+    bytes = Buffer.from(blob!, 'base64');
+    content = { blob: bytes.toString('base64') };
+    if (blob!.length > BLOB_MAX_CHARS)
+      problems.push(`its blob is ${blob!.length} characters of base64, over ${APP_MAX_BYTES / 1024 / 1024} MiB of contents`);
+    else if (content.blob !== blob) problems.push('its blob is not base64 (the standard alphabet, padded, nothing else)');
+  }
+  if (problems.length === 0 && bytes.length > APP_MAX_BYTES)
+    problems.push(`its contents are ${bytes.length} bytes, over ${APP_MAX_BYTES / 1024 / 1024} MiB`);
   const ui = uiOf(one._meta);
   return {
-    content: text === undefined ? { blob: blob! } : { text },
+    content,
+    bytes,
     sha256: hex(bytes),
     size: bytes.length,
     ...(typeof one.mimeType === 'string' ? { mimeType: one.mimeType } : {}),
     ...(ui === undefined ? {} : { ui }),
-    problem: bytes.length > APP_MAX_BYTES ? `its contents are ${bytes.length} bytes, over ${APP_MAX_BYTES / 1024 / 1024} MiB` : null,
+    problems,
   };
 }
 
 /**
  * The app at `uri` as svc records it: its listing's title and description, the MIME type and `_meta.ui` of what was
- * served (else as listed), and the SHA-256 and size of its contents; held by the rule of what a reader cannot see (in
- * every string of it), and by what was served.
+ * served (else as listed), the SHA-256 and size of its contents, and whether they came as a base64 blob (a host
+ * decodes a blob otherwise than text: the same bytes are another app); held by the rule of what a reader cannot see
+ * (in every string of it), and by what was served.
  */
 function appFound(uri: string, listed: Listed, served: Served): FoundApp {
   const mimeType = served.mimeType ?? listed.mimeType;
   const ui = served.ui ?? listed.ui;
+  // Text says nothing: an app served as text has the fingerprint it had before svc kept how it was served.
+  const encoding = served.content !== null && 'blob' in served.content ? { encoding: 'blob' as const } : {};
   const definition: AppDefinition = {
     ...(listed.title === undefined ? {} : { title: listed.title }),
     ...(listed.description === undefined ? {} : { description: listed.description }),
     ...(mimeType === undefined ? {} : { mimeType }),
     contents_sha256: served.sha256,
+    ...encoding,
     ...(ui === undefined ? {} : { ui }),
     size: served.size,
   };
-  const found = foundObject({ name: uri, ...definition }, definition, { contents_sha256: served.sha256, size: served.size });
-  return served.problem === null ? found : { ...found, held: [...(found.held ?? []), served.problem] };
+  const found = foundObject({ name: uri, ...definition }, definition, { contents_sha256: served.sha256, ...encoding, size: served.size });
+  return served.problems.length === 0 ? found : { ...found, held: [...(found.held ?? []), ...served.problems] };
 }
 
 /** What a resource listing says of an app besides its URI. */
@@ -300,9 +334,11 @@ export class AppPins {
   /**
    * An app's bytes for an admin's preview, read now on the upstream's shared connection: only when what it serves is
    * what `fingerprint` pins, and that is the row's definition as discovered or as approved; null otherwise (not
-   * recorded, another fingerprint, other bytes now, or the upstream cannot be read).
+   * recorded, another fingerprint, other bytes now, held by what it serves, or the upstream cannot be read). Text is
+   * its bytes as served; a blob is decoded as the MCP Apps reference host decodes it (atob: each byte a character),
+   * given in UTF-8.
    */
-  async preview(upstreamName: string, uri: string, fingerprint: string): Promise<{ bytes: Buffer } | null> {
+  async preview(upstreamName: string, uri: string, fingerprint: string): Promise<{ bytes: Buffer; encoding: 'text' | 'blob' } | null> {
     const upstream = this.config.upstreams.find((u) => u.name === upstreamName);
     if (upstream === undefined || upstream.oauth !== null) return null;
     const row = await getObject(this.database.db, upstream.name, uri, 'app');
@@ -319,7 +355,10 @@ export class AppPins {
       return null;
     }
     const served = servedOf(answer);
-    if (served.content === null || appFound(uri, base, served).fingerprint !== fingerprint) return null;
-    return { bytes: 'text' in served.content ? Buffer.from(served.content.text, 'utf8') : Buffer.from(served.content.blob, 'base64') };
+    // What nobody is served is not previewed either (a text with a lone surrogate would show as U+FFFD).
+    if (served.content === null || served.problems.length > 0 || appFound(uri, base, served).fingerprint !== fingerprint) return null;
+    // A blob as the MCP Apps reference host renders it: atob, each byte one character (U+0000–U+00FF), here in UTF-8.
+    if ('blob' in served.content) return { bytes: Buffer.from(served.bytes.toString('latin1'), 'utf8'), encoding: 'blob' };
+    return { bytes: served.bytes, encoding: 'text' };
   }
 }

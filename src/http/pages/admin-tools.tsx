@@ -84,11 +84,13 @@ export const previewHref = (t: Pick<UpstreamObject, 'upstream' | 'name'>, finger
 
 /**
  * What an app asks of the person's client (its `_meta.ui`, as the upstream serves it now): its CSP, permissions and
- * domain, as upstream text is shown; and its bytes, previewed on request in a sandboxed frame (scripts run without
- * svc's origin, and the preview's own policy lets them reach nothing).
+ * domain, as upstream text is shown; whether it is served as text or as a base64 blob (decoded as the reference host
+ * does in the preview); and its bytes, previewed on request in a sandboxed frame (scripts run without svc's origin,
+ * and the preview's own policy lets them reach nothing).
  */
 function AppFacts(p: { app: UpstreamObject }) {
-  const ui = (p.app.definition as AppDefinition).ui ?? {};
+  const definition = p.app.definition as AppDefinition;
+  const ui = definition.ui ?? {};
   const facts: [string, string, unknown][] = [
     ['csp', 'Content-Security-Policy it asks for', ui.csp],
     ['permissions', 'Permissions it asks for', ui.permissions],
@@ -105,6 +107,17 @@ function AppFacts(p: { app: UpstreamObject }) {
             </dd>
           </>
         ))}
+        <dt>Served as</dt>
+        <dd data-fact="encoding">
+          {definition.encoding === 'blob' ? (
+            <>
+              a base64 blob. Hosts decode a blob in their own ways: the preview decodes it as the MCP Apps reference host does (atob, each
+              byte one character, as Latin-1), and a host that decodes its bytes as UTF-8 shows other text wherever a byte is over 127.
+            </>
+          ) : (
+            'text'
+          )}
+        </dd>
       </dl>
       <details class="app-preview">
         <summary>Preview its contents (sandboxed)</summary>
