@@ -76,7 +76,7 @@ interface Served {
  * One `resources/read` answer as an app: its one text or base64 blob content (exactly one of them), hashed as its
  * bytes. Held: text with a lone surrogate (its UTF-8 would be U+FFFD's, another text than a host is given), a blob that
  * is not base64 as svc would send it (the standard alphabet, padded, nothing else: it decodes and encodes back to
- * itself), and contents over APP_MAX_BYTES (a blob too long for that is not decoded to check it).
+ * itself), and contents over APP_MAX_BYTES (a blob too long for that is held before its base64 is checked).
  */
 function servedOf(answer: Record<string, unknown>): Served {
   const list = Array.isArray(answer.contents) ? answer.contents : [];
