@@ -6,18 +6,16 @@
 
 /** The requests under way that a cancel may reach, by caller, session and id. */
 export class Cancellations {
-  private readonly open = new Map<string, AbortController>();
+  private readonly open = new Map<string, () => void>();
 
-  /** A request under way that a cancel naming `id` (from the same user and session) aborts, until `done`. */
-  register(userId: number, session: string, id: string | number): { readonly signal: AbortSignal; done(): void } {
+  /** A request under way that a cancel naming `id` (from the same user and session) cancels (`cancel`), until `done`. */
+  register(userId: number, session: string, id: string | number, cancel: () => void): { done(): void } {
     const key = keyOf(userId, session, id);
-    const controller = new AbortController();
     // A second request with the same id (a client's mistake) takes the key; the first stays cancellable by its stream.
-    this.open.set(key, controller);
+    this.open.set(key, cancel);
     return {
-      signal: controller.signal,
       done: () => {
-        if (this.open.get(key) === controller) this.open.delete(key);
+        if (this.open.get(key) === cancel) this.open.delete(key);
       },
     };
   }
@@ -29,7 +27,7 @@ export class Cancellations {
       const { method, params } = m as { method?: unknown; params?: { requestId?: unknown } };
       const id = params?.requestId;
       if (method !== 'notifications/cancelled' || (typeof id !== 'string' && typeof id !== 'number')) continue;
-      this.open.get(keyOf(userId, session, id))?.abort();
+      this.open.get(keyOf(userId, session, id))?.();
     }
   }
 }

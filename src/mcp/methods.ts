@@ -87,7 +87,7 @@ export interface Call {
    * a request of this call's body that a 2025 `notifications/cancelled` of the same caller (and session) may cancel,
    * by its JSON-RPC id, until `done` (set by the endpoint for the 2025 era: cancellations.ts)
    */
-  readonly cancellable?: (id: string | number) => { readonly signal: AbortSignal; done(): void };
+  readonly cancellable?: (id: string | number, cancel: () => void) => { done(): void };
 }
 
 /** The key under which a request's Call travels in the AuthInfo the SDK hands each of its handlers. */
@@ -224,13 +224,16 @@ function relayOf(ctx: Context, call: Call): { relay: Relay; done: () => void } {
       ? (p: { progress: number; total?: number; message?: string }) =>
           void notify({ method: 'notifications/progress', params: { ...p, progressToken: token } }).catch(() => undefined)
       : undefined;
-  const cancel = ctx.mcpReq?.id === undefined || call.cancellable === undefined ? null : call.cancellable(ctx.mcpReq.id);
-  const signals = [
-    call.signal(),
-    ...(ctx.mcpReq?.signal === undefined ? [] : [ctx.mcpReq.signal]),
-    ...(cancel === null ? [] : [cancel.signal]),
-  ];
-  const signal = AbortSignal.any(signals);
+  // One signal for the call, which each way of cancelling it aborts (listeners, not AbortSignal.any: on Node 20 that
+  // costs a weak reference per source, and their collection showed in an upstream call's time).
+  const controller = new AbortController();
+  const abort = () => controller.abort();
+  const sources = [call.signal(), ...(ctx.mcpReq?.signal === undefined ? [] : [ctx.mcpReq.signal])];
+  for (const source of sources)
+    if (source.aborted) abort();
+    else source.addEventListener('abort', abort, { once: true });
+  const cancel = ctx.mcpReq?.id === undefined || call.cancellable === undefined ? null : call.cancellable(ctx.mcpReq.id, abort);
+  const signal = controller.signal;
   const id = ctx.mcpReq?.id;
   const ask =
     call.ask === undefined || id === undefined
@@ -241,7 +244,10 @@ function relayOf(ctx: Context, call: Call): { relay: Relay; done: () => void } {
         };
   return {
     relay: { signal, ...(progress === undefined ? {} : { progress }), ...(ask === undefined ? {} : { ask }) },
-    done: () => cancel?.done(),
+    done: () => {
+      cancel?.done();
+      for (const source of sources) source.removeEventListener('abort', abort);
+    },
   };
 }
 

@@ -142,7 +142,7 @@ export function mcpEndpoint(given: Shared, stopping?: AbortSignal): McpEndpoint 
       // is done then.
       if (questions.answer(who.userId, session, parsedBody)) return new Response(null, { status: 202 });
       cancellations.cancelFrom(call.caller.userId, session, parsedBody);
-      const cancellable = (id: string | number) => cancellations.register(call.caller.userId, session, id);
+      const cancellable = (id: string | number, cancel: () => void) => cancellations.register(call.caller.userId, session, id, cancel);
       const server = buildServer(shared);
       // A request that asks for progress, or one an upstream may ask the person a question during, is answered on a
       // stream, so its progress and questions can reach it first; every other request in JSON.
