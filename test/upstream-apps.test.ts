@@ -29,6 +29,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { Client as StableLineClient, StreamableHTTPClientTransport as StableLineTransport } from '@modelcontextprotocol/client';
 import type { User } from '../src/store/users.ts';
 import { startTestServer, type TestServer } from './helpers/server.ts';
+import { refusalOf } from './helpers/agents.ts';
 import { DEFAULT_AUTH, ROOT } from './helpers/workspace.ts';
 import { serveWeb, type Served } from './helpers/web-upstream.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -130,17 +131,6 @@ async function agent(svc: TestServer, era: Era, token: string): Promise<Client> 
   await client.connect(new StableLineTransport(new URL(`${svc.url}/mcp`), init));
   assert.equal(client.getProtocolEra(), 'modern');
   return client as unknown as Client;
-}
-
-/** The error a request got, its URI left out of a missing resource's message; or 'ok'. */
-async function refusalOf(p: Promise<unknown>): Promise<{ code: unknown; message: string } | 'ok'> {
-  try {
-    await p;
-    return 'ok';
-  } catch (e) {
-    const err = e as { code?: unknown; message?: string };
-    return { code: err.code, message: String(err.message).replace(/Resource not found: .*/, 'Resource not found: URI') };
-  }
 }
 
 /** Every page of a caller's resources/list. */

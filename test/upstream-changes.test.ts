@@ -32,6 +32,7 @@ import { createToken, revokeToken } from '../src/store/tokens.ts';
 import { STREAMS_PER_USER } from '../src/mcp/changes.ts';
 import type { User } from '../src/store/users.ts';
 import { startTestServer, type TestServer } from './helpers/server.ts';
+import { refusalOf } from './helpers/agents.ts';
 import { DEFAULT_AUTH } from './helpers/workspace.ts';
 import { serveWeb } from './helpers/web-upstream.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -186,17 +187,6 @@ async function modernListener(
 }
 
 const ALL_LISTS = { toolsListChanged: true, promptsListChanged: true, resourcesListChanged: true };
-
-/** The error a request got (its code and message, the URI taken out), or 'ok'. */
-async function refusalOf(p: Promise<unknown>): Promise<{ code: unknown; message: string } | 'ok'> {
-  try {
-    await p;
-    return 'ok';
-  } catch (e) {
-    const err = e as { code?: unknown; message?: string };
-    return { code: err.code, message: String(err.message).replace(/Resource not found: .*/, 'Resource not found: URI') };
-  }
-}
 
 /** Reads an SSE body until it ends; resolves true then (false if `signal` gave up first). */
 async function ended(body: ReadableStream<Uint8Array>, signal: AbortSignal): Promise<boolean> {

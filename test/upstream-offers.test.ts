@@ -20,6 +20,7 @@ import { CallToolResultSchema, type CallToolResult } from '@modelcontextprotocol
 import { Client as StableLineClient, StreamableHTTPClientTransport as StableLineTransport } from '@modelcontextprotocol/client';
 import type { User } from '../src/store/users.ts';
 import { startTestServer, type TestServer } from './helpers/server.ts';
+import { refusalOf } from './helpers/agents.ts';
 import { DEFAULT_AUTH, freePort, ROOT } from './helpers/workspace.ts';
 import { listening, waitFor } from './helpers/wait.ts';
 import { countingProxy } from './helpers/web-upstream.ts';
@@ -61,17 +62,6 @@ function callWith(
 ) {
   if (era === 'legacy') return client.callTool(params, CallToolResultSchema, options);
   return (client as unknown as { callTool(p: unknown, o: unknown): Promise<unknown> }).callTool(params, options);
-}
-
-/** The error a request got: its code and message, or 'ok'. */
-async function refusalOf(p: Promise<unknown>): Promise<{ code: unknown; message: string } | 'ok'> {
-  try {
-    await p;
-    return 'ok';
-  } catch (e) {
-    const err = e as { code?: unknown; message?: string };
-    return { code: err.code, message: String(err.message).replace(/Resource not found: .*/, 'Resource not found: URI') };
-  }
 }
 
 describe('what an upstream offers besides tools, through svc', () => {

@@ -25,3 +25,17 @@ export async function signedIn(url: string, uid: string): Promise<Browser> {
   assert.equal((await b.login(uid, `${uid} password 1`)).status, 303);
   return b;
 }
+
+/**
+ * The error an MCP request got (its code, and its message with a missing resource's URI taken out, so that missing,
+ * invisible and unmapped URIs can be compared), or 'ok'.
+ */
+export async function refusalOf(p: Promise<unknown>): Promise<{ code: unknown; message: string } | 'ok'> {
+  try {
+    await p;
+    return 'ok';
+  } catch (e) {
+    const err = e as { code?: unknown; message?: string };
+    return { code: err.code, message: String(err.message).replace(/Resource not found: .*/, 'Resource not found: URI') };
+  }
+}
