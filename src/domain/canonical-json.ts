@@ -41,6 +41,9 @@ export function canonicalJson(value: unknown): string {
 }
 
 /** The SHA-256 (hex) of a text. */
+/** Whether a JSON value is an object (not null, not an array): what svc reads keys of in a peer's message. */
+export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
 export const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
 /** The SHA-256 (hex) of a value's canonical JSON. */

@@ -8,6 +8,8 @@
 // they are given. They return new objects along the path to each URI they map and leave everything else as it was
 // (shared, not copied); a value that is not where a URI belongs, or not a string there, passes as it is.
 
+import { isObject } from './canonical-json.ts';
+
 /** The rule of an upstream's name (config's UPSTREAM_NAME): it never holds a `+`, so the first `+` ends it. */
 const NAME = /^[a-z][a-z0-9-]{0,31}$/;
 const UI = 'ui://';
@@ -36,9 +38,6 @@ export function unmapUri(uri: string): { upstream: string; uri: string } | null 
 /** A resource template (RFC 6570) maps as a URI does: `demo://doc/{id}` → `name+demo://doc/{id}`. */
 export const mapTemplate = mapUri;
 export const unmapTemplate = unmapUri;
-
-type Json = Record<string, unknown>;
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** `value` with its string `key` mapped by `map`; anything else as it is. */
 function withMapped<T>(value: T, key: string, map: (s: string) => string): T {

@@ -20,7 +20,7 @@ import type { Logger } from '../log.ts';
 import { fetchVisible, listVisible } from '../store/items.ts';
 import type { ResourcesFrom, UpstreamGateway } from '../upstream/gateway.ts';
 import type { Relay } from '../upstream/connection.ts';
-import { InputAsked, MissingCapability, type QuestionMethod } from '../domain/questions.ts';
+import { declaredQuestions, InputAsked, mayAsk, MissingCapability, type QuestionMethod, type Questions } from '../domain/questions.ts';
 import type { ToolGate } from '../store/upstream-tools.ts';
 import { HeldQuestions, InputRounds, type Question, type Round } from './input-rounds.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
@@ -52,13 +52,6 @@ export interface Shared {
 }
 
 /** Who is calling one request, and what their client declared that an answer depends on. */
-/** What a client declared it can answer of an upstream's questions. */
-export interface Questions {
-  readonly form: boolean;
-  readonly url: boolean;
-  readonly sampling: boolean;
-  readonly roots: boolean;
-}
 
 export interface Call {
   readonly caller: Caller;
@@ -126,15 +119,7 @@ const HOLD_MS = 5 * 60 * 1000;
 /** What a 2026-07-28 request declared its client can answer of an upstream's questions. */
 function modernQuestions(ctx: Context): Questions {
   const envelope = ctx.mcpReq?.envelope ?? {};
-  const caps = (envelope.clientCapabilities ?? envelope['io.modelcontextprotocol/clientCapabilities'] ?? {}) as Record<string, unknown>;
-  const object = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-  const elicitation = caps.elicitation;
-  return {
-    form: object(elicitation) && (object(elicitation.form) || (!('form' in elicitation) && !('url' in elicitation))),
-    url: object(elicitation) && object(elicitation.url),
-    sampling: object(caps.sampling),
-    roots: object(caps.roots),
-  };
+  return declaredQuestions(envelope.clientCapabilities ?? envelope['io.modelcontextprotocol/clientCapabilities']);
 }
 
 /**
@@ -155,7 +140,7 @@ async function callInRounds(
 ): Promise<unknown> {
   const { caller } = call;
   const questions = modernQuestions(ctx);
-  const can = (q: Question) => declared(questions, q.method, q.params);
+  const can = (q: Question) => mayAsk(questions, q.method, q.params);
   const sealHeld = (held: string) => rounds.seal(caller, name, args, { held });
   // This request is the call's for this round: its progress and its cancel, until the round's answer.
   const { relay: request, done } = relayOf(ctx, call);
@@ -239,7 +224,7 @@ function relayOf(ctx: Context, call: Call): { relay: Relay; done: () => void } {
     call.ask === undefined || id === undefined
       ? undefined
       : (method: QuestionMethod, params: Record<string, unknown>) => {
-          if (!declared(call.questions ?? null, method, params)) throw new MissingCapability(method);
+          if (!mayAsk(call.questions ?? null, method, params)) throw new MissingCapability(method);
           return call.ask!(id, method, params, signal);
         };
   return {
@@ -249,14 +234,6 @@ function relayOf(ctx: Context, call: Call): { relay: Relay; done: () => void } {
       for (const source of sources) source.removeEventListener('abort', abort);
     },
   };
-}
-
-/** Whether the client declared what a question needs: elicitation in its mode (form when none is named), sampling, roots. */
-function declared(questions: Questions | null, method: QuestionMethod, params: Record<string, unknown>): boolean {
-  if (questions === null) return false;
-  if (method === 'sampling/createMessage') return questions.sampling;
-  if (method === 'roots/list') return questions.roots;
-  return params.mode === 'url' ? questions.url : params.mode === undefined || params.mode === 'form' ? questions.form : false;
 }
 
 /** Runs `send` with the request's relay, and lets go of its cancellation when it ends. */

@@ -25,6 +25,7 @@ import { AjvJsonSchemaValidator } from '@modelcontextprotocol/server/validators/
 import type { Logger } from '../log.ts';
 import { CALL, installMethods, type Call, type Shared } from './methods.ts';
 import { Cancellations } from './cancellations.ts';
+import { isObject } from '../domain/canonical-json.ts';
 import { PendingQuestions } from './questions.ts';
 import {
   ChangeHub,
@@ -80,8 +81,6 @@ function buildServer(shared: Shared): Server {
   installMethods(server, shared);
   return server;
 }
-
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * A message the SDK's classification can only send to its modern path (answered there, or refused by its ladder):

@@ -9,6 +9,7 @@ import type { Config } from '../config/load.ts';
 import type { Db } from '../db/open.ts';
 import { serverKey } from '../store/server-keys.ts';
 import { deriveKey, randomId } from '../domain/secrets.ts';
+import { declaredQuestions } from '../domain/questions.ts';
 
 /**
  * The HMAC key: derived from the session secret for this purpose alone, or, in configurations without sessions,
@@ -75,13 +76,6 @@ export function declaredTraits(body: unknown): SessionTraits {
   const init = messages.find((m) => (m as { method?: unknown } | null)?.method === 'initialize') as
     | { params?: { capabilities?: Record<string, unknown> } }
     | undefined;
-  const caps = init?.params?.capabilities ?? {};
-  const object = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-  const elicitation = caps.elicitation;
-  return {
-    urlElicitation: object(elicitation) && object(elicitation.url),
-    formElicitation: object(elicitation) && (object(elicitation.form) || (!('form' in elicitation) && !('url' in elicitation))),
-    sampling: object(caps.sampling),
-    roots: object(caps.roots),
-  };
+  const questions = declaredQuestions(init?.params?.capabilities);
+  return { urlElicitation: questions.url, formElicitation: questions.form, sampling: questions.sampling, roots: questions.roots };
 }

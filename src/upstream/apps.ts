@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import type { ReadResourceResult, Resource, Tool } from '@modelcontextprotocol/client';
 import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { Database } from '../db/open.ts';
-import { canonicalJson } from '../domain/canonical-json.ts';
+import { canonicalJson, isObject } from '../domain/canonical-json.ts';
 import { mapResource, mapToolMeta, mapUri } from '../domain/resource-uris.ts';
 import type { Access } from '../domain/visibility.ts';
 import type { Logger } from '../log.ts';
@@ -44,7 +44,6 @@ const UI = 'ui://';
 /** A lone surrogate: with the `u` flag a pair is one code point, so only an unpaired half matches (no backtracking). */
 const LONE_SURROGATE = /\p{Cs}/u;
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const hex = (bytes: Buffer | string) => createHash('sha256').update(bytes).digest('hex');
 
 /** What an app's listing (or its approved definition) says of it besides its contents. */

@@ -37,7 +37,7 @@ import { VERSION } from '../version.ts';
 import { AnswerTooLarge, upstreamFetch } from './http-fetch.ts';
 import { nestingDepth } from '../domain/canonical-json.ts';
 import { launch } from './stdio-sandbox.ts';
-import { MissingCapability, QUESTION_METHODS, type QuestionMethod } from '../domain/questions.ts';
+import { InputAsked, MissingCapability, QUESTION_METHODS, type QuestionMethod } from '../domain/questions.ts';
 
 const BACKOFF_FIRST_MS = 1000;
 /** How long closing a connection waits for an HTTP upstream to end its session. */
@@ -771,15 +771,13 @@ export class UpstreamConnection {
       } as never)) as Record<string, unknown>;
       if (answer.resultType !== 'input_required' || relay.passInput === true) return answer;
       if (round >= INPUT_ROUNDS) throw new ProtocolFault(`the upstream asked for input more than ${INPUT_ROUNDS} times`);
-      const asked = (answer.inputRequests ?? {}) as Record<string, { method?: unknown; params?: Record<string, unknown> }>;
+      const asked = InputAsked.from(answer);
+      if (asked.unrelayed > 0) throw new ProtocolFault('the upstream asked for input svc does not relay');
       const responses: Record<string, unknown> = {};
-      for (const [key, question] of Object.entries(asked).slice(0, 16)) {
-        const method = QUESTION_METHODS.find((m) => m === question?.method);
-        if (method === undefined) throw new ProtocolFault('the upstream asked for input svc does not relay');
-        responses[key] = await this.ask(relay, method, question.params ?? {});
-      }
-      const state = answer.requestState;
-      params = { ...request.params, inputResponses: responses, ...(typeof state === 'string' ? { requestState: state } : {}) };
+      for (const [key, question] of Object.entries(asked.inputRequests))
+        responses[key] = await this.ask(relay, question.method, question.params);
+      const state = asked.requestState;
+      params = { ...request.params, inputResponses: responses, ...(state === undefined ? {} : { requestState: state }) };
     }
   }
 

@@ -3,7 +3,7 @@
 // of state audited (actor: the upstream). Shared by discovery.ts (tools, prompts) and apps.ts (apps).
 import type { UpstreamConfig } from '../config/load.ts';
 import type { Tx } from '../db/open.ts';
-import { canonicalJson, nestingDepth, sha256 } from '../domain/canonical-json.ts';
+import { canonicalJson, isObject, nestingDepth, sha256 } from '../domain/canonical-json.ts';
 import { DEFINITION_MAX_BYTES, DEFINITION_MAX_DEPTH, heldReasons } from '../domain/definition-text.ts';
 import { recordAudit } from '../store/audit.ts';
 import {
@@ -59,7 +59,6 @@ export async function approvesAsFound(tx: Tx, upstream: UpstreamConfig): Promise
 }
 
 /** A plain object, not an array. */
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * What svc keeps of an upstream's `_meta` (of a tool, or an app's resource): its `ui`, when it is an object (an MCP

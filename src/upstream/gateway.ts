@@ -20,7 +20,7 @@ import { mergedName, offerable, SEPARATOR, splitMerged } from '../domain/merged-
 import type { Access } from '../domain/visibility.ts';
 import type { Caller } from '../domain/caller.ts';
 import { ConnectionNeeded, UpstreamRefusal } from '../domain/errors.ts';
-import { InputAsked, MissingCapability, QUESTION_METHODS } from '../domain/questions.ts';
+import { InputAsked, MissingCapability } from '../domain/questions.ts';
 import { mapContent, mapPromptResult, mapReadResult, mapResourceTemplate, unmapTemplate, unmapUri } from '../domain/resource-uris.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics, UpstreamCallKind } from '../metrics/events.ts';
@@ -39,24 +39,6 @@ import { keepFromChildren } from './stdio-sandbox.ts';
 import { OfferedDefinitions, type OfferedTool } from './offered.ts';
 import { AppPins } from './apps.ts';
 import { ANSWER_MAX, AnswerTooLarge } from './http-fetch.ts';
-
-/** The questions of an `input_required` answer as svc relays them; any other kind of request is left out. */
-function inputAsked(answer: Record<string, unknown>): InputAsked {
-  const asked = (typeof answer.inputRequests === 'object' && answer.inputRequests !== null ? answer.inputRequests : {}) as Record<
-    string,
-    { method?: unknown; params?: unknown }
-  >;
-  const inputRequests: InputAsked['inputRequests'] = {};
-  for (const [key, q] of Object.entries(asked).slice(0, 16)) {
-    const method = QUESTION_METHODS.find((m) => m === q?.method);
-    if (method !== undefined)
-      inputRequests[key] = {
-        method,
-        params: (typeof q.params === 'object' && q.params !== null ? q.params : {}) as Record<string, unknown>,
-      };
-  }
-  return new InputAsked(inputRequests, typeof answer.requestState === 'string' ? answer.requestState : undefined);
-}
 
 /** Where a merged resources/list goes on: an upstream, and its own cursor (none: its first page). */
 export interface ResourcesFrom {
@@ -578,7 +560,7 @@ export class UpstreamGateway {
       if (passed.refused === 'not_connected' && urlElicitation) throw this.elicitation(upstream);
       return { content: [{ type: 'text', text: passed.text }], isError: true };
     }
-    if (passed.answer.resultType === 'input_required') return inputAsked(passed.answer);
+    if (passed.answer.resultType === 'input_required') return InputAsked.from(passed.answer);
     const result = passed.answer as CallToolResult;
     return {
       content: mapContent(upstream.name, result.content) as CallToolResult['content'],
