@@ -118,20 +118,17 @@ async function rawCall(
   return { status: response.status, body: JSON.parse(data) as Record<string, unknown> };
 }
 
-describe('questions to the person for 2026-07-28 callers: input_required and its retry', () => {
-  let svc: TestServer;
-  let modern: Served;
-  let everything: ChildProcess;
-  const tokens: Record<'alice' | 'bob', string> = { alice: '', bob: '' };
-
-  before(async () => {
-    const handler = createMcpHandler(() => modernServer(), { legacy: 'reject' });
-    modern = await serveWeb(async (request) => handler.fetch(request));
-    const port = await freePort();
-    everything = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], { env: { ...process.env, PORT: String(port) }, stdio: 'ignore' });
-    await waitFor('server-everything listening', () => listening(port), { everyMs: 200 });
-    svc = await startTestServer({
-      auth: `${DEFAULT_AUTH}
+/** Both upstreams on loopback, and the sections that configure them behind svc. */
+async function startUpstreams(): Promise<{ modern: Served; everything: ChildProcess; section: string }> {
+  const handler = createMcpHandler(() => modernServer(), { legacy: 'reject' });
+  const modern = await serveWeb(async (request) => handler.fetch(request));
+  const port = await freePort();
+  const everything = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: 'ignore',
+  });
+  await waitFor('server-everything listening', () => listening(port), { everyMs: 200 });
+  const section = `
 [upstream asker]
 url = ${modern.url}
 review = auto
@@ -142,8 +139,20 @@ url = http://127.0.0.1:${port}/mcp
 review = admin
 tools = trigger-elicitation-request
 timeout = 20s
-`,
-    });
+`;
+  return { modern, everything, section };
+}
+
+describe('questions to the person for 2026-07-28 callers: input_required and its retry', () => {
+  let svc: TestServer;
+  let modern: Served;
+  let everything: ChildProcess;
+  const tokens: Record<'alice' | 'bob', string> = { alice: '', bob: '' };
+
+  before(async () => {
+    const started = await startUpstreams();
+    ({ modern, everything } = started);
+    svc = await startTestServer({ auth: `${DEFAULT_AUTH}${started.section}` });
     tokens.alice = await svc.tokenFor(await svc.addUser({ uid: 'alice', email: 'alice@example.com', labels: '' }));
     tokens.bob = await svc.tokenFor(await svc.addUser({ uid: 'bob', email: 'bob@example.com', labels: '' }));
     await waitFor(
@@ -257,23 +266,9 @@ describe('a 2026-07-28 retry on another instance on one sqld', () => {
 
   before(async () => {
     sqld = await startSqld({ auth: true });
-    const handler = createMcpHandler(() => modernServer(), { legacy: 'reject' });
-    modern = await serveWeb(async (request) => handler.fetch(request));
-    const port = await freePort();
-    everything = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], { env: { ...process.env, PORT: String(port) }, stdio: 'ignore' });
-    await waitFor('server-everything listening', () => listening(port), { everyMs: 200 });
-    const section = `
-[upstream asker]
-url = ${modern.url}
-review = auto
-protocol = 2026-07-28
-
-[upstream everything]
-url = http://127.0.0.1:${port}/mcp
-review = admin
-tools = trigger-elicitation-request
-timeout = 20s
-`;
+    const started = await startUpstreams();
+    ({ modern, everything } = started);
+    const { section } = started;
     inst = await install(sourceRunner, { auth: `${DEFAULT_AUTH}${section}`, remote: { url: sqld.url, token: sqld.token } });
     const ok = async (args: string[]) => {
       const r = await inst.cli(args);
