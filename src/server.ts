@@ -19,6 +19,9 @@ import type { Database } from './db/open.ts';
 import type { Services } from './http/context.ts';
 import { population } from './store/population.ts';
 import type { Clock } from './domain/clock.ts';
+import { startTracing } from './trace/spans.ts';
+import { TraceSettingsError } from './trace/settings.ts';
+import { VERSION } from './version.ts';
 
 /**
  * Metrics on metrics_listen: prom-client is loaded only then. A worker answers its primary, which serves the sum
@@ -104,13 +107,19 @@ interface Composed {
 
 /** Metrics, the database (migrated, and refused when it cannot be written), single sign-on, the auth core, the app. */
 async function compose(config: Config, log: Logger, clock: Clock | undefined): Promise<Composed> {
+  // Traces, when the environment names an exporter (the SDK is loaded only then): first, so that nothing started
+  // before it goes untraced, and stopped last.
+  const tracing = await startTracing(log, VERSION).catch((e: unknown) => {
+    throw e instanceof TraceSettingsError ? new StartupError(e.message) : e;
+  });
   const sources = { database: null as Database | null, oidc: null as RelyingParty | null };
   const prometheus = config.server.metrics ? await startMetrics(config, sources, log) : null;
   const database = await openDatabase(config.server.database, config.server.databaseToken, {
     ...(prometheus ? { events: prometheus.metrics } : {}),
     ...(clock ? { clock } : {}),
-  }).catch((e: unknown) => {
+  }).catch(async (e: unknown) => {
     prometheus?.close();
+    await tracing.stop();
     throw e;
   });
   sources.database = database;
@@ -122,6 +131,7 @@ async function compose(config: Config, log: Logger, clock: Clock | undefined): P
   } catch (e) {
     database.close();
     prometheus?.close();
+    await tracing.stop();
     throw e;
   }
   // openid-client and its JOSE stack are loaded only when single sign-on is on.
@@ -150,6 +160,7 @@ async function compose(config: Config, log: Logger, clock: Clock | undefined): P
       await gateway?.stop();
       database.close();
       prometheus?.close();
+      await tracing.stop();
     },
   };
 }

@@ -108,6 +108,11 @@ export function credentialOf(principal: Principal): string {
   return principal.via;
 }
 
+/** The kind of credential a caller came with, as traces name it (CONTRACT §8): an OAuth access token is `oauth`. */
+export function credentialKind(principal: Principal): 'token' | 'oauth' | 'session' | 'header' {
+  return principal.via === 'token' && principal.grantId ? 'oauth' : principal.via;
+}
+
 /** The caller of one MCP request, named once: who they are, what they read with, their credential and address. */
 export function callerOf(principal: Principal, peer: string): Caller {
   const { user } = principal;

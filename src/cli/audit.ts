@@ -34,7 +34,7 @@ export const auditCommands: Command[] = [
 Options:
   --since D     only entries of the last D (such as 7d or 12h), or since an ISO time (2026-11-01T00:00:00Z)
   --user UID    only entries by or about this user
-  --json        a JSON array of {id, at, actor, via, action, target, detail, peer}`,
+  --json        a JSON array of {id, at, actor, via, action, target, detail, peer, trace_id}`,
     positionals: [],
     options: { since: { type: 'string' }, user: { type: 'string' }, json: { type: 'boolean' } },
     configMode: 'data',

@@ -13,7 +13,8 @@ import { servePrimary, workerCount } from '../cluster.ts';
 import { UsageError } from './errors.ts';
 import { createLogger } from '../log.ts';
 import { openDatabase } from '../db/open.ts';
-import type { Config } from '../config/load.ts';
+import { ConfigError, type Config } from '../config/load.ts';
+import { traceSettings, TraceSettingsError } from '../trace/settings.ts';
 
 /**
  * What `svc serve` would find sealed under another session secret (upstream/secret-change.ts), as a warning; null when
@@ -32,6 +33,16 @@ async function secretChangeWarning(config: Config): Promise<string | null> {
   }
 }
 
+/** The tracing the environment asks for (CONTRACT §8), checked like svc.ini: a malformed variable is named. */
+function checkTracing(env: Readonly<Record<string, string | undefined>>): void {
+  try {
+    traceSettings(env);
+  } catch (e) {
+    if (e instanceof TraceSettingsError) throw new ConfigError([`svc: config: environment: ${e.message}`]);
+    throw e;
+  }
+}
+
 const serverCommands: Command[] = [
   {
     name: ['serve'],
@@ -45,6 +56,7 @@ Options:
     configMode: 'serve',
     async run(ctx) {
       const config = ctx.config();
+      checkTracing(ctx.env);
       const log = createLogger(undefined, config.server.logLevel);
       const flagged = str(ctx, 'workers');
       if (flagged !== undefined && !/^\d{1,3}$/.test(flagged))
@@ -83,6 +95,7 @@ Options:
     configMode: 'serve',
     async run(ctx) {
       const config = ctx.config();
+      checkTracing(ctx.env);
       let location: string;
       try {
         const database = await openDatabase(config.server.database, config.server.databaseToken);

@@ -22,6 +22,8 @@
 // - Every query of a text binds all of its values (drizzle does): a value bound by an earlier call is not cleared.
 // - Calls are synchronous and nothing here iterates, so no two queries use a statement at once.
 
+import { statementSpan } from './spans.ts';
+
 interface LibsqlStatement {
   /** whether it returns rows */
   readonly reader: boolean;
@@ -117,7 +119,7 @@ class ReplacingConnection implements Connection {
   exec(sql: string): void {
     // exec() finalizes what it runs, so it never leaves a statement behind.
     this.sent();
-    this.database().exec(sql);
+    statementSpan(sql, () => this.database().exec(sql));
   }
 
   failed(e: unknown): void {
@@ -214,7 +216,7 @@ class Statement {
   private guard<T>(call: () => T): T {
     this.connection.sent();
     try {
-      return call();
+      return statementSpan(this.sql, call);
     } catch (e) {
       this.connection.failed(e);
       throw e;

@@ -15,6 +15,7 @@ import { dirname, resolve } from 'node:path';
 import { sql } from 'drizzle-orm';
 import * as schema from './schema.ts';
 import { replacingConnection, type Connection } from './libsql-statements.ts';
+import { transactionSpan } from './spans.ts';
 import { loadMigrations, applyMigrations, pendingMigrations, type Migration } from './migrations.ts';
 import {
   answeredWithin,
@@ -98,9 +99,11 @@ export async function openDatabase(url: string, authToken: string | null, option
     url.startsWith('file:') && !options.forceClient ? await openEmbedded(filePath(url), events) : await openClient(url, authToken, events);
   // A clock set by a test stands for both: svc then agrees with itself however far it was moved.
   const clock = options.clock;
-  const database: Database = clock
+  const timed: Database = clock
     ? { ...opened, now: clock, tokenEpoch: async () => clock() }
     : { ...opened, now: systemClock, tokenEpoch: databaseClock };
+  // Each write transaction (its wait for the lock included) a span around its statements' (spans.ts).
+  const database: Database = { ...timed, write: (fn, writeOptions) => transactionSpan(() => timed.write(fn, writeOptions)) };
   if (events === quiet) return database;
   return {
     ...database,

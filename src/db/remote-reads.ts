@@ -8,6 +8,7 @@
 import * as hrana from '@libsql/hrana-client';
 import { LibsqlError, type Client, type InStatement, type ResultSet } from '@libsql/client';
 import { answeredWithin } from './errors.ts';
+import { statementSpan } from './spans.ts';
 
 /** Streams kept open for reads on a database server: each holds one of sqld's connections. */
 const READ_STREAMS = 4;
@@ -68,7 +69,10 @@ class StreamReads {
     slot.busy++;
     this.sent();
     try {
-      return resultSet(await answeredWithin(slot.stream.query(toStmt(statement)), this.timeoutMs, () => this.drop()));
+      const sql = typeof statement === 'string' ? statement : statement.sql;
+      return resultSet(
+        await statementSpan(sql, () => answeredWithin(slot.stream.query(toStmt(statement)), this.timeoutMs, () => this.drop())),
+      );
     } catch (e) {
       // The stream (or the connection under it) is gone: the next read opens another.
       if (slot.stream.closed) this.forget(slot);

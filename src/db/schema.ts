@@ -155,6 +155,8 @@ export const audit = sqliteTable(
     target: text('target'),
     detail: text('detail'),
     peer: text('peer'),
+    /** the trace of the request that wrote it, when svc traces (CONTRACT §8): 32 hex digits */
+    traceId: text('trace_id'),
   },
   (t) => [index('audit_at').on(t.at)],
 );

@@ -2,7 +2,7 @@
 import { Hono } from 'hono';
 import type { Env, Services, Ctx } from './context.ts';
 import { apiError, STATUS, wantsHtml } from './context.ts';
-import { securityHeaders, requestLog, peerAddresses, resolveCaller } from './middleware.ts';
+import { securityHeaders, requestLog, peerAddresses, requestSpan, resolveCaller } from './middleware.ts';
 import { READ, policyFor } from './policy.ts';
 import { sessionRoutes } from './routes/session.tsx';
 import { tokenRoutes } from './routes/tokens.tsx';
@@ -28,6 +28,7 @@ export type PeerOf = (c: Ctx) => string;
 
 export function createApp(services: Services, peerOf: PeerOf): Hono<Env> {
   const app = new Hono<Env>();
+  app.use(requestSpan());
   app.use(securityHeaders());
   app.use(requestLog(services));
   const policy = policyFor(services);

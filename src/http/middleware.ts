@@ -7,6 +7,8 @@ import { matchedRoutes } from 'hono/route';
 import { getCookie } from 'hono/cookie';
 import { nonceOf, type Ctx, type Env, type Services } from './context.ts';
 import { addressMatcher, clientAddress } from '../domain/addresses.ts';
+import { credentialKind } from '../auth/core.ts';
+import { inSpan, tracing } from '../trace/spans.ts';
 
 /**
  * The Content-Security-Policy of svc's pages: `frames`, the sources a page may frame (none but /admin/tools, which
@@ -55,6 +57,35 @@ function formTarget(uri: string | undefined): string {
   }
 }
 
+/** The pattern of the handler that answered (middleware patterns aside), so ids in paths do not make every line or span differ. */
+const routeOf = (c: Ctx): string | null => [...matchedRoutes(c)].reverse().find((r) => r.method !== 'ALL')?.path ?? null;
+
+/**
+ * Each HTTP request a server span (CONTRACT §8), continuing the caller's W3C `traceparent`: its method, route and
+ * status, and who called (uid and the kind of credential, never the credential). A refusal (any 4xx or 5xx) marks it
+ * failed with the status as `error.type`. Nothing when tracing is off.
+ */
+export function requestSpan(): MiddlewareHandler<Env> {
+  return (c, next) => {
+    if (!tracing()) return next();
+    const method = c.req.method;
+    const parent = { traceparent: c.req.header('traceparent'), tracestate: c.req.header('tracestate') };
+    return inSpan(method, { kind: 'server', parent, attributes: { 'http.request.method': method } }, async (span) => {
+      await next();
+      const route = routeOf(c);
+      span.rename(route === null ? method : `${method} ${route}`);
+      span.set('http.route', route ?? undefined);
+      span.set('http.response.status_code', c.res.status);
+      const r = c.get('resolution');
+      if (r?.kind === 'principal') {
+        span.set('user.id', r.principal.user.uid);
+        span.set('svc.credential.kind', credentialKind(r.principal));
+      }
+      if (c.res.status >= 400) span.fail(String(c.res.status));
+    });
+  };
+}
+
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** Request ids need to be unique, not secret: a random prefix per process and a counter. */
 const ID_PREFIX = randomBytes(6).toString('base64url');
@@ -71,7 +102,7 @@ export function requestLog(services: Services): MiddlewareHandler<Env> {
     const start = performance.now();
     await next();
     const r = c.get('resolution');
-    const route = [...matchedRoutes(c)].reverse().find((r) => r.method !== 'ALL')?.path ?? null;
+    const route = routeOf(c);
     const ms = performance.now() - start;
     services.metrics.request(route ?? 'unmatched', c.req.method, c.res.status, ms / 1000);
     const given = c.req.header('x-request-id');
@@ -109,12 +140,21 @@ export function peerAddresses(services: Services, peerOf: (c: Ctx) => string): M
 /** Resolves the caller once per request; routes read it with principalOf(). */
 export function resolveCaller(services: Services): MiddlewareHandler<Env> {
   return async (c, next) => {
-    const resolution = await services.auth.resolve({
-      method: c.req.method,
-      headers: c.req.raw.headers,
-      peer: c.get('peer'),
-      cookie: (name) => getCookie(c, name),
-    });
+    const request = { method: c.req.method, headers: c.req.raw.headers, peer: c.get('peer'), cookie: (name: string) => getCookie(c, name) };
+    // The authentication step is a span of its own: which channel answered and how, never what it was shown.
+    const resolution = tracing()
+      ? await inSpan('svc.authenticate', {}, async (span) => {
+          const answer = await services.auth.resolve(request);
+          if (answer.kind === 'principal') {
+            span.set('user.id', answer.principal.user.uid);
+            span.set('svc.credential.kind', credentialKind(answer.principal));
+          } else if (answer.kind === 'rejected') {
+            span.set('svc.auth.channel', answer.channel);
+            span.fail(answer.rejection.outcome);
+          }
+          return answer;
+        })
+      : await services.auth.resolve(request);
     c.set('resolution', resolution);
     if (resolution.kind === 'principal') services.metrics.auth(resolution.principal.via, 'ok');
     else if (resolution.kind === 'rejected') services.metrics.auth(resolution.channel, resolution.rejection.outcome);

@@ -26,6 +26,7 @@ import { HeldQuestions, InputRounds, type Question, type Round } from './input-r
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import { OWN_TOOLS, type ToolAnswer } from './own-tools.ts';
 import type { ChangeHub } from './changes.ts';
+import { failedWith, mcpSpan, type SpanCall } from './spans.ts';
 
 const RESOURCE_PREFIX = 'svc://items/';
 const RESOURCE_PAGE = 100;
@@ -53,7 +54,7 @@ export interface Shared {
 
 /** Who is calling one request, and what their client declared that an answer depends on. */
 
-export interface Call {
+export interface Call extends SpanCall {
   readonly caller: Caller;
   /** the protocol era the request came in: 2025 (`legacy`) or 2026-07-28 and later (`modern`) */
   readonly era: 'legacy' | 'modern';
@@ -274,21 +275,40 @@ function failure(log: Logger, what: string, e: unknown): ProtocolError {
  * tools report theirs, but for a connection the person must make first, which is the URL elicitation error.
  */
 function guarded<R>(log: Logger, what: string, handler: (params: Record<string, unknown>, call: Call, ctx: Context) => Promise<R>) {
-  return async (request: { params?: Record<string, unknown> }, ctx: Context): Promise<R | ToolAnswer> => {
-    try {
-      return await handler(request.params ?? {}, callOf(ctx), ctx);
-    } catch (e) {
-      if (e instanceof ProtocolError && what === 'tools/call') throw e;
-      // An upstream's failure, in words the caller may read (its `isError` result for a tool call, handled there).
-      if (e instanceof UpstreamRefusal) throw new ProtocolError(ProtocolErrorCode.InternalError, e.message);
-      if (e instanceof ConnectionNeeded)
-        throw new UrlElicitationRequiredError([{ mode: 'url', message: e.message, elicitationId: randomUUID(), url: e.url }], e.message);
-      if (what !== 'tools/call') throw failure(log, what, e);
-      // The log names the tool: svc's own, or an upstream's merged name.
-      const refused = failure(log, String(request.params?.name).slice(0, 140), e);
-      return { content: [{ type: 'text', text: refused.message }], isError: true };
-    }
+  return (request: { params?: Record<string, unknown> }, ctx: Context): Promise<R | ToolAnswer> => {
+    const call = callOf(ctx);
+    return mcpSpan(what, request.params, ctx.mcpReq?.id, call, async (span) => {
+      try {
+        const answer = await handler(request.params ?? {}, call, ctx);
+        if ((answer as { isError?: unknown } | null)?.isError === true) span.fail('tool_error');
+        return answer;
+      } catch (e) {
+        const thrown = refusalOf(log, what, request, e);
+        if (thrown instanceof ProtocolError) {
+          failedWith(span, thrown.code);
+          throw thrown;
+        }
+        span.fail('tool_error');
+        return thrown;
+      }
+    });
   };
+}
+
+/**
+ * What a handler's failure becomes: the error thrown to the caller, or a tool call's `isError` result. Words that name
+ * nothing of svc's insides; a connection the person must make first is the URL elicitation error.
+ */
+function refusalOf(log: Logger, what: string, request: { params?: Record<string, unknown> }, e: unknown): ProtocolError | ToolAnswer {
+  if (e instanceof ProtocolError && what === 'tools/call') return e;
+  // An upstream's failure, in words the caller may read (its `isError` result for a tool call, handled there).
+  if (e instanceof UpstreamRefusal) return new ProtocolError(ProtocolErrorCode.InternalError, e.message);
+  if (e instanceof ConnectionNeeded)
+    return new UrlElicitationRequiredError([{ mode: 'url', message: e.message, elicitationId: randomUUID(), url: e.url }], e.message);
+  if (what !== 'tools/call') return failure(log, what, e);
+  // The log names the tool: svc's own, or an upstream's merged name.
+  const refused = failure(log, String(request.params?.name).slice(0, 140), e);
+  return { content: [{ type: 'text', text: refused.message }], isError: true };
 }
 
 /**
@@ -309,9 +329,27 @@ function after(key: Buffer, userId: number, cursor: unknown): string | null {
   return last;
 }
 
+/** The methods svc's handlers answer, each in a span of its own (the SDK answers the rest: initialize, ping, a listen). */
+export const HANDLED = new Set([
+  'tools/list',
+  'tools/call',
+  'resources/templates/list',
+  'resources/list',
+  'resources/read',
+  'prompts/list',
+  'prompts/get',
+  'completion/complete',
+  'resources/subscribe',
+  'resources/unsubscribe',
+]);
+
 /** Puts svc's answer to each method it serves on the server. */
 export function installMethods(server: Server, shared: Shared): void {
-  const on = server.setRequestHandler.bind(server) as unknown as On;
+  const set = server.setRequestHandler.bind(server) as unknown as On;
+  const on: On = (method, handler) => {
+    if (!HANDLED.has(method)) throw new Error(`${method} is answered without being named in HANDLED`);
+    set(method, handler);
+  };
   installTools(on, shared);
   installResources(on, shared);
   installPrompts(on, shared);

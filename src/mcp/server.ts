@@ -23,7 +23,8 @@ import {
 } from '@modelcontextprotocol/server';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/server/validators/ajv';
 import type { Logger } from '../log.ts';
-import { CALL, installMethods, type Call, type Shared } from './methods.ts';
+import { CALL, HANDLED, installMethods, type Call, type Shared } from './methods.ts';
+import { mcpSpan } from './spans.ts';
 import { Cancellations } from './cancellations.ts';
 import { isObject } from '../domain/canonical-json.ts';
 import { PendingQuestions } from './questions.ts';
@@ -114,6 +115,15 @@ function asksProgress(body: unknown): boolean {
   });
 }
 
+/**
+ * A body of one message the SDK answers itself (initialize, ping, a notification, a listen) is a span here; each
+ * request svc's handlers answer is one there (methods.ts), which also serves a batch's requests.
+ */
+function answeredBySdk<T>(body: unknown, call: Call, answer: () => Promise<T>): Promise<T> {
+  if (!isObject(body) || typeof body.method !== 'string' || HANDLED.has(body.method)) return answer();
+  return mcpSpan(body.method, isObject(body.params) ? body.params : undefined, body.id, call, answer);
+}
+
 /** Not the caller's credential: only the request's Call, for svc's own handlers. */
 const authInfoOf = (call: Call): AuthInfo => ({ token: '', clientId: '', scopes: [], extra: { [CALL]: call } });
 
@@ -133,58 +143,8 @@ export function mcpEndpoint(given: Shared, stopping?: AbortSignal): McpEndpoint 
   const modernHandler = createMcpHandler(factory, { legacy: 'reject', onerror });
   return {
     eraOf: async (request, parsedBody) => (claimsModern(parsedBody) || !(await isLegacyRequest(request, parsedBody)) ? 'modern' : 'legacy'),
-    async legacy(request, parsedBody, call) {
-      // The caller's cancels reach their own requests under way (within this session: none is no session).
-      const session = request.headers.get('mcp-session-id') ?? '';
-      const who = { userId: call.caller.userId, session };
-      // A client's answers to questions asked on its requests' streams go to those requests; a body of answers only
-      // is done then.
-      if (questions.answer(who.userId, session, parsedBody)) return new Response(null, { status: 202 });
-      cancellations.cancelFrom(call.caller.userId, session, parsedBody);
-      const cancellable = (id: string | number, cancel: () => void) => cancellations.register(call.caller.userId, session, id, cancel);
-      const server = buildServer(shared);
-      // A request that asks for progress, or one an upstream may ask the person a question during, is answered on a
-      // stream, so its progress and questions can reach it first; every other request in JSON.
-      const json = !asksProgress(parsedBody) && !(mayBeAsked(call) && passesUpstream(parsedBody));
-      const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: json });
-      const ask: Call['ask'] = (relatedId, method, params, signal) => questions.ask(transport, who, relatedId, method, params, signal);
-      await server.connect(transport);
-      answerEvenUnwritable(transport, parsedBody, shared.log);
-      // In the next turn: the SDK drops each answered call's abort controller a few microtasks after the answer.
-      const end = () => {
-        setImmediate(() => void detach(server));
-      };
-      let response: Response;
-      try {
-        // Stateless JSON: the response exists once every request id of the body has its answer. A batch holds each id
-        // once (batch.ts refuses a repeated one, or a cancel of its own call), so every handler has ended by then.
-        response = await transport.handleRequest(request, { parsedBody, authInfo: authInfoOf({ ...call, cancellable, ask }) });
-      } catch (e) {
-        end();
-        throw e;
-      }
-      if (json || response.body === null) {
-        end();
-        return response;
-      }
-      // A stream is answered at once, and ends with the last answer: the server goes then, or when the client goes.
-      call.signal().addEventListener('abort', end, { once: true });
-      const body = response.body.pipeThrough(new TransformStream({ flush: end }));
-      return new Response(body, { status: response.status, headers: response.headers });
-    },
-    modern(request, parsedBody, call, recheck) {
-      const authInfo = authInfoOf(call);
-      (authInfo.extra as Record<string, unknown>)[BODY] = parsedBody;
-      if (hub !== null && recheck !== undefined && isObject(parsedBody) && parsedBody.method === 'subscriptions/listen')
-        return listenOn(hub, (bus) => createMcpHandler(factory, { legacy: 'reject', bus, maxSubscriptions: 1, onerror }), {
-          request,
-          parsedBody,
-          authInfo,
-          call,
-          recheck,
-        });
-      return modernHandler.fetch(request, { parsedBody, authInfo });
-    },
+    legacy: (request, parsedBody, call) => answeredBySdk(parsedBody, call, () => legacy(request, parsedBody, call)),
+    modern: (request, parsedBody, call, recheck) => answeredBySdk(parsedBody, call, () => modern(request, parsedBody, call, recheck)),
     async stream(request, call, session, recheck) {
       if (hub === null) return new Response(null, { status: 405, headers: { Allow: 'POST' } });
       if (!/\btext\/event-stream\b/.test(request.headers.get('accept') ?? ''))
@@ -193,6 +153,60 @@ export function mcpEndpoint(given: Shared, stopping?: AbortSignal): McpEndpoint 
       return opened ?? rpcRefusal(429, null, -32000, 'you hold as many MCP streams as svc keeps for one person; close one first');
     },
   };
+
+  async function legacy(request: Request, parsedBody: unknown, call: Call): Promise<Response> {
+    // The caller's cancels reach their own requests under way (within this session: none is no session).
+    const session = request.headers.get('mcp-session-id') ?? '';
+    const who = { userId: call.caller.userId, session };
+    // A client's answers to questions asked on its requests' streams go to those requests; a body of answers only
+    // is done then.
+    if (questions.answer(who.userId, session, parsedBody)) return new Response(null, { status: 202 });
+    cancellations.cancelFrom(call.caller.userId, session, parsedBody);
+    const cancellable = (id: string | number, cancel: () => void) => cancellations.register(call.caller.userId, session, id, cancel);
+    const server = buildServer(shared);
+    // A request that asks for progress, or one an upstream may ask the person a question during, is answered on a
+    // stream, so its progress and questions can reach it first; every other request in JSON.
+    const json = !asksProgress(parsedBody) && !(mayBeAsked(call) && passesUpstream(parsedBody));
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: json });
+    const ask: Call['ask'] = (relatedId, method, params, signal) => questions.ask(transport, who, relatedId, method, params, signal);
+    await server.connect(transport);
+    answerEvenUnwritable(transport, parsedBody, shared.log);
+    // In the next turn: the SDK drops each answered call's abort controller a few microtasks after the answer.
+    const end = () => {
+      setImmediate(() => void detach(server));
+    };
+    let response: Response;
+    try {
+      // Stateless JSON: the response exists once every request id of the body has its answer. A batch holds each id
+      // once (batch.ts refuses a repeated one, or a cancel of its own call), so every handler has ended by then.
+      response = await transport.handleRequest(request, { parsedBody, authInfo: authInfoOf({ ...call, cancellable, ask }) });
+    } catch (e) {
+      end();
+      throw e;
+    }
+    if (json || response.body === null) {
+      end();
+      return response;
+    }
+    // A stream is answered at once, and ends with the last answer: the server goes then, or when the client goes.
+    call.signal().addEventListener('abort', end, { once: true });
+    const body = response.body.pipeThrough(new TransformStream({ flush: end }));
+    return new Response(body, { status: response.status, headers: response.headers });
+  }
+
+  function modern(request: Request, parsedBody: unknown, call: Call, recheck?: Recheck): Promise<Response> {
+    const authInfo = authInfoOf(call);
+    (authInfo.extra as Record<string, unknown>)[BODY] = parsedBody;
+    if (hub !== null && recheck !== undefined && isObject(parsedBody) && parsedBody.method === 'subscriptions/listen')
+      return listenOn(hub, (bus) => createMcpHandler(factory, { legacy: 'reject', bus, maxSubscriptions: 1, onerror }), {
+        request,
+        parsedBody,
+        authInfo,
+        call,
+        recheck,
+      });
+    return modernHandler.fetch(request, { parsedBody, authInfo });
+  }
 }
 
 /** Where the modern leg's factory finds the request's body (to answer its id should the answer not encode). */

@@ -3,6 +3,7 @@ import { and, asc, desc, eq, gt, lt, or, sql, type SQL } from 'drizzle-orm';
 import type { Db, Tx } from '../db/open.ts';
 import { audit } from '../db/schema.ts';
 import { storedHash } from '../domain/secrets.ts';
+import { currentTraceId } from '../trace/spans.ts';
 
 export interface AuditEvent {
   /** uid of whoever acted; null when nobody is signed in (a failed login) */
@@ -13,6 +14,11 @@ export interface AuditEvent {
   target?: string | null;
   detail?: Record<string, unknown> | null;
   peer?: string | null;
+  /**
+   * the trace of the request it belongs to (CONTRACT §8); absent: the trace of the work under way when it is written,
+   * which is its request's unless it is written for several (counted rows) or later (calls committed in groups)
+   */
+  traceId?: string | null;
 }
 
 export interface AuditEntry extends Required<Omit<AuditEvent, 'detail'>> {
@@ -55,6 +61,7 @@ function wellFormed<T extends string | null>(text: T): T {
  */
 export async function recordAudits(tx: Tx, rows: readonly { event: AuditEvent; at: number }[]): Promise<void> {
   if (rows.length === 0) return;
+  const traced = currentTraceId();
   const values = rows.map(({ event, at }) => ({
     at,
     actor: wellFormed(event.actor),
@@ -63,11 +70,12 @@ export async function recordAudits(tx: Tx, rows: readonly { event: AuditEvent; a
     target: wellFormed(event.target ?? null),
     detail: detailText(event.detail),
     peer: wellFormed(event.peer ?? null),
+    trace_id: event.traceId === undefined ? traced : event.traceId,
   }));
   await tx.run(
-    sql`INSERT INTO audit (at, actor, via, action, target, detail, peer)
+    sql`INSERT INTO audit (at, actor, via, action, target, detail, peer, trace_id)
         SELECT value ->> 'at', value ->> 'actor', value ->> 'via', value ->> 'action', value ->> 'target',
-               value ->> 'detail', value ->> 'peer'
+               value ->> 'detail', value ->> 'peer', value ->> 'trace_id'
         FROM json_each(${JSON.stringify(values)}) ORDER BY key`,
   );
 }
@@ -86,7 +94,7 @@ export async function recordCountedAudit(
   await addToCountedRow(
     tx,
     and(eq(audit.peer, event.peer), sql`json_extract(${audit.detail}, '$.reason') = ${event.reason}`)!,
-    { actor: null, via: event.via, action: event.action, detail: { reason: event.reason, count }, peer: event.peer },
+    { actor: null, via: event.via, action: event.action, detail: { reason: event.reason, count }, peer: event.peer, traceId: null },
     count,
     now,
   );
@@ -118,13 +126,17 @@ export async function recordCountedCalls(
       target: event.upstream,
       detail: { outcome: event.outcome, count },
       peer: event.peer,
+      traceId: null,
     },
     count,
     now,
   );
 }
 
-/** Adds `count` to the newest row of the event's action this minute that `match` finds, or records the event. */
+/**
+ * Adds `count` to the newest row of the event's action this minute that `match` finds, or records the event. Such a
+ * row stands for many requests, and names none's trace.
+ */
 async function addToCountedRow(tx: Tx, match: SQL, event: AuditEvent, count: number, now: number): Promise<void> {
   const row = await tx
     .select({ id: audit.id })
@@ -211,5 +223,6 @@ function toEntry(r: typeof audit.$inferSelect): AuditEntry {
     target: r.target,
     detail: r.detail === null ? null : (JSON.parse(r.detail) as Record<string, unknown>),
     peer: r.peer,
+    traceId: r.traceId,
   };
 }

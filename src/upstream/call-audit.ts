@@ -4,6 +4,7 @@
 import type { Database } from '../db/open.ts';
 import { COUNTED_WINDOW_MS, recordAudits, recordCountedCalls, type AuditEvent } from '../store/audit.ts';
 import { countedRecorder, type CountedRecorder } from '../domain/counted.ts';
+import { currentTraceId } from '../trace/spans.ts';
 
 /** At most this many rows in one transaction. */
 const GROUP_MAX = 200;
@@ -52,8 +53,10 @@ export class CallAudit {
 
   /** Resolves once the row is committed; rejects when its transaction failed. */
   record(event: AuditEvent): Promise<void> {
+    // Its request's trace, named now: the group is written in whichever call's turn commits it.
+    const traced = event.traceId === undefined ? { ...event, traceId: currentTraceId() } : event;
     return new Promise((resolve, reject) => {
-      this.waiting.push({ event, at: this.database.now(), done: (e) => (e === undefined ? resolve() : reject(e)) });
+      this.waiting.push({ event: traced, at: this.database.now(), done: (e) => (e === undefined ? resolve() : reject(e)) });
       if (this.waiting.length >= GROUP_MAX) this.wake?.();
       if (!this.committing) void this.commit();
     });

@@ -34,6 +34,7 @@ import { z } from 'zod';
 import type { UpstreamConfig } from '../config/load.ts';
 import type { Logger } from '../log.ts';
 import { VERSION } from '../version.ts';
+import { outgoingContext } from '../trace/spans.ts';
 import { AnswerTooLarge, upstreamFetch } from './http-fetch.ts';
 import { nestingDepth } from '../domain/canonical-json.ts';
 import { launch } from './stdio-sandbox.ts';
@@ -133,6 +134,16 @@ function identityToHeader(init: RequestInit | undefined): RequestInit | undefine
   return { ...init, headers, body: JSON.stringify(message) };
 }
 
+/** The request with svc's W3C trace context as headers, when svc is tracing the work under way (CONTRACT §8). */
+function withTraceContext(init: RequestInit | undefined): RequestInit | undefined {
+  const traced = outgoingContext();
+  if (traced === null) return init;
+  const headers = new Headers(init?.headers);
+  headers.set('traceparent', traced.traceparent);
+  if (traced.tracestate !== undefined) headers.set('tracestate', traced.tracestate);
+  return { ...init, headers };
+}
+
 /** Whether a request opens a `subscriptions/listen` stream (the SDK names a 2026-07-28 request's method in a header). */
 function opensListen(init: RequestInit | undefined): boolean {
   return init?.headers instanceof Headers && init.headers.get('mcp-method') === 'subscriptions/listen';
@@ -160,7 +171,7 @@ function transportFor(
       // `manual`: the SDK follows no redirect, not even within the upstream's origin (and svc's fetch follows none).
       requestInit: { headers, redirect: 'manual' },
       fetch: async (input, init) => {
-        const sent = identityToHeader(init);
+        const sent = withTraceContext(identityToHeader(init));
         const via = opensListen(sent) ? listening : http;
         if (bearer === null) return via.fetch(input, sent);
         const send = (token: string) => {
@@ -709,7 +720,11 @@ export class UpstreamConnection {
     const current = this.connected();
     const started = Date.now();
     try {
-      const meta = identity === null ? {} : { _meta: { [IDENTITY_META]: identity } };
+      // svc's own trace context goes in `_meta` to every upstream (a stdio one has no other way to get it), and as a
+      // header to an HTTP one (transportFor): never the caller's, which ends at svc.
+      const traced = outgoingContext();
+      const meta =
+        identity === null && traced === null ? {} : { _meta: { ...traced, ...(identity === null ? {} : { [IDENTITY_META]: identity }) } };
       // A plain request, passed through as it is: no validation against the upstream's own outputSchema (an
       // upstream's pattern could hold svc's event loop; the caller's client validates against the approved schema).
       const request = { method, params: { ...params, ...meta } };

@@ -27,6 +27,7 @@ import type { Metrics, UpstreamCallKind } from '../metrics/events.ts';
 import { findTool, listApproved, type ToolGate } from '../store/upstream-tools.ts';
 import { accountFor, listAccounts, type Listing } from '../store/upstream-accounts.ts';
 import { mayConnect, mayRead, usable } from './access.ts';
+import { currentSpan, inSpan, tracing } from '../trace/spans.ts';
 import { CallAudit, countedCalls } from './call-audit.ts';
 import { UpstreamConnections, type ResourceListener } from './connections.ts';
 import { rateCounter, type RateCounter } from './rate.ts';
@@ -111,6 +112,14 @@ const AUDIT_ACTION: Record<UpstreamCallKind, string> = {
   prompt: 'upstream.prompt',
   resource: 'upstream.read',
   completion: 'upstream.complete',
+};
+
+/** The MCP method of each kind of request passed to an upstream. */
+const METHOD: Record<UpstreamCallKind, string> = {
+  tool: 'tools/call',
+  prompt: 'prompts/get',
+  resource: 'resources/read',
+  completion: 'completion/complete',
 };
 
 /** The upstream's answer, or why there is none: the outcome, what the caller is told, and the upstream's error code. */
@@ -574,7 +583,34 @@ export class UpstreamGateway {
    * person's own token (auth = oauth), the identity assertion, the connection that is the caller's, the faults, the
    * metrics and the audit row. The answer, or why there is none in words the caller may read.
    */
-  private async pass(passage: Passage, caller: Caller): Promise<Passed> {
+  private pass(passage: Passage, caller: Caller): Promise<Passed> {
+    if (!tracing()) return this.passOn(passage, caller);
+    const { upstream, kind, target } = passage;
+    const method = METHOD[kind];
+    const http = upstream.transport.kind === 'http' ? new URL(upstream.transport.url) : null;
+    const named = kind === 'tool' || kind === 'prompt';
+    return inSpan(
+      named ? `${method} ${target}` : method,
+      {
+        kind: 'client',
+        attributes: {
+          'mcp.method.name': method,
+          'gen_ai.operation.name': kind === 'tool' ? 'execute_tool' : undefined,
+          'gen_ai.tool.name': kind === 'tool' ? target : undefined,
+          'gen_ai.prompt.name': kind === 'prompt' ? target : undefined,
+          'mcp.resource.uri': kind === 'resource' ? target : undefined,
+          'server.address': http?.hostname,
+          'server.port': http === null ? undefined : Number(http.port || (http.protocol === 'https:' ? 443 : 80)),
+          'network.transport': http === null ? 'pipe' : 'tcp',
+          'svc.upstream.name': upstream.name,
+        },
+      },
+      () => this.passOn(passage, caller),
+    );
+  }
+
+  /** pass(), in the upstream call's span when there is one: its outcome named there, a failure marking it. */
+  private async passOn(passage: Passage, caller: Caller): Promise<Passed> {
     const { upstream, kind } = passage;
     const started = performance.now();
     const passed = await this.callAudit.during(() => this.reach(passage, caller));
@@ -587,6 +623,9 @@ export class UpstreamGateway {
             : 'ok'
         : passed.refused;
     const seconds = (performance.now() - started) / 1000;
+    const span = currentSpan();
+    span.set('svc.upstream.outcome', outcome);
+    if (outcome !== 'ok' && outcome !== 'input_required') span.fail(outcome === 'error' ? 'tool_error' : outcome);
     this.metrics.upstreamCall(upstream.name, outcome, seconds, kind);
     if (outcome === 'ok' || outcome === 'unavailable') this.reached(upstream.name, outcome === 'ok');
     // Requests that never reached the upstream (refused over the rate, or told where to connect) are counted, one row
@@ -662,10 +701,15 @@ export class UpstreamGateway {
     return wait === null ? null : refusalText(upstream.name, 'rate_limited', `over its rate for you; try again in ${wait} s`);
   }
 
-  /** An identity assertion; a failure to sign is svc's, not the upstream's. */
+  /**
+   * An identity assertion, its `jti` named on the span under way (the upstream call's); a failure to sign is svc's,
+   * not the upstream's.
+   */
   private async sign(caller: Caller, upstream: UpstreamConfig): Promise<string> {
     try {
-      return await this.signer!.sign(caller, upstream);
+      const { assertion, jti } = await this.signer!.sign(caller, upstream);
+      currentSpan().set('svc.identity.jti', jti);
+      return assertion;
     } catch (e) {
       throw new SvcFault(`signing the identity assertion failed: ${e instanceof Error ? e.message : String(e)}`);
     }

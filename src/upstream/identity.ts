@@ -100,9 +100,11 @@ export class IdentitySigner {
     return this.key;
   }
 
-  async sign(subject: Subject, upstream: UpstreamConfig): Promise<string> {
+  /** An assertion for the upstream, and its `jti` (which the upstream call's span names: CONTRACT §8). */
+  async sign(subject: Subject, upstream: UpstreamConfig): Promise<{ assertion: string; jti: string }> {
     const { kid, privateKey } = await this.signingKey();
-    return new SignJWT({
+    const jti = randomId(16);
+    const assertion = await new SignJWT({
       email: subject.email,
       name: subject.name,
       labels: [...subject.labels],
@@ -116,7 +118,8 @@ export class IdentitySigner {
       .setSubject(subject.uid)
       .setIssuedAt()
       .setExpirationTime(`${ASSERTION_SECONDS}s`)
-      .setJti(randomId(16))
+      .setJti(jti)
       .sign(privateKey);
+    return { assertion, jti };
   }
 }

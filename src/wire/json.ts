@@ -55,7 +55,17 @@ export function objectJson(t: UpstreamObject, labels: LabelSet | null) {
 }
 
 export function auditEntryJson(e: AuditEntry) {
-  return { id: e.id, at: iso(e.at), actor: e.actor, via: e.via, action: e.action, target: e.target, detail: e.detail, peer: e.peer };
+  return {
+    id: e.id,
+    at: iso(e.at),
+    actor: e.actor,
+    via: e.via,
+    action: e.action,
+    target: e.target,
+    detail: e.detail,
+    peer: e.peer,
+    trace_id: e.traceId,
+  };
 }
 
 export function tokenJson(t: TokenInfo) {

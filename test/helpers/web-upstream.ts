@@ -92,6 +92,10 @@ export interface Carried {
   /** the JSON-RPC method of a POST's message, if it has one */
   readonly rpc: string | undefined;
   readonly session: string | undefined;
+  /** the W3C trace context it came with */
+  readonly traceparent: string | undefined;
+  /** the identity assertion it came with (X-Svc-Identity) */
+  readonly identity: string | undefined;
 }
 
 /** A proxy on loopback to `target` (a URL): everything passes, and each request is added to `carried`. */
@@ -106,8 +110,17 @@ export async function countingProxy(target: string): Promise<Served & { readonly
     } catch {
       rpc = undefined;
     }
-    const session = req.headers['mcp-session-id'];
-    carried.push({ http: req.method ?? 'GET', rpc, session: typeof session === 'string' ? session : undefined });
+    const header = (name: string) => {
+      const value = req.headers[name];
+      return typeof value === 'string' ? value : undefined;
+    };
+    carried.push({
+      http: req.method ?? 'GET',
+      rpc,
+      session: header('mcp-session-id'),
+      traceparent: header('traceparent'),
+      identity: header('x-svc-identity'),
+    });
     const headers = { ...req.headers, host: to.host };
     const onward = httpRequest({ host: to.hostname, port: to.port, path: req.url, method: req.method, headers }, (answer) => {
       res.writeHead(answer.statusCode ?? 502, answer.headers);

@@ -126,6 +126,9 @@ export function mcpRoutes(services: Services): Hono<Env> {
       questions: era === 'legacy' ? questionsOf(traits) : null,
       // Read only by a broad search: the request makes its AbortController only when asked.
       signal: () => c.req.raw.signal,
+      // What its spans name (mcp/spans.ts): a 2025 request's revision and session.
+      ...(era === 'legacy' ? { protocolVersion: c.req.header('mcp-protocol-version') ?? '2025-03-26' } : {}),
+      ...(sessionId === undefined ? {} : { session: sessionId }),
     };
     const started = performance.now();
     const response =

@@ -1,0 +1,210 @@
+// The OpenTelemetry SDK behind spans.ts, loaded only when the environment names an exporter: a tracer provider with
+// the sampler asked for, one batch processor (bounded: spans past its queue are dropped, and exports never wait in a
+// request's path), the OTLP/HTTP exporter in protobuf or JSON, W3C trace context, and the current span carried in
+// AsyncLocalStorage. Nothing is registered globally: svc's spans are the only ones, and another library's use of the
+// API in this process neither sees nor changes them.
+import {
+  defaultTextMapGetter,
+  defaultTextMapSetter,
+  diag,
+  DiagLogLevel,
+  isSpanContextValid,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes as OtelAttributes,
+  type Context,
+  type Link,
+  type Span as OtelSpan,
+} from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+  type Sampler,
+} from '@opentelemetry/sdk-trace';
+import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import type { TraceSettings } from './settings.ts';
+import { errorTypeOf, type Attributes, type Carrier, type Span, type SpanOptions, type TraceLog, type Tracer } from './types.ts';
+
+const KINDS = { server: SpanKind.SERVER, client: SpanKind.CLIENT, internal: SpanKind.INTERNAL } as const;
+
+/** How long a stop waits for the last spans to be exported: a collector that is down must not hold svc's exit. */
+const SHUTDOWN_MS = 2000;
+/** An attribute's value is cut to this many characters (a tool's name, a URI). */
+const VALUE_MAX = 512;
+/** The exporter's failures are logged at most once a minute. */
+const FAILURE_LOG_MS = 60_000;
+
+function samplerOf(settings: TraceSettings): Sampler {
+  const s = settings.sampler;
+  switch (s.kind) {
+    case 'always_on':
+      return new AlwaysOnSampler();
+    case 'always_off':
+      return new AlwaysOffSampler();
+    case 'traceidratio':
+      return new TraceIdRatioBasedSampler(s.ratio);
+    case 'parentbased_always_on':
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+    case 'parentbased_always_off':
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case 'parentbased_traceidratio':
+      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(s.ratio) });
+  }
+}
+
+function defined(attributes: Attributes | undefined): OtelAttributes | undefined {
+  if (attributes === undefined) return undefined;
+  const kept: OtelAttributes = {};
+  for (const [key, value] of Object.entries(attributes)) if (value !== undefined) kept[key] = value;
+  return kept;
+}
+
+class Recording implements Span {
+  /** marked failed already (by what the work knew of its failure, which a throw then does not overwrite) */
+  failed = false;
+  constructor(readonly span: OtelSpan) {}
+  set(key: string, value: string | number | boolean | undefined): void {
+    if (value !== undefined) this.span.setAttribute(key, value);
+  }
+  rename(name: string): void {
+    this.span.updateName(name);
+  }
+  fail(errorType: string): void {
+    this.failed = true;
+    this.span.setAttribute('error.type', errorType);
+    this.span.setStatus({ code: SpanStatusCode.ERROR });
+  }
+}
+
+const NOTHING: Span = { set() {}, rename() {}, fail() {} };
+
+/** The trace context a carrier holds as strings, or null when it holds none. */
+function stringsOf(carrier: Carrier): Record<string, string> | null {
+  if (typeof carrier.traceparent !== 'string') return null;
+  return typeof carrier.tracestate === 'string'
+    ? { traceparent: carrier.traceparent, tracestate: carrier.tracestate }
+    : { traceparent: carrier.traceparent };
+}
+
+export function openTracer(settings: TraceSettings, log: TraceLog, version: string): Tracer {
+  let failedAt = 0;
+  diag.setLogger(
+    {
+      error: (message) => {
+        if (Date.now() - failedAt < FAILURE_LOG_MS) return;
+        failedAt = Date.now();
+        // The exporter's own words (a refused connection, a timeout, a status); its headers are never in them.
+        log.warn('tracing_export_failed', { error: String(message).slice(0, 200) });
+      },
+      warn: () => undefined,
+      info: () => undefined,
+      debug: () => undefined,
+      verbose: () => undefined,
+    },
+    { logLevel: DiagLogLevel.ERROR, suppressOverrideMessage: true },
+  );
+  const exporter =
+    settings.protocol === 'http/json' ? new JsonExporter({ url: settings.url }) : new ProtobufExporter({ url: settings.url });
+  const provider = new TracerProvider({
+    sampler: samplerOf(settings),
+    resource: resourceFromAttributes({ 'service.name': settings.serviceName, 'service.version': version }),
+    spanLimits: { attributeValueLengthLimit: VALUE_MAX, attributeCountLimit: 64, eventCountLimit: 16, linkCountLimit: 4 },
+    spanProcessors: [
+      new BatchSpanProcessor({
+        exporter,
+        maxQueueSize: settings.maxQueueSize,
+        maxExportBatchSize: settings.maxExportBatchSize,
+        scheduledDelayMillis: settings.scheduledDelayMillis,
+        exportTimeoutMillis: settings.exportTimeoutMillis,
+      }),
+    ],
+  });
+  const tracer = provider.getTracer('svc', version);
+  const contexts = new AsyncLocalStorageContextManager();
+  contexts.enable();
+  const propagator = new W3CTraceContextPropagator();
+
+  const end = (span: OtelSpan, handle: Recording, e?: unknown) => {
+    if (e !== undefined && !handle.failed) handle.fail(errorTypeOf(e));
+    span.end();
+  };
+  return {
+    run<T>(name: string, options: SpanOptions, fn: (span: Span) => T): T {
+      const active = contexts.active();
+      let parent: Context = active;
+      let links: Link[] | undefined;
+      const carried = options.parent ? stringsOf(options.parent) : null;
+      if (carried !== null) {
+        const extracted = propagator.extract(ROOT_CONTEXT, carried, defaultTextMapGetter);
+        const remote = trace.getSpanContext(extracted);
+        if (remote !== undefined && isSpanContextValid(remote)) {
+          parent = extracted;
+          const here = trace.getSpanContext(active);
+          if (here !== undefined && isSpanContextValid(here)) links = [{ context: here }];
+        }
+      }
+      const span = tracer.startSpan(
+        name,
+        { kind: KINDS[options.kind ?? 'internal'], attributes: defined(options.attributes), ...(links ? { links } : {}) },
+        parent,
+      );
+      const handle = new Recording(span);
+      let result: T;
+      try {
+        result = contexts.with(trace.setSpan(parent, span), fn, undefined, handle);
+      } catch (e) {
+        end(span, handle, e);
+        throw e;
+      }
+      if (result instanceof Promise)
+        return result.then(
+          (value: unknown) => {
+            span.end();
+            return value;
+          },
+          (e: unknown) => {
+            end(span, handle, e);
+            throw e;
+          },
+        ) as T;
+      span.end();
+      return result;
+    },
+    current() {
+      const span = trace.getSpan(contexts.active());
+      return span === undefined || !span.isRecording() ? NOTHING : new Recording(span);
+    },
+    traceId() {
+      const context = trace.getSpanContext(contexts.active());
+      return context !== undefined && isSpanContextValid(context) ? context.traceId : null;
+    },
+    context() {
+      const carrier: Record<string, string> = {};
+      propagator.inject(contexts.active(), carrier, defaultTextMapSetter);
+      if (carrier.traceparent === undefined) return null;
+      return carrier.tracestate === undefined
+        ? { traceparent: carrier.traceparent }
+        : { traceparent: carrier.traceparent, tracestate: carrier.tracestate };
+    },
+    async shutdown() {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, SHUTDOWN_MS);
+        timer.unref();
+      });
+      await Promise.race([provider.shutdown().catch(() => undefined), late]);
+      clearTimeout(timer);
+      contexts.disable();
+    },
+  };
+}

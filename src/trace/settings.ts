@@ -1,0 +1,134 @@
+// What the standard OpenTelemetry environment asks of svc's traces (CONTRACT §8), read once and checked: `svc check`
+// and `svc serve` name a malformed setting. Nothing here loads the SDK; with no exporter named, tracing is off.
+// Messages name the variable and what it must be, never its value (a header may hold a collector's key).
+
+export type Sampler =
+  | { readonly kind: 'always_on' | 'always_off' | 'parentbased_always_on' | 'parentbased_always_off' }
+  | { readonly kind: 'traceidratio' | 'parentbased_traceidratio'; readonly ratio: number };
+
+export interface TraceSettings {
+  /** where spans go: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it is, or OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces */
+  readonly url: string;
+  readonly protocol: 'http/protobuf' | 'http/json';
+  readonly serviceName: string;
+  readonly sampler: Sampler;
+  /** the batch processor's bounds (OTEL_BSP_*): spans beyond the queue are dropped, never held */
+  readonly maxQueueSize: number;
+  readonly maxExportBatchSize: number;
+  readonly scheduledDelayMillis: number;
+  readonly exportTimeoutMillis: number;
+}
+
+export class TraceSettingsError extends Error {}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+const PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+const SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
+
+/** A variable's value with blanks trimmed; undefined when unset or empty (the specification treats both alike). */
+function read(env: Env, name: string): string | undefined {
+  const value = env[name]?.trim();
+  return value === undefined || value === '' ? undefined : value;
+}
+
+function url(env: Env, name: string, path: string): string | undefined {
+  const value = read(env, name);
+  if (value === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(value);
+  } catch {
+    throw new TraceSettingsError(`${name} must be an http or https URL (a collector's OTLP/HTTP endpoint)`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    throw new TraceSettingsError(`${name} must be an http or https URL: svc exports over OTLP/HTTP`);
+  if (path === '') return parsed.href;
+  return `${value.replace(/\/+$/, '')}/${path}`;
+}
+
+function positive(env: Env, name: string, fallback: number): number {
+  const value = read(env, name);
+  if (value === undefined) return fallback;
+  if (!/^\d+$/.test(value) || Number(value) <= 0 || !Number.isSafeInteger(Number(value)))
+    throw new TraceSettingsError(`${name} must be a whole number above 0`);
+  return Number(value);
+}
+
+/** OTEL_EXPORTER_OTLP_HEADERS and its TRACES_ form: `key=value` pairs separated by commas (values URL-encoded). */
+function checkHeaders(env: Env, name: string): void {
+  const value = read(env, name);
+  if (value === undefined) return;
+  value.split(',').forEach((pair, i) => {
+    const at = pair.indexOf('=');
+    const key = at < 0 ? '' : pair.slice(0, at).trim();
+    if (at < 0 || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(key))
+      throw new TraceSettingsError(`${name}: entry ${i + 1} must be name=value with a header name before the '='`);
+    try {
+      decodeURIComponent(pair.slice(at + 1));
+    } catch {
+      throw new TraceSettingsError(`${name}: the value of entry ${i + 1} (${key}) is not valid URL encoding`);
+    }
+  });
+}
+
+function sampler(env: Env): Sampler {
+  const name = (read(env, 'OTEL_TRACES_SAMPLER') ?? 'parentbased_always_on').toLowerCase();
+  if (!(SAMPLERS as readonly string[]).includes(name))
+    throw new TraceSettingsError(`OTEL_TRACES_SAMPLER must be one of ${SAMPLERS.join(', ')}`);
+  const kind = name as (typeof SAMPLERS)[number];
+  if (kind !== 'traceidratio' && kind !== 'parentbased_traceidratio') return { kind };
+  const arg = read(env, 'OTEL_TRACES_SAMPLER_ARG');
+  const ratio = arg === undefined ? 1 : Number(arg);
+  if (arg !== undefined && (!/^[0-9.eE+-]+$/.test(arg) || !Number.isFinite(ratio) || ratio < 0 || ratio > 1))
+    throw new TraceSettingsError('OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1 (the share of traces sampled)');
+  return { kind, ratio };
+}
+
+/**
+ * The tracing the environment asks for, or null when it names no exporter (or turns tracing off with
+ * OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none). Throws TraceSettingsError naming a malformed variable.
+ */
+export function traceSettings(env: Env = process.env): TraceSettings | null {
+  if (read(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true') return null;
+  const exporter = read(env, 'OTEL_TRACES_EXPORTER')?.toLowerCase();
+  if (exporter === 'none') return null;
+  if (exporter !== undefined && exporter !== 'otlp')
+    throw new TraceSettingsError('OTEL_TRACES_EXPORTER must be otlp or none: svc exports traces over OTLP/HTTP only');
+  const target = url(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', '') ?? url(env, 'OTEL_EXPORTER_OTLP_ENDPOINT', 'v1/traces') ?? null;
+  const protocolName = read(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL')
+    ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'
+    : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+  const protocol = read(env, protocolName) ?? 'http/protobuf';
+  if (!(PROTOCOLS as readonly string[]).includes(protocol))
+    throw new TraceSettingsError(`${protocolName} must be http/protobuf or http/json: svc exports over OTLP/HTTP (grpc is not offered)`);
+  for (const name of ['OTEL_EXPORTER_OTLP_HEADERS', 'OTEL_EXPORTER_OTLP_TRACES_HEADERS']) checkHeaders(env, name);
+  for (const name of ['OTEL_EXPORTER_OTLP_TIMEOUT', 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT']) positive(env, name, 1);
+  for (const name of ['OTEL_EXPORTER_OTLP_COMPRESSION', 'OTEL_EXPORTER_OTLP_TRACES_COMPRESSION']) {
+    const value = read(env, name);
+    if (value !== undefined && value !== 'none' && value !== 'gzip') throw new TraceSettingsError(`${name} must be none or gzip`);
+  }
+  const chosen = sampler(env);
+  const maxQueueSize = positive(env, 'OTEL_BSP_MAX_QUEUE_SIZE', 2048);
+  const maxExportBatchSize = positive(env, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512);
+  if (maxExportBatchSize > maxQueueSize)
+    throw new TraceSettingsError('OTEL_BSP_MAX_EXPORT_BATCH_SIZE must not be above OTEL_BSP_MAX_QUEUE_SIZE');
+  const settings = {
+    url: target ?? '',
+    protocol: protocol as TraceSettings['protocol'],
+    serviceName: read(env, 'OTEL_SERVICE_NAME') ?? 'svc',
+    sampler: chosen,
+    maxQueueSize,
+    maxExportBatchSize,
+    scheduledDelayMillis: positive(env, 'OTEL_BSP_SCHEDULE_DELAY', 5000),
+    exportTimeoutMillis: positive(env, 'OTEL_BSP_EXPORT_TIMEOUT', 30_000),
+  };
+  return target === null ? null : Object.freeze(settings);
+}
