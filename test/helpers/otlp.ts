@@ -52,7 +52,7 @@ export interface Receiver {
 
 type KeyValue = { key: string; value: Record<string, unknown> };
 
-function valueOf(v: Record<string, unknown>): AttributeValue {
+function attributeValue(v: Record<string, unknown>): AttributeValue {
   if ('stringValue' in v) return String(v.stringValue);
   if ('boolValue' in v) return Boolean(v.boolValue);
   if ('intValue' in v) return Number(v.intValue);
@@ -62,7 +62,7 @@ function valueOf(v: Record<string, unknown>): AttributeValue {
 
 function attributesOf(list: unknown): Record<string, AttributeValue> {
   const out: Record<string, AttributeValue> = {};
-  for (const kv of (list ?? []) as KeyValue[]) out[kv.key] = valueOf(kv.value ?? {});
+  for (const kv of (list ?? []) as KeyValue[]) out[kv.key] = attributeValue(kv.value ?? {});
   return out;
 }
 
