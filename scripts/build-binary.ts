@@ -90,6 +90,11 @@ await build({
   minify: true,
   legalComments: 'none',
   external: ['@libsql/linux-x64-gnu', '@node-rs/argon2-linux-x64-gnu'],
+  // import() becomes require(): Node's SEA documentation says import() does not work in a main script compiled from
+  // a code cache, and the OTLP exporter loads http and https with import(). (OpenTelemetry is bundled whole, behind
+  // trace/otel.ts, which esbuild wraps to run only at its dynamic import, when an exporter is configured; the other
+  // import() calls left in the bundle also name built-in modules, which require() loads in a SEA.)
+  supported: { 'dynamic-import': false },
   define: { __SVC_BUILD__: JSON.stringify({ id, version, commit, assets: hashes }) },
   plugins: [nativeAddons],
   logLevel: 'warning',

@@ -29,6 +29,7 @@ import { ROOT, freePort, newSecret, DEFAULT_AUTH } from './helpers/workspace.ts'
 import { binaryRunner } from './helpers/installation.ts';
 import { lockedDatabase, crashRounds, cliBesideServer } from './helpers/durability.ts';
 import { twoWorkers } from './helpers/workers.ts';
+import { startReceiver } from './helpers/otlp.ts';
 
 const run = promisify(execFile);
 let work: string;
@@ -264,6 +265,69 @@ await server.connect(new StdioServerTransport());
       everything.kill();
     }
     assert.equal(await server.exited, 0);
+  });
+
+  test('traces from inside the binary: the OpenTelemetry SDK and both OTLP/HTTP encodings are bundled and export a call', async () => {
+    const port = await freePort();
+    const cfg = config(join(work, 'app'), port, 'traces.db');
+    const ok = async (args: string[]) => {
+      const r = await svc([...args, '--config', cfg]);
+      assert.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
+      return r.stdout;
+    };
+    await ok(['migrate']);
+    await ok(['user', 'add', 'ops', '--email', 'ops@example.com']);
+    const token = (await ok(['token', 'create', 'ops', '--name', 'traces'])).trim();
+    const receiver = await startReceiver();
+    try {
+      for (const [protocol, encoding] of [
+        ['http/protobuf', 'protobuf'],
+        ['http/json', 'json'],
+      ] as const) {
+        const traceId = Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString('hex');
+        const spanId = Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString('hex');
+        const server = serve(cfg, {
+          OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+          OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
+          OTEL_BSP_SCHEDULE_DELAY: '100',
+        });
+        try {
+          await healthy(port).catch((e: Error) => assert.fail(`${e.message}: ${server.log()}`));
+          const client = new Client({ name: 'binary-traces', version: '1' });
+          await client.connect(
+            new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), {
+              requestInit: { headers: { authorization: `Bearer ${token}`, traceparent: `00-${traceId}-${spanId}-01` } },
+            }),
+          );
+          const who = (await client.callTool({ name: 'whoami', arguments: {} })) as unknown as { structuredContent: { uid: string } };
+          assert.equal(who.structuredContent.uid, 'ops');
+          await client.close();
+          const [mcp] = await receiver.spansOf(
+            `the ${protocol} MCP span`,
+            (s) => s.traceId === traceId && s.attributes['mcp.method.name'] === 'tools/call',
+          );
+          // The HTTP span ends after its answer: it may come in a later export than the MCP span under it.
+          const [http] = await receiver.spansOf(`the ${protocol} HTTP span`, (s) => s.spanId === mcp!.parentSpanId);
+          assert.deepEqual(
+            [http!.traceId, http!.kind, http!.name, http!.attributes['http.route'], http!.parentSpanId],
+            [traceId, 2, 'POST /mcp', '/mcp', spanId],
+            'the server span of the call continues the traceparent header',
+          );
+          assert.deepEqual([mcp!.kind, mcp!.name, mcp!.attributes['gen_ai.tool.name']], [2, 'tools/call whoami', 'whoami']);
+          for (const span of [mcp!, http!]) {
+            assert.equal(span.protocol, encoding, `exported as ${protocol}`);
+            assert.equal(span.resource['service.name'], 'svc');
+          }
+        } finally {
+          server.child.kill('SIGTERM');
+        }
+        assert.equal(await server.exited, 0, server.log());
+        assert.match(server.log(), new RegExp(`"event":"tracing".*"protocol":"${protocol}"`), 'svc loaded the SDK and said so');
+        assert.doesNotMatch(server.log(), /tracing_export_failed/);
+      }
+    } finally {
+      await receiver.close();
+    }
   });
 
   test('several copies started at once on an empty cache all come up', async () => {
