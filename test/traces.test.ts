@@ -12,17 +12,18 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Client as StableLineClient, StreamableHTTPClientTransport as StableLineTransport } from '@modelcontextprotocol/client';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { install, sourceRunner, type Installation, type Serving } from './helpers/installation.ts';
+import { install, sourceRunner, type Installation, type Runner, type Serving } from './helpers/installation.ts';
 import { startReceiver, type Receiver, type ReceivedSpan } from './helpers/otlp.ts';
 import { countingProxy } from './helpers/web-upstream.ts';
-import { DEFAULT_AUTH, freePort, ROOT } from './helpers/workspace.ts';
+import { DEFAULT_AUTH, freePort, MAIN, ROOT, TSX } from './helpers/workspace.ts';
+import { startSqld, type Sqld } from './helpers/sqld.ts';
 import { listening, waitFor } from './helpers/wait.ts';
 import { Browser } from './helpers/http.ts';
 
@@ -353,4 +354,220 @@ identity = jwt
     ])
       assert.ok(!exported.includes(secret), `an exported span holds ${secret.slice(0, 12)}…`);
   });
+});
+
+/** svc from source with every module it resolves written to SVC_RESOLUTIONS_LOG (helpers/log-resolutions.mjs). */
+const resolutionsLogged: Runner = {
+  name: 'source, resolutions logged',
+  command: (args) => ({
+    file: process.execPath,
+    args: ['--import', TSX, '--import', join(ROOT, 'test/helpers/log-resolutions.mjs'), MAIN, ...args],
+  }),
+};
+
+/** A 2025 `whoami` with a traceparent header of a fresh trace; its context. */
+async function whoami(url: string, token: string): Promise<ReturnType<typeof callerContext>> {
+  const caller = callerContext();
+  const client = await legacyClient(url, token, { traceparent: caller.traceparent });
+  try {
+    assert.match(textOf(await client.callTool({ name: 'whoami', arguments: {} })), /alice/);
+  } finally {
+    await client.close();
+  }
+  return caller;
+}
+
+/** An installation with alice and her token, serving with `env`. */
+async function serveWith(env: Record<string, string>, runner: Runner = sourceRunner, remote?: Sqld) {
+  const inst = await install(runner, { env, ...(remote ? { remote: { url: remote.url, token: remote.token } } : {}) });
+  assert.equal((await inst.cli(['migrate'])).code, 0);
+  assert.equal(
+    (await inst.cli(['user', 'add', 'alice', '--email', 'alice@example.com', '--password-stdin'], 'alice password 1\n')).code,
+    0,
+  );
+  const token = (await inst.cli(['token', 'create', 'alice', '--name', 'agent'])).stdout.trim();
+  const serving = await inst.serve();
+  return {
+    inst,
+    serving,
+    token,
+    async stop(): Promise<number | null> {
+      serving.child.kill('SIGTERM');
+      const code = await serving.exited;
+      inst.remove();
+      return code;
+    },
+  };
+}
+
+describe('OTLP/JSON, a collector that never answers, and no exporter at all', () => {
+  test('http/json to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, with a ratio sampler of 1: the trace continues the caller', async () => {
+    const receiver = await startReceiver();
+    const svc = await serveWith({
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${receiver.url}/v1/traces`,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '1',
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+    });
+    try {
+      const caller = await whoami(svc.inst.url, svc.token);
+      const [mcp] = await receiver.spansOf('the MCP span', (s) => s.traceId === caller.traceId && s.name === 'tools/call whoami');
+      const [http] = await receiver.spansOf('its HTTP span', (s) => s.spanId === mcp!.parentSpanId);
+      assert.deepEqual(
+        [http!.protocol, http!.parentSpanId, http!.attributes['http.route'], http!.resource['service.name']],
+        ['json', caller.spanId, '/mcp', 'svc'],
+      );
+      assert.match(String(mcp!.attributes['mcp.protocol.version']), /^2025-\d\d-\d\d$/);
+    } finally {
+      assert.equal(await svc.stop(), 0);
+      await receiver.close();
+    }
+  });
+
+  test('a collector that takes the connection and never answers: every request is answered, and svc still stops', async () => {
+    const receiver = await startReceiver({ hang: true });
+    const svc = await serveWith({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_BSP_SCHEDULE_DELAY: '20',
+      OTEL_BSP_MAX_QUEUE_SIZE: '64',
+      OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '16',
+      OTEL_EXPORTER_OTLP_TIMEOUT: '600000',
+    });
+    try {
+      await waitFor('an export under way, unanswered', async () => {
+        await whoami(svc.inst.url, svc.token);
+        return receiver.requests() > 0;
+      });
+      // Far more spans than the queue holds, while the collector holds the export: none of it reaches a request.
+      const client = await legacyClient(svc.inst.url, svc.token);
+      try {
+        for (let i = 0; i < 60; i++) assert.match(textOf(await client.callTool({ name: 'whoami', arguments: {} })), /alice/);
+      } finally {
+        await client.close();
+      }
+      assert.equal((await fetch(`${svc.inst.url}/healthz`)).status, 200);
+    } finally {
+      // The stop waits a bounded time for the last export, then exits cleanly.
+      assert.equal(await svc.stop(), 0);
+      assert.ok(receiver.requests() > 0);
+      await receiver.close();
+    }
+  });
+
+  test('with no exporter named, a serving svc never loads OpenTelemetry; with one, it does', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-resolutions-'));
+    const receiver = await startReceiver();
+    try {
+      const loaded: Record<string, string[]> = {};
+      for (const [name, otel] of [
+        ['off', {}],
+        ['on', { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url }],
+      ] as const) {
+        const file = join(dir, `${name}.log`);
+        writeFileSync(file, '');
+        const svc = await serveWith({ ...otel, SVC_RESOLUTIONS_LOG: file }, resolutionsLogged);
+        await whoami(svc.inst.url, svc.token);
+        assert.equal(await svc.stop(), 0);
+        const urls = readFileSync(file, 'utf8').split('\n');
+        assert.ok(
+          urls.some((u) => u.includes('/src/mcp/server.ts')),
+          `${name}: the report works (the MCP layer was loaded)`,
+        );
+        loaded[name] = [
+          ...new Set(
+            urls
+              .filter((u) => u.includes('/node_modules/@opentelemetry/'))
+              .map((u) => u.split('/node_modules/')[1]!.split('/').slice(0, 2).join('/')),
+          ),
+        ];
+      }
+      assert.deepEqual(loaded.off, [], 'tracing off loads no OpenTelemetry module');
+      for (const pkg of ['@opentelemetry/api', '@opentelemetry/sdk-trace', '@opentelemetry/exporter-trace-otlp-proto'])
+        assert.ok(loaded.on!.includes(pkg), `tracing on loads ${pkg}: ${loaded.on!.join(', ')}`);
+    } finally {
+      await receiver.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a malformed tracing setting is named', () => {
+  let inst: Installation;
+  before(async () => {
+    inst = await install(sourceRunner);
+    assert.equal((await inst.cli(['migrate'])).code, 0);
+  });
+  after(() => inst?.remove());
+
+  const CASES: [Record<string, string>, string][] = [
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }, 'OTEL_EXPORTER_OTLP_ENDPOINT must be an http or https URL'],
+    [
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
+      'OTEL_EXPORTER_OTLP_PROTOCOL must be http/protobuf or http/json',
+    ],
+    [
+      { OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20header-secret-marker,x-tenant' },
+      'OTEL_EXPORTER_OTLP_HEADERS: entry 2 must be name=value',
+    ],
+    [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '2' }, 'OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1'],
+    [{ OTEL_TRACES_SAMPLER: 'sometimes' }, 'OTEL_TRACES_SAMPLER must be one of'],
+    [{ OTEL_BSP_MAX_QUEUE_SIZE: '-1' }, 'OTEL_BSP_MAX_QUEUE_SIZE must be a whole number above 0'],
+    [{ OTEL_TRACES_EXPORTER: 'zipkin' }, 'OTEL_TRACES_EXPORTER must be otlp or none'],
+  ];
+
+  test('svc check names the variable and what it must be, never a header value; svc serve refuses to start on it', async () => {
+    for (const [env, message] of CASES) {
+      Object.assign(inst.env, env);
+      try {
+        const checked = await inst.cli(['check']);
+        assert.equal(checked.code, 78, `${JSON.stringify(env)}: ${checked.stderr}`);
+        assert.ok(checked.stderr.includes(message), checked.stderr);
+        assert.ok(!checked.stderr.includes('header-secret-marker'));
+      } finally {
+        for (const key of Object.keys(env)) delete inst.env[key];
+      }
+    }
+    Object.assign(inst.env, CASES[1]![0]);
+    const served = await inst.cli(['serve']);
+    assert.equal(served.code, 78, served.stderr);
+    assert.ok(served.stderr.includes(CASES[1]![1]));
+    for (const key of Object.keys(CASES[1]![0])) delete inst.env[key];
+    const valid = await inst.cli(['check']);
+    assert.equal(valid.code, 0, valid.stderr);
+  });
+});
+
+describe('the audit trail names the trace, on the file and on sqld', () => {
+  for (const where of ['file', 'sqld'] as const)
+    test(`${where}: a sign-in's audit row carries the trace id of its request; an untraced svc writes none`, async () => {
+      const receiver = await startReceiver();
+      const sqld = where === 'sqld' ? await startSqld({ auth: true }) : undefined;
+      const svc = await serveWith({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '100' }, sourceRunner, sqld);
+      try {
+        const caller = callerContext();
+        const signedIn = await new Browser(svc.inst.url).request('/login', {
+          form: { username: 'alice', password: 'alice password 1' },
+          headers: { traceparent: caller.traceparent },
+        });
+        assert.equal(signedIn.status, 303);
+        const rows = JSON.parse((await svc.inst.cli(['audit', 'list', '--json'])).stdout) as AuditRow[];
+        const traced = rows.filter((r) => r.trace_id === caller.traceId);
+        assert.ok(traced.length > 0 && traced.every((r) => r.action.startsWith('login')), JSON.stringify(rows));
+        const [span] = await receiver.spansOf(
+          'the sign-in',
+          (s) => s.traceId === caller.traceId && s.attributes['http.route'] === '/login',
+        );
+        assert.equal(span!.parentSpanId, caller.spanId);
+        // The CLI's own actions (user add, token create) are in no request's trace.
+        assert.ok(
+          rows.filter((r) => r.action !== 'login' && !r.action.startsWith('login')).every((r) => r.trace_id === null),
+          JSON.stringify(rows),
+        );
+      } finally {
+        assert.equal(await svc.stop(), 0);
+        await receiver.close();
+        await sqld?.stop();
+      }
+    });
 });

@@ -32,6 +32,9 @@ import {
 } from '@opentelemetry/sdk-trace';
 import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { readFileSync } from 'node:fs';
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
 import type { TraceSettings } from './settings.ts';
 import { errorTypeOf, type Attributes, type Carrier, type Span, type SpanOptions, type TraceLog, type Tracer } from './types.ts';
 
@@ -88,6 +91,30 @@ class Recording implements Span {
 
 const NOTHING: Span = { set() {}, rename() {}, fail() {} };
 
+/** Why an export ends at a stop: a code the exporter does not retry (a network error's would be retried, in seconds). */
+const STOPPED = Object.assign(new Error('svc stopped exporting traces'), { code: 'SVC_TRACING_STOPPED' });
+
+/**
+ * Ends what the exporter still sends through `agent` (to a collector that holds it without answering) and anything
+ * it would send again: an open socket or a retry's timer would keep svc from exiting.
+ */
+function cut(agent: HttpAgent): void {
+  (agent as unknown as { addRequest(request: { destroy(e: Error): void }): void }).addRequest = (request) => request.destroy(STOPPED);
+  for (const held of [agent.sockets, agent.freeSockets])
+    for (const sockets of Object.values(held)) for (const socket of sockets ?? []) socket.destroy(STOPPED);
+}
+
+/** The exporter's failure as svc's log line says it: its message, without a stack. */
+function failureText(message: string): string {
+  try {
+    const parsed = JSON.parse(message) as { message?: unknown; code?: unknown };
+    if (typeof parsed.message === 'string') return parsed.message.slice(0, 200);
+  } catch {
+    // not the JSON of an error: the text as it is
+  }
+  return message.slice(0, 200);
+}
+
 /** The trace context a carrier holds as strings, or null when it holds none. */
 function stringsOf(carrier: Carrier): Record<string, string> | null {
   if (typeof carrier.traceparent !== 'string') return null;
@@ -104,7 +131,7 @@ export function openTracer(settings: TraceSettings, log: TraceLog, version: stri
         if (Date.now() - failedAt < FAILURE_LOG_MS) return;
         failedAt = Date.now();
         // The exporter's own words (a refused connection, a timeout, a status); its headers are never in them.
-        log.warn('tracing_export_failed', { error: String(message).slice(0, 200) });
+        log.warn('tracing_export_failed', { error: failureText(String(message)) });
       },
       warn: () => undefined,
       info: () => undefined,
@@ -113,8 +140,25 @@ export function openTracer(settings: TraceSettings, log: TraceLog, version: stri
     },
     { logLevel: DiagLogLevel.ERROR, suppressOverrideMessage: true },
   );
-  const exporter =
-    settings.protocol === 'http/json' ? new JsonExporter({ url: settings.url }) : new ProtobufExporter({ url: settings.url });
+  // The exporter's connections, kept so that a stop can cut one a collector holds without answering: a socket left
+  // open would keep svc from exiting.
+  const agents: HttpAgent[] = [];
+  const { ca, cert, key } = settings.tls;
+  const httpAgentOptions = (protocol: string) => {
+    const agent =
+      protocol === 'http:'
+        ? new HttpAgent({ keepAlive: true })
+        : new HttpsAgent({
+            keepAlive: true,
+            ...(ca === undefined ? {} : { ca: readFileSync(ca) }),
+            ...(cert === undefined ? {} : { cert: readFileSync(cert) }),
+            ...(key === undefined ? {} : { key: readFileSync(key) }),
+          });
+    agents.push(agent);
+    return agent;
+  };
+  const options = { url: settings.url, httpAgentOptions };
+  const exporter = settings.protocol === 'http/json' ? new JsonExporter(options) : new ProtobufExporter(options);
   const provider = new TracerProvider({
     sampler: samplerOf(settings),
     resource: resourceFromAttributes({ 'service.name': settings.serviceName, 'service.version': version }),
@@ -204,6 +248,7 @@ export function openTracer(settings: TraceSettings, log: TraceLog, version: stri
       });
       await Promise.race([provider.shutdown().catch(() => undefined), late]);
       clearTimeout(timer);
+      for (const agent of agents) cut(agent);
       contexts.disable();
     },
   };

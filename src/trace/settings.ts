@@ -1,3 +1,6 @@
+import { accessSync, constants } from 'node:fs';
+import { resolve } from 'node:path';
+
 // What the standard OpenTelemetry environment asks of svc's traces (CONTRACT §8), read once and checked: `svc check`
 // and `svc serve` name a malformed setting. Nothing here loads the SDK; with no exporter named, tracing is off.
 // Messages name the variable and what it must be, never its value (a header may hold a collector's key).
@@ -17,6 +20,8 @@ export interface TraceSettings {
   readonly maxExportBatchSize: number;
   readonly scheduledDelayMillis: number;
   readonly exportTimeoutMillis: number;
+  /** files of the collector's TLS (OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE, CLIENT_CERTIFICATE, CLIENT_KEY), checked readable */
+  readonly tls: { readonly ca?: string; readonly cert?: string; readonly key?: string };
 }
 
 export class TraceSettingsError extends Error {}
@@ -79,6 +84,19 @@ function checkHeaders(env: Env, name: string): void {
   });
 }
 
+/** A TLS file the exporter is to read: its TRACES_ variable, else the general one; refused when it cannot be read. */
+function tlsFile(env: Env, suffix: string): string | undefined {
+  const name = read(env, `OTEL_EXPORTER_OTLP_TRACES_${suffix}`) ? `OTEL_EXPORTER_OTLP_TRACES_${suffix}` : `OTEL_EXPORTER_OTLP_${suffix}`;
+  const path = read(env, name);
+  if (path === undefined) return undefined;
+  try {
+    accessSync(resolve(path), constants.R_OK);
+  } catch {
+    throw new TraceSettingsError(`${name}: svc cannot read ${path}`);
+  }
+  return resolve(path);
+}
+
 function sampler(env: Env): Sampler {
   const name = (read(env, 'OTEL_TRACES_SAMPLER') ?? 'parentbased_always_on').toLowerCase();
   if (!(SAMPLERS as readonly string[]).includes(name))
@@ -91,6 +109,8 @@ function sampler(env: Env): Sampler {
     throw new TraceSettingsError('OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1 (the share of traces sampled)');
   return { kind, ratio };
 }
+
+const definedAs = <K extends string>(key: K, value: string | undefined) => (value === undefined ? {} : { [key]: value });
 
 /**
  * The tracing the environment asks for, or null when it names no exporter (or turns tracing off with
@@ -129,6 +149,11 @@ export function traceSettings(env: Env = process.env): TraceSettings | null {
     maxExportBatchSize,
     scheduledDelayMillis: positive(env, 'OTEL_BSP_SCHEDULE_DELAY', 5000),
     exportTimeoutMillis: positive(env, 'OTEL_BSP_EXPORT_TIMEOUT', 30_000),
+    tls: Object.freeze({
+      ...definedAs('ca', tlsFile(env, 'CERTIFICATE')),
+      ...definedAs('cert', tlsFile(env, 'CLIENT_CERTIFICATE')),
+      ...definedAs('key', tlsFile(env, 'CLIENT_KEY')),
+    }),
   };
   return target === null ? null : Object.freeze(settings);
 }
