@@ -60,6 +60,21 @@ test('the admin pages, the token page and the upstream account routes load neith
   );
 });
 
+test('svc as it serves, with every layer a request passes through, loads no OpenTelemetry until tracing starts', async () => {
+  const libraries = await librariesOf([
+    'src/server.ts',
+    'src/http/app.ts',
+    'src/upstream/gateway.ts',
+    'src/mcp/server.ts',
+    'src/trace/spans.ts',
+  ]);
+  assert.ok(libraries.includes('@modelcontextprotocol/server'), libraries.join(', '));
+  assert.deepEqual(
+    libraries.filter((l) => l.startsWith('@opentelemetry/')),
+    [],
+  );
+});
+
 test('the MCP layer, once loaded, is the stable line only: the server package, and neither the legacy SDK nor the client', async () => {
   const libraries = await librariesOf(['src/mcp/server.ts']);
   assert.ok(libraries.includes('@modelcontextprotocol/server'), libraries.join(', '));
