@@ -145,13 +145,7 @@ export function mcpEndpoint(given: Shared, stopping?: AbortSignal): McpEndpoint 
     eraOf: async (request, parsedBody) => (claimsModern(parsedBody) || !(await isLegacyRequest(request, parsedBody)) ? 'modern' : 'legacy'),
     legacy: (request, parsedBody, call) => answeredBySdk(parsedBody, call, () => legacy(request, parsedBody, call)),
     modern: (request, parsedBody, call, recheck) => answeredBySdk(parsedBody, call, () => modern(request, parsedBody, call, recheck)),
-    async stream(request, call, session, recheck) {
-      if (hub === null) return new Response(null, { status: 405, headers: { Allow: 'POST' } });
-      if (!/\btext\/event-stream\b/.test(request.headers.get('accept') ?? ''))
-        return rpcRefusal(406, null, -32000, 'Not Acceptable: the client must accept text/event-stream');
-      const opened = await hub.openSession(call.caller, recheck, session, request.signal);
-      return opened ?? rpcRefusal(429, null, -32000, 'you hold as many MCP streams as svc keeps for one person; close one first');
-    },
+    stream: (request, call, session, recheck) => sessionStream(hub, request, call, session, recheck),
   };
 
   async function legacy(request: Request, parsedBody: unknown, call: Call): Promise<Response> {
@@ -207,6 +201,18 @@ export function mcpEndpoint(given: Shared, stopping?: AbortSignal): McpEndpoint 
       });
     return modernHandler.fetch(request, { parsedBody, authInfo });
   }
+}
+
+/**
+ * GET with a 2025 session id of the caller's: the session's stream of change notifications (changes.ts); 405 without
+ * upstreams, 429 when the caller holds as many streams as they may.
+ */
+async function sessionStream(hub: ChangeHub | null, request: Request, call: Call, session: string, recheck: Recheck): Promise<Response> {
+  if (hub === null) return new Response(null, { status: 405, headers: { Allow: 'POST' } });
+  if (!/\btext\/event-stream\b/.test(request.headers.get('accept') ?? ''))
+    return rpcRefusal(406, null, -32000, 'Not Acceptable: the client must accept text/event-stream');
+  const opened = await hub.openSession(call.caller, recheck, session, request.signal);
+  return opened ?? rpcRefusal(429, null, -32000, 'you hold as many MCP streams as svc keeps for one person; close one first');
 }
 
 /** Where the modern leg's factory finds the request's body (to answer its id should the answer not encode). */

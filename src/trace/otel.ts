@@ -17,6 +17,7 @@ import {
   type Context,
   type Link,
   type Span as OtelSpan,
+  type Tracer as OtelTracer,
 } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
@@ -29,6 +30,7 @@ import {
   TraceIdRatioBasedSampler,
   TracerProvider,
   type Sampler,
+  type SpanExporter,
 } from '@opentelemetry/sdk-trace';
 import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
@@ -123,7 +125,8 @@ function stringsOf(carrier: Carrier): Record<string, string> | null {
     : { traceparent: carrier.traceparent };
 }
 
-export function openTracer(settings: TraceSettings, log: TraceLog, version: string): Tracer {
+/** The exporter's failures in svc's log, at most once a minute; the SDK's other diagnostics are dropped. */
+function logFailures(log: TraceLog): void {
   let failedAt = 0;
   diag.setLogger(
     {
@@ -140,8 +143,13 @@ export function openTracer(settings: TraceSettings, log: TraceLog, version: stri
     },
     { logLevel: DiagLogLevel.ERROR, suppressOverrideMessage: true },
   );
-  // The exporter's connections, kept so that a stop can cut one a collector holds without answering: a socket left
-  // open would keep svc from exiting.
+}
+
+/**
+ * The OTLP/HTTP exporter of the protocol asked for, and its connections, kept so that a stop can cut one a collector
+ * holds without answering: a socket left open would keep svc from exiting.
+ */
+function exporterOf(settings: TraceSettings): { exporter: SpanExporter; agents: HttpAgent[] } {
   const agents: HttpAgent[] = [];
   const { ca, cert, key } = settings.tls;
   const httpAgentOptions = (protocol: string) => {
@@ -158,7 +166,12 @@ export function openTracer(settings: TraceSettings, log: TraceLog, version: stri
     return agent;
   };
   const options = { url: settings.url, httpAgentOptions };
-  const exporter = settings.protocol === 'http/json' ? new JsonExporter(options) : new ProtobufExporter(options);
+  return { exporter: settings.protocol === 'http/json' ? new JsonExporter(options) : new ProtobufExporter(options), agents };
+}
+
+export function openTracer(settings: TraceSettings, log: TraceLog, version: string): Tracer {
+  logFailures(log);
+  const { exporter, agents } = exporterOf(settings);
   const provider = new TracerProvider({
     sampler: samplerOf(settings),
     resource: resourceFromAttributes({ 'service.name': settings.serviceName, 'service.version': version }),
@@ -173,83 +186,99 @@ export function openTracer(settings: TraceSettings, log: TraceLog, version: stri
       }),
     ],
   });
-  const tracer = provider.getTracer('svc', version);
   const contexts = new AsyncLocalStorageContextManager();
   contexts.enable();
-  const propagator = new W3CTraceContextPropagator();
+  return new SdkTracer(provider, provider.getTracer('svc', version), contexts, async () => {
+    for (const agent of agents) cut(agent);
+  });
+}
 
-  const end = (span: OtelSpan, handle: Recording, e?: unknown) => {
-    if (e !== undefined && !handle.failed) handle.fail(errorTypeOf(e));
-    span.end();
-  };
-  return {
-    run<T>(name: string, options: SpanOptions, fn: (span: Span) => T): T {
-      const active = contexts.active();
-      let parent: Context = active;
-      let links: Link[] | undefined;
-      const carried = options.parent ? stringsOf(options.parent) : null;
-      if (carried !== null) {
-        const extracted = propagator.extract(ROOT_CONTEXT, carried, defaultTextMapGetter);
-        const remote = trace.getSpanContext(extracted);
-        if (remote !== undefined && isSpanContextValid(remote)) {
-          parent = extracted;
-          const here = trace.getSpanContext(active);
-          if (here !== undefined && isSpanContextValid(here)) links = [{ context: here }];
-        }
-      }
-      const span = tracer.startSpan(
-        name,
-        { kind: KINDS[options.kind ?? 'internal'], attributes: defined(options.attributes), ...(links ? { links } : {}) },
-        parent,
-      );
-      const handle = new Recording(span);
-      let result: T;
-      try {
-        result = contexts.with(trace.setSpan(parent, span), fn, undefined, handle);
-      } catch (e) {
-        end(span, handle, e);
-        throw e;
-      }
-      if (result instanceof Promise)
-        return result.then(
-          (value: unknown) => {
-            span.end();
-            return value;
-          },
-          (e: unknown) => {
-            end(span, handle, e);
-            throw e;
-          },
-        ) as T;
+/** svc's Tracer (types.ts) on the SDK: spans carried in AsyncLocalStorage, W3C trace context in and out. */
+class SdkTracer implements Tracer {
+  private readonly propagator = new W3CTraceContextPropagator();
+
+  constructor(
+    private readonly provider: TracerProvider,
+    private readonly tracer: OtelTracer,
+    private readonly contexts: AsyncLocalStorageContextManager,
+    private readonly cutExports: () => Promise<void>,
+  ) {}
+
+  /** The parent of a new span: the carrier's valid context (with a link to the span under way), else the one under way. */
+  private parentOf(carrier: Carrier | null | undefined): { parent: Context; links?: Link[] } {
+    const active = this.contexts.active();
+    const carried = carrier ? stringsOf(carrier) : null;
+    if (carried === null) return { parent: active };
+    const extracted = this.propagator.extract(ROOT_CONTEXT, carried, defaultTextMapGetter);
+    const remote = trace.getSpanContext(extracted);
+    if (remote === undefined || !isSpanContextValid(remote)) return { parent: active };
+    const here = trace.getSpanContext(active);
+    return here !== undefined && isSpanContextValid(here) ? { parent: extracted, links: [{ context: here }] } : { parent: extracted };
+  }
+
+  run<T>(name: string, options: SpanOptions, fn: (span: Span) => T): T {
+    const { parent, links } = this.parentOf(options.parent);
+    const span = this.tracer.startSpan(
+      name,
+      { kind: KINDS[options.kind ?? 'internal'], attributes: defined(options.attributes), ...(links ? { links } : {}) },
+      parent,
+    );
+    const handle = new Recording(span);
+    const end = (e?: unknown) => {
+      if (e !== undefined && !handle.failed) handle.fail(errorTypeOf(e));
       span.end();
+    };
+    let result: T;
+    try {
+      result = this.contexts.with(trace.setSpan(parent, span), fn, undefined, handle);
+    } catch (e) {
+      end(e);
+      throw e;
+    }
+    if (!(result instanceof Promise)) {
+      end();
       return result;
-    },
-    current() {
-      const span = trace.getSpan(contexts.active());
-      return span === undefined || !span.isRecording() ? NOTHING : new Recording(span);
-    },
-    traceId() {
-      const context = trace.getSpanContext(contexts.active());
-      return context !== undefined && isSpanContextValid(context) ? context.traceId : null;
-    },
-    context() {
-      const carrier: Record<string, string> = {};
-      propagator.inject(contexts.active(), carrier, defaultTextMapSetter);
-      if (carrier.traceparent === undefined) return null;
-      return carrier.tracestate === undefined
-        ? { traceparent: carrier.traceparent }
-        : { traceparent: carrier.traceparent, tracestate: carrier.tracestate };
-    },
-    async shutdown() {
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, SHUTDOWN_MS);
-        timer.unref();
-      });
-      await Promise.race([provider.shutdown().catch(() => undefined), late]);
-      clearTimeout(timer);
-      for (const agent of agents) cut(agent);
-      contexts.disable();
-    },
-  };
+    }
+    return result.then(
+      (value: unknown) => {
+        end();
+        return value;
+      },
+      (e: unknown) => {
+        end(e);
+        throw e;
+      },
+    ) as T;
+  }
+
+  current(): Span {
+    const span = trace.getSpan(this.contexts.active());
+    return span === undefined || !span.isRecording() ? NOTHING : new Recording(span);
+  }
+
+  traceId(): string | null {
+    const context = trace.getSpanContext(this.contexts.active());
+    return context !== undefined && isSpanContextValid(context) ? context.traceId : null;
+  }
+
+  context(): { traceparent: string; tracestate?: string } | null {
+    const carrier: Record<string, string> = {};
+    this.propagator.inject(this.contexts.active(), carrier, defaultTextMapSetter);
+    if (carrier.traceparent === undefined) return null;
+    return carrier.tracestate === undefined
+      ? { traceparent: carrier.traceparent }
+      : { traceparent: carrier.traceparent, tracestate: carrier.tracestate };
+  }
+
+  async shutdown(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, SHUTDOWN_MS);
+      timer.unref();
+    });
+    await Promise.race([this.provider.shutdown().catch(() => undefined), late]);
+    clearTimeout(timer);
+    await this.cutExports();
+    this.contexts.disable();
+  }
 }

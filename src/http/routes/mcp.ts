@@ -8,7 +8,7 @@ import { MCP, policyFor } from '../policy.ts';
 import { newSessionId, checkSessionId, declaredTraits, sessionIdKey, type SessionTraits } from '../../mcp/session-id.ts';
 import { cursorKey } from '../../mcp/cursor.ts';
 import { batchRefusal, opensSession } from '../../mcp/batch.ts';
-import type { McpEndpoint } from '../../mcp/server.ts';
+import type { Call, McpEndpoint } from '../../mcp/server.ts';
 import { callerOf, credentialOf, permits } from '../../auth/core.ts';
 import { getCookie } from 'hono/cookie';
 import type { Recheck } from '../../mcp/changes.ts';
@@ -116,20 +116,7 @@ export function mcpRoutes(services: Services): Hono<Env> {
 
     const mcp = await endpointOf(cursor);
     const era = await mcp.eraOf(c.req.raw, parsedBody);
-    const call = {
-      caller: callerOf(principal, c.get('client')),
-      era,
-      // Asked for as the 2025 era's URL elicitation error only: a 2026-07-28 client is asked through input_required,
-      // which svc does not relay yet, so it gets the call's isError result naming the URL.
-      urlElicitation: era === 'legacy' && traits.urlElicitation,
-      // What an upstream may ask the person through this 2025 session's client, as it declared at initialize.
-      questions: era === 'legacy' ? questionsOf(traits) : null,
-      // Read only by a broad search: the request makes its AbortController only when asked.
-      signal: () => c.req.raw.signal,
-      // What its spans name (mcp/spans.ts): a 2025 request's revision and session.
-      ...(era === 'legacy' ? { protocolVersion: c.req.header('mcp-protocol-version') ?? '2025-03-26' } : {}),
-      ...(sessionId === undefined ? {} : { session: sessionId }),
-    };
+    const call = callOf(c, era, traits, sessionId);
     const started = performance.now();
     const response =
       era === 'modern'
@@ -141,6 +128,24 @@ export function mcpRoutes(services: Services): Hono<Env> {
     return response;
   }
   return app;
+}
+
+/** The request's Call (mcp/methods.ts): who is calling in which era, and what their 2025 session declared. */
+function callOf(c: SignedCtx, era: 'legacy' | 'modern', traits: SessionTraits, sessionId: string | undefined): Call {
+  return {
+    caller: callerOf(c.var.principal, c.get('client')),
+    era,
+    // Asked for as the 2025 era's URL elicitation error only: a 2026-07-28 client is asked through input_required,
+    // which svc does not relay yet, so it gets the call's isError result naming the URL.
+    urlElicitation: era === 'legacy' && traits.urlElicitation,
+    // What an upstream may ask the person through this 2025 session's client, as it declared at initialize.
+    questions: era === 'legacy' ? questionsOf(traits) : null,
+    // Read only by a broad search: the request makes its AbortController only when asked.
+    signal: () => c.req.raw.signal,
+    // What its spans name (mcp/spans.ts): a 2025 request's revision and session.
+    ...(era === 'legacy' ? { protocolVersion: c.req.header('mcp-protocol-version') ?? '2025-03-26' } : {}),
+    ...(sessionId === undefined ? {} : { session: sessionId }),
+  };
 }
 
 /**
