@@ -122,6 +122,12 @@ identity = jwt
 command = "${process.execPath}" "${join(dir, 'echo.mjs')}"
 review = auto
 identity = jwt
+
+[upstream mine]
+command = "${process.execPath}" "${join(dir, 'echo.mjs')}"
+isolation = user
+review = auto
+identity = jwt
 `,
       env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'svc-under-test', OTEL_BSP_SCHEDULE_DELAY: '100' },
     });
@@ -131,10 +137,10 @@ identity = jwt
     token = (await inst.cli(['token', 'create', 'alice', '--name', 'agent'])).stdout.trim();
     serving = await inst.serve();
     await waitFor(
-      'both upstreams listed, up',
+      'every upstream listed, up',
       async () => {
         const listed = JSON.parse((await inst.cli(['upstream', 'list', '--json'])).stdout) as { state: string }[];
-        return listed.length === 2 && listed.every((u) => u.state === 'up');
+        return listed.length === 3 && listed.every((u) => u.state === 'up');
       },
       { everyMs: 300, timeoutMs: 60_000 },
     );
@@ -246,29 +252,33 @@ identity = jwt
       assert.ok(row, 'the call audit row carries the trace id');
     });
 
-    test(`a ${era} tools/call to a stdio upstream: one trace, svc's traceparent reached it in _meta, the audit row names the trace`, async () => {
-      const caller = callerContext();
-      const client =
-        era === '2025' ? await legacyClient(inst.url, token, { traceparent: caller.traceparent }) : await modernClient(inst.url, token);
-      let meta: Record<string, string>;
-      try {
-        const answer = await client.callTool({
-          name: 'local__echo',
-          arguments: { secret: 'argument-marker-Pz41' },
-          ...(era === '2025' ? {} : { _meta: { traceparent: caller.traceparent } }),
-        });
-        meta = JSON.parse(textOf(answer)) as Record<string, string>;
-      } finally {
-        await client.close();
-      }
-      const spans = await traceOf(caller.traceId, 'local');
-      const upstream = checkTrace(spans, caller, era === '2025' ? 'header' : 'meta', 'local__echo');
-      assert.equal(upstream.attributes['network.transport'], 'pipe');
-      assert.equal(meta.traceparent, `00-${caller.traceId}-${upstream.spanId}-01`);
-      assert.equal(jtiOf(meta['svc/identity']!), upstream.attributes['svc.identity.jti']);
-      const rows = await auditRows();
-      assert.ok(rows.some((r) => r.action === 'upstream.call' && r.target === 'local/echo' && r.trace_id === caller.traceId));
-    });
+    for (const [upstreamName, kind] of [
+      ['local', 'a shared'],
+      ['mine', 'a per-person'],
+    ] as const)
+      test(`a ${era} tools/call to ${kind} stdio upstream: one trace, svc's traceparent reached it in _meta, the audit row names the trace`, async () => {
+        const caller = callerContext();
+        const client =
+          era === '2025' ? await legacyClient(inst.url, token, { traceparent: caller.traceparent }) : await modernClient(inst.url, token);
+        let meta: Record<string, string>;
+        try {
+          const answer = await client.callTool({
+            name: `${upstreamName}__echo`,
+            arguments: { secret: 'argument-marker-Pz41' },
+            ...(era === '2025' ? {} : { _meta: { traceparent: caller.traceparent } }),
+          });
+          meta = JSON.parse(textOf(answer)) as Record<string, string>;
+        } finally {
+          await client.close();
+        }
+        const spans = await traceOf(caller.traceId, upstreamName);
+        const upstream = checkTrace(spans, caller, era === '2025' ? 'header' : 'meta', `${upstreamName}__echo`);
+        assert.equal(upstream.attributes['network.transport'], 'pipe');
+        assert.equal(meta.traceparent, `00-${caller.traceId}-${upstream.spanId}-01`);
+        assert.equal(jtiOf(meta['svc/identity']!), upstream.attributes['svc.identity.jti']);
+        const rows = await auditRows();
+        assert.ok(rows.some((r) => r.action === 'upstream.call' && r.target === `${upstreamName}/echo` && r.trace_id === caller.traceId));
+      });
   }
 
   test('refusals are spans with an error status: a bad token (401), a token without mcp (403), an unknown tool', async () => {

@@ -12,6 +12,7 @@
 // subscriber of that URI on that connection, mapped, when their credential, asked again then, still lets them read
 // that upstream. An upstream's resources/list_changed reaches the streams of whoever may read it (of its own
 // connection: everyone's; of a person's: theirs).
+import { untraced } from '../trace/spans.ts';
 import { createHash } from 'node:crypto';
 import type { Db } from '../db/open.ts';
 import type { Caller } from '../domain/caller.ts';
@@ -317,7 +318,8 @@ export class ChangeHub {
 
   private start(): void {
     if (this.timer !== null || this.stopped) return;
-    this.timer = setInterval(() => void this.tick(), TICK_MS);
+    // Started by the first stream's request, and serving every stream: in no request's trace.
+    this.timer = setInterval(() => void untraced(() => this.tick()), TICK_MS);
     this.timer.unref();
   }
 

@@ -217,6 +217,7 @@ class SdkTracer implements Tracer {
   }
 
   run<T>(name: string, options: SpanOptions, fn: (span: Span) => T): T {
+    if (options.childOnly && trace.getSpan(this.contexts.active()) === undefined) return fn(NOTHING);
     const { parent, links } = this.parentOf(options.parent);
     const span = this.tracer.startSpan(
       name,
@@ -249,6 +250,10 @@ class SdkTracer implements Tracer {
         throw e;
       },
     ) as T;
+  }
+
+  outside<T>(fn: () => T): T {
+    return this.contexts.with(ROOT_CONTEXT, fn);
   }
 
   current(): Span {

@@ -23,6 +23,12 @@ export function inSpan<T>(name: string, options: SpanOptions, fn: (span: Span) =
   return tracer === null ? fn(NOTHING) : tracer.run(name, options, fn);
 }
 
+/**
+ * Runs `fn` outside any trace: work a request sets going that outlives it and is not its own (a connection shared by
+ * every caller, a timer that serves every stream) must not carry that request's trace, nor send its context on.
+ */
+export const untraced = <T>(fn: () => T): T => (tracer === null ? fn() : tracer.outside(fn));
+
 /** The span under way (a span that records nothing when there is none). */
 export const currentSpan = (): Span => (tracer === null ? NOTHING : tracer.current());
 

@@ -27,6 +27,8 @@ export interface SpanOptions {
    * its child and links to the span under way (an MCP request's `_meta` inside its HTTP request)
    */
   readonly parent?: Carrier | null;
+  /** made only as a child of the span under way: outside any trace (a background job's query) the work runs unrecorded */
+  readonly childOnly?: boolean;
 }
 
 /** Where tracing says what it does: svc's log (log.ts), seen through what this folder needs of it. */
@@ -39,6 +41,8 @@ export interface TraceLog {
 export interface Tracer {
   run<T>(name: string, options: SpanOptions, fn: (span: Span) => T): T;
   current(): Span;
+  /** runs fn with no span under way */
+  outside<T>(fn: () => T): T;
   traceId(): string | null;
   /** the context under way as `traceparent` (and `tracestate`), or null outside any span */
   context(): { traceparent: string; tracestate?: string } | null;

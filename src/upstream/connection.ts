@@ -34,7 +34,7 @@ import { z } from 'zod';
 import type { UpstreamConfig } from '../config/load.ts';
 import type { Logger } from '../log.ts';
 import { VERSION } from '../version.ts';
-import { outgoingContext } from '../trace/spans.ts';
+import { outgoingContext, untraced } from '../trace/spans.ts';
 import { AnswerTooLarge, upstreamFetch } from './http-fetch.ts';
 import { nestingDepth } from '../domain/canonical-json.ts';
 import { launch } from './stdio-sandbox.ts';
@@ -426,7 +426,8 @@ export class UpstreamConnection {
     if (this.stopped) return Promise.reject(new Error('the upstream connection is closed'));
     if (this.client) return this.client;
     if (Date.now() < this.retryAt) return Promise.reject(new Error('the upstream is restarting'));
-    const opening = this.open(++this.generation);
+    // Opened for whichever caller came first, and kept for every caller: in no caller's trace.
+    const opening = untraced(() => this.open(++this.generation));
     this.client = opening;
     opening.catch(() => {
       if (this.client === opening) this.lost();

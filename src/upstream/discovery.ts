@@ -2,6 +2,7 @@
 // `expose` lets them through) its prompts and its apps (apps.ts: each read and pinned by its bytes). At start, when an
 // upstream says its list changed, every `refresh`, and after a failure. A change of state is audited (actor: the
 // upstream): `tool.pending`, `prompt.changed`, `app.approved`…
+import { untraced } from '../trace/spans.ts';
 import type { Prompt, Tool } from '@modelcontextprotocol/client';
 import type { Config, UpstreamConfig } from '../config/load.ts';
 import type { Database } from '../db/open.ts';
@@ -294,7 +295,8 @@ function throttled(run: (name: string) => unknown, timers: NodeJS.Timeout[], sto
       setTimeout(() => {
         scheduled.delete(name);
         lastAsked.set(name, Date.now());
-        void run(name);
+        // Asked for by a call that found the upstream come or go, and done for every caller: in no call's trace.
+        void untraced(() => run(name));
       }, wait).unref(),
     );
   };
