@@ -11,7 +11,6 @@
 // - with no exporter named, a serving svc never loads OpenTelemetry; a malformed setting is named by svc check.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,13 +20,12 @@ import { Client as StableLineClient, StreamableHTTPClientTransport as StableLine
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { install, sourceRunner, type Installation, type Runner, type Serving } from './helpers/installation.ts';
 import { startReceiver, type Receiver, type ReceivedSpan } from './helpers/otlp.ts';
-import { countingProxy } from './helpers/web-upstream.ts';
-import { DEFAULT_AUTH, freePort, MAIN, ROOT, TSX } from './helpers/workspace.ts';
+import { countingProxy, startEverything } from './helpers/web-upstream.ts';
+import { DEFAULT_AUTH, MAIN, ROOT, TSX } from './helpers/workspace.ts';
 import { startSqld, type Sqld } from './helpers/sqld.ts';
-import { listening, waitFor } from './helpers/wait.ts';
+import { waitFor } from './helpers/wait.ts';
 import { Browser } from './helpers/http.ts';
 
-const EVERYTHING = join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 const SDK = join(ROOT, 'node_modules/@modelcontextprotocol/sdk/dist/esm');
 
 /** A 2025 stdio upstream whose `echo` answers the `_meta` it was called with. */
@@ -68,13 +66,6 @@ async function modernClient(url: string, token: string): Promise<Client> {
   const client = new StableLineClient({ name: 'agent', version: '2.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
   await client.connect(new StableLineTransport(new URL(`${url}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
   return client as unknown as Client;
-}
-
-async function startEverything(): Promise<{ process: ChildProcess; url: string }> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], { env: { ...process.env, PORT: String(port) }, stdio: 'ignore' });
-  await waitFor('server-everything listening', () => listening(port), { everyMs: 100 });
-  return { process: child, url: `http://127.0.0.1:${port}/mcp` };
 }
 
 /** The span of `trace` that is `parent`'s child and matches. */

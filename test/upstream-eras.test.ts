@@ -17,7 +17,6 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request as forward } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -40,11 +39,10 @@ import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
 import { ConfigError, loadConfig } from '../src/config/load.ts';
 import type { User } from '../src/store/users.ts';
 import { startTestServer, type TestServer } from './helpers/server.ts';
-import { DEFAULT_AUTH, freePort, ROOT } from './helpers/workspace.ts';
-import { listening, waitFor } from './helpers/wait.ts';
-import { countingProxy, serveWeb } from './helpers/web-upstream.ts';
+import { DEFAULT_AUTH, ROOT } from './helpers/workspace.ts';
+import { waitFor } from './helpers/wait.ts';
+import { countingProxy, serveWeb, startEverything } from './helpers/web-upstream.ts';
 
-const EVERYTHING = join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 const SDK = join(ROOT, 'node_modules/@modelcontextprotocol/sdk/dist/esm');
 const SERVER_V2 = join(ROOT, 'node_modules/@modelcontextprotocol/server/dist');
 const MIB = 1024 * 1024;
@@ -189,13 +187,6 @@ async function startStrict(credential: string) {
       await served.stop();
     },
   };
-}
-
-async function startEverything(): Promise<{ process: ChildProcess; url: string }> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], { env: { ...process.env, PORT: String(port) }, stdio: 'ignore' });
-  await waitFor('server-everything listening', () => listening(port), { everyMs: 100 });
-  return { process: child, url: `http://127.0.0.1:${port}/mcp` };
 }
 
 /** A 2026-07-28 client of svc: the stable line's, pinned to that revision. */

@@ -1,8 +1,12 @@
 // MCP upstreams on loopback for the tests of svc's upstream client: a web-standard handler (Request in, Response out,
 // as the SDK's v2 createMcpHandler is) served over node:http, and a proxy that passes everything to another server
 // and writes down each request it carried (its HTTP method, its JSON-RPC method, its session).
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { freePort, ROOT } from './workspace.ts';
+import { listening, waitFor } from './wait.ts';
 
 export interface Served {
   readonly url: string;
@@ -132,4 +136,14 @@ export async function countingProxy(target: string): Promise<Served & { readonly
   });
   const served = await listen(server, to.pathname);
   return { ...served, carried };
+}
+
+const EVERYTHING = join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+
+/** The real @modelcontextprotocol/server-everything over Streamable HTTP on a loopback port (2025 era). */
+export async function startEverything(): Promise<{ process: ChildProcess; url: string }> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [EVERYTHING, 'streamableHttp'], { env: { ...process.env, PORT: String(port) }, stdio: 'ignore' });
+  await waitFor('server-everything listening', () => listening(port), { everyMs: 100 });
+  return { process: child, url: `http://127.0.0.1:${port}/mcp` };
 }
