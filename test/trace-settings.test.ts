@@ -68,9 +68,16 @@ test('a malformed variable is refused by name, even with no exporter named; a he
   refused({ OTEL_BSP_SCHEDULE_DELAY: '1.5' }, 'OTEL_BSP_SCHEDULE_DELAY');
   refused({ OTEL_BSP_MAX_QUEUE_SIZE: '10', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '20' }, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE');
   refused({ OTEL_TRACES_EXPORTER: 'jaeger' }, 'OTEL_TRACES_EXPORTER');
+  refused({ OTEL_EXPORTER_OTLP_HEADERS: 'x-key=s3cr3t%0Ainjected' }, 'OTEL_EXPORTER_OTLP_HEADERS');
+  refused({ OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Basic s3cr3t;more' }, 'OTEL_EXPORTER_OTLP_HEADERS');
+  refused({ OTEL_EXPORTER_OTLP_HEADERS: 'x-key=' }, 'OTEL_EXPORTER_OTLP_HEADERS');
+  refused({ OTEL_BSP_SCHEDULE_DELAY: String(2 ** 31) }, 'OTEL_BSP_SCHEDULE_DELAY');
+  refused({ OTEL_BSP_MAX_QUEUE_SIZE: '100000000' }, 'OTEL_BSP_MAX_QUEUE_SIZE');
+  refused({ OTEL_PROPAGATORS: 'b3' }, 'OTEL_PROPAGATORS');
   refused({ OTEL_EXPORTER_OTLP_CERTIFICATE: '/nonexistent/ca.pem' }, 'OTEL_EXPORTER_OTLP_CERTIFICATE');
 });
 
 test('well-formed headers pass: values URL-encoded, several pairs', () => {
-  assert.ok(traceSettings({ ...ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20abc, x-tenant=eu' }));
+  assert.ok(traceSettings({ ...ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20abc, x-tenant=eu%3Bwest' }));
+  assert.ok(traceSettings({ ...ENDPOINT, OTEL_PROPAGATORS: 'tracecontext,baggage' }));
 });

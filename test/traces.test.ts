@@ -323,6 +323,31 @@ identity = jwt
     }
   });
 
+  test("a caller's long names make short span names: a 1 MiB tool name, a 64 KiB method", async () => {
+    const caller = callerContext();
+    const long = `t${'x'.repeat(1024 * 1024)}`;
+    const client = await legacyClient(inst.url, token, { traceparent: caller.traceparent });
+    try {
+      const answer = await client.callTool({ name: long, arguments: {} });
+      assert.equal(answer.isError, true);
+      await client.notification({ method: `notifications/${'y'.repeat(64 * 1024)}` });
+    } finally {
+      await client.close();
+    }
+    const [call] = await receiver.spansOf(
+      'the call',
+      (s) => s.traceId === caller.traceId && s.attributes['mcp.method.name'] === 'tools/call',
+    );
+    assert.equal(call!.name, 'tools/call');
+    assert.equal(String(call!.attributes['gen_ai.tool.name']).length, 512);
+    const [note] = await receiver.spansOf('the notification', (s) => s.traceId === caller.traceId && s.name === 'unknown');
+    assert.equal(String(note!.attributes['mcp.method.name']).length, 512);
+    assert.ok(
+      receiver.spans.filter((s) => s.traceId === caller.traceId).every((s) => s.name.length <= 128),
+      'every span name of the trace is short',
+    );
+  });
+
   test('nothing secret in what svc exports: no token, cookie, password, argument or document text', async () => {
     // A person signs in with the password and opens the token page; an agent reads the document.
     const browser = new Browser(inst.url);
@@ -513,7 +538,7 @@ describe('a malformed tracing setting is named', () => {
     ],
     [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '2' }, 'OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1'],
     [{ OTEL_TRACES_SAMPLER: 'sometimes' }, 'OTEL_TRACES_SAMPLER must be one of'],
-    [{ OTEL_BSP_MAX_QUEUE_SIZE: '-1' }, 'OTEL_BSP_MAX_QUEUE_SIZE must be a whole number above 0'],
+    [{ OTEL_BSP_MAX_QUEUE_SIZE: '-1' }, 'OTEL_BSP_MAX_QUEUE_SIZE must be a whole number from 1 to 65536'],
     [{ OTEL_TRACES_EXPORTER: 'zipkin' }, 'OTEL_TRACES_EXPORTER must be otlp or none'],
   ];
 

@@ -18,6 +18,32 @@ export interface SpanCall {
 
 const NOTHING: Span = { set() {}, rename() {}, fail() {} };
 
+/** A tool's or prompt's name longer than this is not put in its span's name (its attribute holds 512 characters). */
+const TARGET_MAX = 64;
+
+/** The methods a span is named by; any other is `unknown` (its `mcp.method.name` still says which, cut to 512). */
+const KNOWN = new Set([
+  'initialize',
+  'ping',
+  'tools/list',
+  'tools/call',
+  'resources/list',
+  'resources/templates/list',
+  'resources/read',
+  'resources/subscribe',
+  'resources/unsubscribe',
+  'prompts/list',
+  'prompts/get',
+  'completion/complete',
+  'logging/setLevel',
+  'server/discover',
+  'subscriptions/listen',
+  'notifications/initialized',
+  'notifications/cancelled',
+  'notifications/progress',
+  'notifications/roots/list_changed',
+]);
+
 const text = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
 
 /** The attributes and parent of one MCP request's span. */
@@ -39,9 +65,11 @@ export function mcpSpan<T>(
       : call.era === 'modern'
         ? text(meta?.[PROTOCOL_VERSION_META_KEY])
         : call.protocolVersion;
+  // The name is low in cardinality and short: a method svc knows, and the tool or prompt when its name is short.
   const target = tool ?? prompt;
+  const named = KNOWN.has(method) ? method : 'unknown';
   return inSpan(
-    target === undefined ? method : `${method} ${target}`,
+    target === undefined || target.length > TARGET_MAX ? named : `${named} ${target}`,
     {
       kind: 'server',
       parent: meta,

@@ -46,6 +46,8 @@ const KINDS = { server: SpanKind.SERVER, client: SpanKind.CLIENT, internal: Span
 const SHUTDOWN_MS = 2000;
 /** An attribute's value is cut to this many characters (a tool's name, a URI). */
 const VALUE_MAX = 512;
+/** A span's name is cut to this many: a caller names the tool (its span's name), and the SDK bounds attributes only. */
+const NAME_MAX = 128;
 /** The exporter's failures are logged at most once a minute. */
 const FAILURE_LOG_MS = 60_000;
 
@@ -82,7 +84,7 @@ class Recording implements Span {
     if (value !== undefined) this.span.setAttribute(key, value);
   }
   rename(name: string): void {
-    this.span.updateName(name);
+    this.span.updateName(name.slice(0, NAME_MAX));
   }
   fail(errorType: string): void {
     this.failed = true;
@@ -220,7 +222,7 @@ class SdkTracer implements Tracer {
     if (options.childOnly && trace.getSpan(this.contexts.active()) === undefined) return fn(NOTHING);
     const { parent, links } = this.parentOf(options.parent);
     const span = this.tracer.startSpan(
-      name,
+      name.slice(0, NAME_MAX),
       { kind: KINDS[options.kind ?? 'internal'], attributes: defined(options.attributes), ...(links ? { links } : {}) },
       parent,
     );
@@ -266,13 +268,11 @@ class SdkTracer implements Tracer {
     return context !== undefined && isSpanContextValid(context) ? context.traceId : null;
   }
 
-  context(): { traceparent: string; tracestate?: string } | null {
+  context(): { traceparent: string } | null {
     const carrier: Record<string, string> = {};
     this.propagator.inject(this.contexts.active(), carrier, defaultTextMapSetter);
-    if (carrier.traceparent === undefined) return null;
-    return carrier.tracestate === undefined
-      ? { traceparent: carrier.traceparent }
-      : { traceparent: carrier.traceparent, tracestate: carrier.tracestate };
+    // A caller's tracestate is theirs: it would reach the upstream as data no audit row records. svc has none of its own.
+    return carrier.traceparent === undefined ? null : { traceparent: carrier.traceparent };
   }
 
   async shutdown(): Promise<void> {

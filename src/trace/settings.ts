@@ -29,6 +29,8 @@ export class TraceSettingsError extends Error {}
 type Env = Readonly<Record<string, string | undefined>>;
 
 const PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+/** The most spans the queue may hold: what spans may take of svc's memory while a collector is away stays bounded. */
+const QUEUE_MAX = 65_536;
 const SAMPLERS = [
   'always_on',
   'always_off',
@@ -59,11 +61,14 @@ function url(env: Env, name: string, path: string): string | undefined {
   return `${value.replace(/\/+$/, '')}/${path}`;
 }
 
-function positive(env: Env, name: string, fallback: number): number {
+/** A timer's longest wait: Node runs a longer one at once. */
+const TIMER_MAX = 2 ** 31 - 1;
+
+function positive(env: Env, name: string, fallback: number, max = TIMER_MAX): number {
   const value = read(env, name);
   if (value === undefined) return fallback;
-  if (!/^\d+$/.test(value) || Number(value) <= 0 || !Number.isSafeInteger(Number(value)))
-    throw new TraceSettingsError(`${name} must be a whole number above 0`);
+  if (!/^\d+$/.test(value) || Number(value) <= 0 || Number(value) > max)
+    throw new TraceSettingsError(`${name} must be a whole number from 1 to ${max}`);
   return Number(value);
 }
 
@@ -76,11 +81,19 @@ function checkHeaders(env: Env, name: string): void {
     const key = at < 0 ? '' : pair.slice(0, at).trim();
     if (at < 0 || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(key))
       throw new TraceSettingsError(`${name}: entry ${i + 1} must be name=value with a header name before the '='`);
+    const raw = pair.slice(at + 1).trim();
+    let value: string;
     try {
-      decodeURIComponent(pair.slice(at + 1));
+      value = decodeURIComponent(raw);
     } catch {
       throw new TraceSettingsError(`${name}: the value of entry ${i + 1} (${key}) is not valid URL encoding`);
     }
+    // The exporter reads a `;` as the start of properties (baggage's format) and drops an empty value; a header
+    // cannot hold a control character, and every export would fail on one.
+    if (raw === '' || raw.includes(';') || /[\x00-\x1f\x7f]/.test(value))
+      throw new TraceSettingsError(
+        `${name}: the value of entry ${i + 1} (${key}) must be non-empty, without control characters, with ; written %3B`,
+      );
   });
 }
 
@@ -135,9 +148,12 @@ export function traceSettings(env: Env = process.env): TraceSettings | null {
     const value = read(env, name);
     if (value !== undefined && value !== 'none' && value !== 'gzip') throw new TraceSettingsError(`${name} must be none or gzip`);
   }
+  const propagators = read(env, 'OTEL_PROPAGATORS');
+  if (propagators !== undefined && !propagators.split(',').some((p) => p.trim() === 'tracecontext'))
+    throw new TraceSettingsError('OTEL_PROPAGATORS must name tracecontext: svc continues and sends W3C trace context only');
   const chosen = sampler(env);
-  const maxQueueSize = positive(env, 'OTEL_BSP_MAX_QUEUE_SIZE', 2048);
-  const maxExportBatchSize = positive(env, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512);
+  const maxQueueSize = positive(env, 'OTEL_BSP_MAX_QUEUE_SIZE', 2048, QUEUE_MAX);
+  const maxExportBatchSize = positive(env, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512, QUEUE_MAX);
   if (maxExportBatchSize > maxQueueSize)
     throw new TraceSettingsError('OTEL_BSP_MAX_EXPORT_BATCH_SIZE must not be above OTEL_BSP_MAX_QUEUE_SIZE');
   const settings = {

@@ -36,7 +36,7 @@ export const currentSpan = (): Span => (tracer === null ? NOTHING : tracer.curre
 export const currentTraceId = (): string | null => (tracer === null ? null : tracer.traceId());
 
 /** The context to send with a request svc makes (HTTP headers, an MCP request's `_meta`); null when there is none. */
-export const outgoingContext = (): { traceparent: string; tracestate?: string } | null => (tracer === null ? null : tracer.context());
+export const outgoingContext = (): { traceparent: string } | null => (tracer === null ? null : tracer.context());
 
 /**
  * Starts tracing when the environment names an exporter (settings.ts; a malformed setting throws

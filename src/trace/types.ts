@@ -44,8 +44,8 @@ export interface Tracer {
   /** runs fn with no span under way */
   outside<T>(fn: () => T): T;
   traceId(): string | null;
-  /** the context under way as `traceparent` (and `tracestate`), or null outside any span */
-  context(): { traceparent: string; tracestate?: string } | null;
+  /** the context under way as svc's `traceparent`, or null outside any span */
+  context(): { traceparent: string } | null;
   /** exports what is queued, within a bounded time, and stops */
   shutdown(): Promise<void>;
 }

@@ -140,8 +140,18 @@ function withTraceContext(init: RequestInit | undefined): RequestInit | undefine
   if (traced === null) return init;
   const headers = new Headers(init?.headers);
   headers.set('traceparent', traced.traceparent);
-  if (traced.tracestate !== undefined) headers.set('tracestate', traced.tracestate);
   return { ...init, headers };
+}
+
+/**
+ * The `_meta` svc adds to a request it sends an upstream: the identity assertion, and svc's own traceparent when it
+ * traces the work (a stdio upstream has no other way to get it; an HTTP one gets it as a header too, transportFor).
+ * Never the caller's `_meta` or tracestate, which end at svc.
+ */
+function metaOf(identity: string | null): { _meta?: Record<string, string> } {
+  const traced = outgoingContext();
+  if (identity === null && traced === null) return {};
+  return { _meta: { ...traced, ...(identity === null ? {} : { [IDENTITY_META]: identity }) } };
 }
 
 /** Whether a request opens a `subscriptions/listen` stream (the SDK names a 2026-07-28 request's method in a header). */
@@ -721,11 +731,7 @@ export class UpstreamConnection {
     const current = this.connected();
     const started = Date.now();
     try {
-      // svc's own trace context goes in `_meta` to every upstream (a stdio one has no other way to get it), and as a
-      // header to an HTTP one (transportFor): never the caller's, which ends at svc.
-      const traced = outgoingContext();
-      const meta =
-        identity === null && traced === null ? {} : { _meta: { ...traced, ...(identity === null ? {} : { [IDENTITY_META]: identity }) } };
+      const meta = metaOf(identity);
       // A plain request, passed through as it is: no validation against the upstream's own outputSchema (an
       // upstream's pattern could hold svc's event loop; the caller's client validates against the approved schema).
       const request = { method, params: { ...params, ...meta } };
@@ -918,7 +924,7 @@ export class UpstreamConnection {
     try {
       const client = await current;
       if (client.getProtocolEra() === 'modern') return await this.watchResource(client, uri, subscribe);
-      const meta = identity === null ? {} : { _meta: { [IDENTITY_META]: identity } };
+      const meta = metaOf(identity);
       const request = { method: subscribe ? 'resources/subscribe' : 'resources/unsubscribe', params: { uri, ...meta } };
       await this.inEra(current, (c) => c.request(request, ANY_RESULT, { timeout: this.upstream.timeoutMs }), true);
     } catch (e) {
