@@ -1,7 +1,9 @@
 // `npm run bench`: measures side by side in one run and prints ratios (never a bare time as a verdict).
 //   1. authenticated `tools/call whoami` on /mcp vs. the same handler without the auth core, with metrics on, without
 //      the request log line, and vs. a bare server on each line of the MCP SDK answering `tools/call echo` (v1's in
-//      2025 requests, v2's createMcpHandler in 2026-07-28 requests); svc's whoami in both eras (throughput, p99/p50)
+//      2025 requests, v2's createMcpHandler in 2026-07-28 requests); svc's whoami in both eras (throughput, p99/p50);
+//      and svc with tracing on (every request sampled, spans exported over OTLP/HTTP to a receiver the bench starts)
+//      vs. off, in both eras, with the spans the receiver got
 //   2. `search` over 100,000 generated items with the ACL filter vs. the bare FTS5 query (p50/p99 latency), and
 //      beside 0 vs. 10,000 label sets the caller cannot see; then over 1,000,000 items (2b): a rare term, a common
 //      term, the common term for a user who sees 1%, broad searches in slices vs. one statement, and empty answers
@@ -21,7 +23,7 @@
 //      call (scripts/bench/allocations.ts)
 // Options: --quick (smaller sizes and shorter runs, for a smoke check), --rounds N, --seconds S, --node-flags=… (part 1),
 // --only mcp|workers|search|scale|backfill|lookup|writes|binary|remote|upstream|statements|allocations (one part).
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, execFileSync, type ChildProcess } from 'node:child_process';
 import { closeSync, copyFileSync, mkdtempSync, openSync, readFileSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -88,8 +90,11 @@ async function prepareDb(name: string): Promise<{ url: string; path: string; dat
 
 // ---------- 1. /mcp throughput, authenticated vs. not, in both protocol eras ----------
 
-/** The server processes part 1 starts: svc's app four ways, and a bare server on each line of the MCP SDK. */
-type Mode = 'auth' | 'direct' | 'metrics' | 'nolog' | 'bare' | 'bare2';
+/**
+ * The server processes part 1 starts: svc's app five ways (`traced`: `auth` with tracing on, traced.ts), and a bare
+ * server on each line of the MCP SDK.
+ */
+type Mode = 'auth' | 'direct' | 'metrics' | 'nolog' | 'traced' | 'bare' | 'bare2';
 /** The requests a row sends: 2025's (stateless, no initialize, no session) or 2026-07-28's (each carrying its revision). */
 type Era = 'legacy' | 'modern';
 /** One row of the part: a server and the requests it is loaded with. */
@@ -106,35 +111,49 @@ const ROWS: readonly Row[] = [
   { name: 'direct', mode: 'direct', era: 'legacy' },
   { name: 'auth', mode: 'auth', era: 'legacy' },
   { name: 'auth-2026', mode: 'auth', era: 'modern' },
+  { name: 'traced', mode: 'traced', era: 'legacy' },
+  { name: 'traced-2026', mode: 'traced', era: 'modern' },
   { name: 'metrics', mode: 'metrics', era: 'legacy' },
   { name: 'nolog', mode: 'nolog', era: 'legacy' },
   { name: 'bare', mode: 'bare', era: 'legacy' },
   { name: 'bare2', mode: 'bare2', era: 'modern' },
 ];
-const MODES: readonly Mode[] = ['direct', 'auth', 'metrics', 'nolog', 'bare', 'bare2'];
+const MODES: readonly Mode[] = ['direct', 'auth', 'metrics', 'nolog', 'traced', 'bare', 'bare2'];
 
-function startServer(mode: Mode, url: string, port: number): Promise<ChildProcess> {
+/**
+ * `traced` runs server.ts's `auth` through traced.ts, which starts tracing from the environment first, as `svc serve`
+ * does; `otlp` is then the receiver's endpoint, given as OTEL_EXPORTER_OTLP_ENDPOINT and nothing else of OTEL_* (so
+ * every setting is svc's default: parentbased_always_on, every request sampled; the batch processor's 2,048 spans
+ * queued, 512 a batch, 5 s delay). No other server starts tracing, whatever the bench's own environment holds.
+ */
+function startServer(mode: Mode, url: string, port: number, otlp?: string): Promise<ChildProcess> {
   // svc's servers run with the flags svc runs with from source (node-flags.ts); the bare ones with Node's defaults.
   const own = mode === 'bare' || mode === 'bare2' ? [] : SVC_NODE_FLAGS;
+  const script = mode === 'traced' ? ['traced.ts', 'auth'] : ['server.ts', mode];
   const args = [
     process.execPath,
     ...own,
     ...NODE_FLAGS,
     '--import',
     'tsx',
-    join(import.meta.dirname, 'server.ts'),
-    mode,
+    join(import.meta.dirname, script[0]!),
+    script[1]!,
     url,
     String(port),
   ];
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OTEL_')));
+  if (mode === 'traced') {
+    if (otlp === undefined) throw new Error('svc with tracing on needs an OTLP endpoint');
+    env.OTEL_EXPORTER_OTLP_ENDPOINT = otlp;
+  }
   // The request log goes to a file, as to a log collector of its own, and is shown only if the server fails: were
   // it a pipe to this process, the load generator would read every request's line on its core, and svc's write
   // would wait whenever the load generator was too busy to read.
   const logFile = join(work, `mcp-${mode}.log`);
   const out = openSync(logFile, 'w');
   const child = pin
-    ? spawn('taskset', ['-c', '0', ...args], { stdio: ['ignore', 'pipe', out] })
-    : spawn(args[0]!, args.slice(1), { stdio: ['ignore', 'pipe', out] });
+    ? spawn('taskset', ['-c', '0', ...args], { stdio: ['ignore', 'pipe', out], env })
+    : spawn(args[0]!, args.slice(1), { stdio: ['ignore', 'pipe', out], env });
   closeSync(out);
   child.once('exit', (code) => code && process.stderr.write(readFileSync(logFile, 'utf8').slice(-4000)));
   return new Promise((resolve, reject) => {
@@ -210,6 +229,66 @@ async function answersRight(port: number, token: string, row: Row): Promise<void
     throw new Error(`${row.name}: not answered as 2026-07-28 (no serverInfo in _meta): ${text.slice(0, 300)}`);
 }
 
+/** What part 1's OTLP receiver (otlp-sink.ts) got so far. */
+interface SinkCounts {
+  readonly requests: number;
+  readonly bytes: number;
+  readonly spans: number;
+  readonly malformed: number;
+  readonly names: Readonly<Record<string, number>>;
+  readonly cpuMs: number;
+}
+
+/**
+ * The OTLP receiver for svc with tracing on, in a process of its own on core 1 (with the load generator, which is
+ * this process): none of its CPU is counted in svc's process or taken from svc's core, but it shares the load
+ * generator's core (its CPU time is printed).
+ */
+function startSink(port: number): Promise<ChildProcess> {
+  const args = [process.execPath, '--import', 'tsx', join(import.meta.dirname, 'otlp-sink.ts'), String(port)];
+  const child = pin
+    ? spawn('taskset', ['-c', '1', ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+    : spawn(args[0]!, args.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    child.stdout!.on('data', (d: Buffer) => d.toString().includes('ready') && resolve(child));
+    child.once('exit', (code) => reject(new Error(`OTLP receiver exited with ${code}`)));
+  });
+}
+
+const sinkCounts = async (port: number): Promise<SinkCounts> =>
+  (await (await fetch(`http://127.0.0.1:${port}/counts`)).json()) as SinkCounts;
+
+/**
+ * The receiver's counts once svc's batch processor has sent what it held: unchanged for 6 s, longer than its 5 s
+ * schedule (at most 30 s).
+ */
+async function settledCounts(port: number): Promise<SinkCounts> {
+  let last = await sinkCounts(port);
+  let still = 0;
+  for (let i = 0; i < 30 && still < 6; i++) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const now = await sinkCounts(port);
+    still = now.spans === last.spans && now.requests === last.requests ? still + 1 : 0;
+    last = now;
+  }
+  return last;
+}
+
+/** The CPU time a process has used so far, in ms (from /proc: its own threads, the collector's and the JIT's included); NaN without /proc. */
+const PROC = existsSync('/proc/self/stat');
+const TICK_MS = PROC ? 1000 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) : Number.NaN;
+function cpuMsOf(pid: number): number {
+  if (!PROC) return Number.NaN;
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
+}
+
+/** The lines of `file` that hold `text` (a server's log can be hundreds of MB: grep reads it, not this process). */
+function linesWith(file: string, text: string): string[] {
+  const found = spawnSync('grep', ['-F', text, file], { encoding: 'utf8', maxBuffer: 2 ** 26 });
+  return found.stdout.split('\n').filter((l) => l !== '');
+}
+
 async function benchMcp(): Promise<void> {
   const { url, token } = await benchUserDb('mcp', 'eng, finance');
   // One server of each kind for the whole part, all on core 0, loaded one at a time and running only in their turns
@@ -217,46 +296,89 @@ async function benchMcp(): Promise<void> {
   // whichever ran first.
   const base = 20000 + Math.floor(Math.random() * 10000);
   const ports = Object.fromEntries(MODES.map((m, i) => [m, base + i])) as Record<Mode, number>;
+  const sinkPort = base + MODES.length;
+  const sink = await startSink(sinkPort);
   const servers: ChildProcess[] = [];
-  for (const mode of MODES) servers.push(await startServer(mode, url, ports[mode]));
   const rates: Record<string, number[]> = {};
   const p99: Record<string, number[]> = {};
   const p50: Record<string, number[]> = {};
-  for (const row of ROWS) [rates[row.name], p99[row.name], p50[row.name]] = [[], [], []];
+  /**
+   * each round's CPU time of the server per request answered, in µs: other work taking turns on core 0 lowers a rate
+   * by the time it takes, and this only by what it costs the server in caches and batching
+   */
+  const cpu: Record<string, number[]> = {};
+  for (const row of ROWS) [rates[row.name], p99[row.name], p50[row.name], cpu[row.name]] = [[], [], [], []];
   const server = (mode: Mode) => servers[MODES.indexOf(mode)]!;
+  /** svc with tracing on: the spans one request makes in each era, and the requests sent to it (each was sampled) */
+  const perRequest: Partial<Record<Era, number>> = {};
+  const served: Record<Era, number> = { legacy: 0, modern: 0 };
+  let exported: SinkCounts;
   try {
+    for (const mode of MODES) servers.push(await startServer(mode, url, ports[mode], `http://127.0.0.1:${sinkPort}`));
+    // What one request exports, measured one at a time before any load: 20 requests of each era, then what the
+    // batch processor sends within its schedule.
+    runOnly(servers, [server('traced')]);
+    for (const era of ['legacy', 'modern'] as const) {
+      const before = await sinkCounts(sinkPort);
+      const row = ROWS.find((r) => r.mode === 'traced' && r.era === era)!;
+      for (let i = 0; i < 20; i++) await answersRight(ports.traced, token, row);
+      served[era] += 20;
+      perRequest[era] = ((await settledCounts(sinkPort)).spans - before.spans) / 20;
+      if (perRequest[era] === 0) throw new Error(`svc with tracing on exported no span for 20 ${era} requests`);
+    }
     for (const row of ROWS) {
       runOnly(servers, [server(row.mode)]);
       await answersRight(ports[row.mode], token, row);
-      await load(ports[row.mode], token, QUICK ? 2 : 5, row); // warm-up
+      const { result: w } = await load(ports[row.mode], token, QUICK ? 2 : 5, row); // warm-up
+      if (row.mode === 'traced') served[row.era] += 1 + w.requests.sent;
     }
     for (let round = 0; round < ROUNDS * 2; round++) {
       const order = round % 2 === 0 ? ROWS : [...ROWS].reverse();
       for (const row of order) {
         runOnly(servers, [server(row.mode)]);
+        const pid = server(row.mode).pid!; // taskset runs the server in its own process (exec)
+        const before = cpuMsOf(pid);
         const { result: r, pct: at } = await load(ports[row.mode], token, SECONDS, row);
+        cpu[row.name]!.push(((cpuMsOf(pid) - before) * 1000) / r['2xx']);
         if (r.non2xx > 0 || r.errors > 0) throw new Error(`${row.name}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
         rates[row.name]!.push(r.requests.average);
         p99[row.name]!.push(at(99));
         p50[row.name]!.push(at(50));
+        if (row.mode === 'traced') served[row.era] += r.requests.sent; // with those in flight at the end, which svc answers too
       }
     }
+    // The spans svc still held at the last round's end go out within its batch processor's schedule.
+    runOnly(servers, [server('traced')]);
+    exported = await settledCounts(sinkPort);
   } finally {
     runAll(servers);
     for (const s of servers) s.kill('SIGKILL');
+    sink.kill('SIGKILL');
   }
   const rate = (name: string) => median(rates[name]!);
-  const [auth, modern, direct, withMetrics, quiet, bare, bare2] = ['auth', 'auth-2026', 'direct', 'metrics', 'nolog', 'bare', 'bare2'].map(
-    rate,
-  ) as [number, number, number, number, number, number, number];
+  const [auth, modern, direct, withMetrics, quiet, bare, bare2, traced, traced2026] = [
+    'auth',
+    'auth-2026',
+    'direct',
+    'metrics',
+    'nolog',
+    'bare',
+    'bare2',
+    'traced',
+    'traced-2026',
+  ].map(rate) as [number, number, number, number, number, number, number, number, number];
   const fastest = Math.max(bare, bare2);
   say(
     `1. /mcp tools/call, 50 connections, median of ${ROUNDS * 2} alternating rounds of ${SECONDS}s${pin ? ' (servers on core 0, each running only in its turns)' : ' (each server running only in its turns)'}; svc with ${SVC_NODE_FLAGS.join(' ')}${NODE_FLAGS.length > 0 ? `, every server with ${NODE_FLAGS.join(' ')}` : ''}`,
   );
   const line = (label: string, name: string) =>
-    say(`   ${label.padEnd(40)} ${fmt(rate(name), 0)} req/s, p50 ${fmt(median(p50[name]!), 2)} ms, p99 ${fmt(median(p99[name]!), 2)} ms`);
+    say(
+      `   ${label.padEnd(40)} ${fmt(rate(name), 0)} req/s, p50 ${fmt(median(p50[name]!), 2)} ms, p99 ${fmt(median(p99[name]!), 2)} ms, CPU ${fmt(median(cpu[name]!), 0)} µs a request`,
+    );
   line('svc, authenticated whoami, 2025:', 'auth');
   line('svc, authenticated whoami, 2026-07-28:', 'auth-2026');
+  line('svc, tracing on, whoami, 2025:', 'traced');
+  line('svc, tracing on, whoami, 2026-07-28:', 'traced-2026');
   line('svc without auth, whoami, 2025:', 'direct');
   line('svc with metrics on, whoami, 2025:', 'metrics');
   line('svc without request log, 2025:', 'nolog');
@@ -273,6 +395,38 @@ async function benchMcp(): Promise<void> {
   say(`   svc p99 / p50 by round, 2025: ${p99.auth!.map((x, i) => fmt(x / p50.auth![i]!)).join(', ')}`);
   say(`   ratio metrics on / off: ${fmt(withMetrics / auth)}   (target >= 0.97)`);
   say(`   ratio with / without the request log line: ${fmt(auth / quiet)}`);
+  say(
+    `   ratio tracing on (every request sampled) / off, 2025: ${fmt(traced / auth)}; 2026-07-28: ${fmt(traced2026 / modern)}   (target >= 0.85)`,
+  );
+  // The same quotient from the CPU each spent a request, which other work on the machine moves less than the rates.
+  const cpuOf = (name: string) => median(cpu[name]!);
+  say(
+    `   the same from svc's CPU per request (off / on; other work on the machine moves it less): 2025: ${fmt(cpuOf('auth') / cpuOf('traced'))}; 2026-07-28: ${fmt(cpuOf('auth-2026') / cpuOf('traced-2026'))}`,
+  );
+  // The "on" figure is a tracer that exported: what the receiver got, against the requests sent to svc with tracing on
+  // (each sampled, each with one HTTP span; under load the bearer lookups go in batches, one SELECT span each).
+  const sent = served.legacy + served.modern;
+  const roots = exported.names['POST /mcp'] ?? 0;
+  // svc logs an exporter's failure at most once a minute, so a count here is a floor, and its words say what failed. A
+  // timeout can be the bench's own doing: svc is stopped for its neighbours' turns (~40 s), longer than the exporter's
+  // 10 s, and an export under way at a stop times out when svc runs again.
+  const failed = linesWith(join(work, 'mcp-traced.log'), '"tracing_export_failed"').map(
+    (l) => (JSON.parse(l) as { error?: string }).error ?? '?',
+  );
+  const failures = `${failed.length}${failed.length > 0 ? ` (at most one a minute is logged: ${[...new Set(failed)].join('; ')})` : ''}`;
+  say(
+    `   tracing on, exported: ${exported.requests} export requests, ${fmt(exported.bytes / 2 ** 20, 1)} MiB, ${exported.spans} spans; the HTTP span of ${roots} of the ${sent} requests sent (${fmt(roots / sent, 3)}; the rest dropped at the batch processor's full queue, or in a batch whose export failed); one at a time before the rounds a request made ${fmt(perRequest.legacy!, 2)} spans in 2025, ${fmt(perRequest.modern!, 2)} in 2026-07-28; export failures in svc's log: ${failures}; the receiver's CPU (core 1, with the load generator): ${fmt(exported.cpuMs / 1000, 1)} s`,
+  );
+  say(
+    `   spans by name: ${Object.entries(exported.names)
+      .sort((a, b) => b[1] - a[1])
+      .map(([name, n]) => `${name} ${n}`)
+      .join(', ')}`,
+  );
+  if (exported.requests === 0 || exported.malformed > 0 || linesWith(join(work, 'mcp-traced.log'), '"event":"tracing"').length === 0)
+    throw new Error(
+      `svc with tracing on: ${exported.requests} export requests (${exported.malformed} malformed); its log begins: ${spawnSync('head', ['-c', '1000', join(work, 'mcp-traced.log')], { encoding: 'utf8' }).stdout}`,
+    );
 }
 
 // ---------- 1b. svc serve --workers 2 vs. 1 ----------
