@@ -5,6 +5,7 @@
 // argument, a result or a document's text.
 import { PROTOCOL_VERSION_META_KEY } from '@modelcontextprotocol/server';
 import { isObject } from '../domain/canonical-json.ts';
+import { MCP_METHODS } from '../domain/mcp-methods.ts';
 import { inSpan, tracing, type Span } from '../trace/spans.ts';
 
 /** Who is calling, as the span tells it: the era, the revision a 2025 request named in its header, the session. */
@@ -20,29 +21,6 @@ const NOTHING: Span = { set() {}, rename() {}, fail() {} };
 
 /** A tool's or prompt's name longer than this is not put in its span's name (its attribute holds 512 characters). */
 const TARGET_MAX = 64;
-
-/** The methods a span is named by; any other is `unknown` (its `mcp.method.name` still says which, cut to 512). */
-const KNOWN = new Set([
-  'initialize',
-  'ping',
-  'tools/list',
-  'tools/call',
-  'resources/list',
-  'resources/templates/list',
-  'resources/read',
-  'resources/subscribe',
-  'resources/unsubscribe',
-  'prompts/list',
-  'prompts/get',
-  'completion/complete',
-  'logging/setLevel',
-  'server/discover',
-  'subscriptions/listen',
-  'notifications/initialized',
-  'notifications/cancelled',
-  'notifications/progress',
-  'notifications/roots/list_changed',
-]);
 
 const text = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
 
@@ -67,7 +45,7 @@ export function mcpSpan<T>(
         : call.protocolVersion;
   // The name is low in cardinality and short: a method svc knows, and the tool or prompt when its name is short.
   const target = tool ?? prompt;
-  const named = KNOWN.has(method) ? method : 'unknown';
+  const named = MCP_METHODS.has(method) ? method : 'unknown';
   return inSpan(
     target === undefined || target.length > TARGET_MAX ? named : `${named} ${target}`,
     {

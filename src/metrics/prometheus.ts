@@ -1,6 +1,7 @@
 // The metrics behind metrics_listen, on prom-client. Each process keeps its own registry; with several workers the
 // primary asks each for theirs and serves the sum (prom-client's cluster aggregation), so a scrape sees the whole
 // server. Gauges that read the database are taken once, not summed across workers.
+import { MCP_METHODS } from '../domain/mcp-methods.ts';
 import { createServer } from 'node:http';
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { AuthOutcome, LoginOutcome, Metrics, UpstreamCallKind } from './events.ts';
@@ -15,21 +16,6 @@ export interface GaugeSources {
 }
 
 const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
-/** JSON-RPC methods svc answers; anything else a client sends is counted as "other", so no caller can add series. */
-const MCP_METHODS = new Set([
-  'initialize',
-  'notifications/initialized',
-  'ping',
-  'tools/list',
-  'tools/call',
-  'resources/list',
-  'resources/templates/list',
-  'resources/read',
-  'prompts/list',
-  'notifications/cancelled',
-  'logging/setLevel',
-  'completion/complete',
-]);
 const MCP_TOOLS = new Set(['whoami', 'search', 'fetch']);
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
