@@ -5,8 +5,8 @@
 // argument, a result or a document's text.
 import { PROTOCOL_VERSION_META_KEY } from '@modelcontextprotocol/server';
 import { isObject } from '../domain/canonical-json.ts';
-import { MCP_METHODS } from '../domain/mcp-methods.ts';
-import { inSpan, tracing, type Span } from '../trace/spans.ts';
+import { mcpSpanTarget } from '../domain/mcp-methods.ts';
+import { inSpan, NO_SPAN, tracing, type Span } from '../trace/spans.ts';
 
 /** Who is calling, as the span tells it: the era, the revision a 2025 request named in its header, the session. */
 export interface SpanCall {
@@ -16,11 +16,6 @@ export interface SpanCall {
   /** a 2025 request's session id */
   readonly session?: string;
 }
-
-const NOTHING: Span = { set() {}, rename() {}, fail() {} };
-
-/** A tool's or prompt's name longer than this is not put in its span's name (its attribute holds 512 characters). */
-const TARGET_MAX = 64;
 
 const text = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
 
@@ -32,34 +27,26 @@ export function mcpSpan<T>(
   call: SpanCall,
   fn: (span: Span) => Promise<T>,
 ): Promise<T> {
-  if (!tracing()) return fn(NOTHING);
+  if (!tracing()) return fn(NO_SPAN);
   const p = params ?? {};
   const meta = isObject(p._meta) ? p._meta : null;
-  const tool = method === 'tools/call' ? text(p.name) : undefined;
-  const prompt = method === 'prompts/get' ? text(p.name) : undefined;
   const version =
     method === 'initialize'
       ? text(p.protocolVersion)
       : call.era === 'modern'
         ? text(meta?.[PROTOCOL_VERSION_META_KEY])
         : call.protocolVersion;
-  // The name is low in cardinality and short: a method svc knows, and the tool or prompt when its name is short.
-  const target = tool ?? prompt;
-  const named = MCP_METHODS.has(method) ? method : 'unknown';
+  const target = mcpSpanTarget(method, method.startsWith('resources/') ? text(p.uri) : text(p.name));
   return inSpan(
-    target === undefined || target.length > TARGET_MAX ? named : `${named} ${target}`,
+    target.name,
     {
       kind: 'server',
       parent: meta,
       attributes: {
-        'mcp.method.name': method,
+        ...target.attributes,
         'mcp.protocol.version': version,
         'mcp.session.id': call.session,
         'jsonrpc.request.id': typeof id === 'string' || typeof id === 'number' ? String(id) : undefined,
-        'gen_ai.operation.name': tool === undefined ? undefined : 'execute_tool',
-        'gen_ai.tool.name': tool,
-        'gen_ai.prompt.name': prompt,
-        'mcp.resource.uri': method.startsWith('resources/') ? text(p.uri) : undefined,
         'network.transport': 'tcp',
         'network.protocol.name': 'http',
       },

@@ -38,7 +38,7 @@ import { readFileSync } from 'node:fs';
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import type { TraceSettings } from './settings.ts';
-import { errorTypeOf, type Attributes, type Carrier, type Span, type SpanOptions, type TraceLog, type Tracer } from './types.ts';
+import { errorTypeOf, NO_SPAN, type Attributes, type Carrier, type Span, type SpanOptions, type TraceLog, type Tracer } from './types.ts';
 
 const KINDS = { server: SpanKind.SERVER, client: SpanKind.CLIENT, internal: SpanKind.INTERNAL } as const;
 
@@ -92,8 +92,6 @@ class Recording implements Span {
     this.span.setStatus({ code: SpanStatusCode.ERROR });
   }
 }
-
-const NOTHING: Span = { set() {}, rename() {}, fail() {} };
 
 /** Why an export ends at a stop: a code the exporter does not retry (a network error's would be retried, in seconds). */
 const STOPPED = Object.assign(new Error('svc stopped exporting traces'), { code: 'SVC_TRACING_STOPPED' });
@@ -219,7 +217,7 @@ class SdkTracer implements Tracer {
   }
 
   run<T>(name: string, options: SpanOptions, fn: (span: Span) => T): T {
-    if (options.childOnly && trace.getSpan(this.contexts.active()) === undefined) return fn(NOTHING);
+    if (options.childOnly && trace.getSpan(this.contexts.active()) === undefined) return fn(NO_SPAN);
     const { parent, links } = this.parentOf(options.parent);
     const span = this.tracer.startSpan(
       name.slice(0, NAME_MAX),
@@ -260,7 +258,7 @@ class SdkTracer implements Tracer {
 
   current(): Span {
     const span = trace.getSpan(this.contexts.active());
-    return span === undefined || !span.isRecording() ? NOTHING : new Recording(span);
+    return span === undefined || !span.isRecording() ? NO_SPAN : new Recording(span);
   }
 
   traceId(): string | null {

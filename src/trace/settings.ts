@@ -156,20 +156,24 @@ export function traceSettings(env: Env = process.env): TraceSettings | null {
   const maxExportBatchSize = positive(env, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512, QUEUE_MAX);
   if (maxExportBatchSize > maxQueueSize)
     throw new TraceSettingsError('OTEL_BSP_MAX_EXPORT_BATCH_SIZE must not be above OTEL_BSP_MAX_QUEUE_SIZE');
-  const settings = {
-    url: target ?? '',
+  const scheduledDelayMillis = positive(env, 'OTEL_BSP_SCHEDULE_DELAY', 5000);
+  const exportTimeoutMillis = positive(env, 'OTEL_BSP_EXPORT_TIMEOUT', 30_000);
+  const tls = Object.freeze({
+    ...definedAs('ca', tlsFile(env, 'CERTIFICATE')),
+    ...definedAs('cert', tlsFile(env, 'CLIENT_CERTIFICATE')),
+    ...definedAs('key', tlsFile(env, 'CLIENT_KEY')),
+  });
+  // Every variable is checked above, whether an exporter is named or not: a mistake shows before it matters.
+  if (target === null) return null;
+  return Object.freeze({
+    url: target,
     protocol: protocol as TraceSettings['protocol'],
     serviceName: read(env, 'OTEL_SERVICE_NAME') ?? 'svc',
     sampler: chosen,
     maxQueueSize,
     maxExportBatchSize,
-    scheduledDelayMillis: positive(env, 'OTEL_BSP_SCHEDULE_DELAY', 5000),
-    exportTimeoutMillis: positive(env, 'OTEL_BSP_EXPORT_TIMEOUT', 30_000),
-    tls: Object.freeze({
-      ...definedAs('ca', tlsFile(env, 'CERTIFICATE')),
-      ...definedAs('cert', tlsFile(env, 'CLIENT_CERTIFICATE')),
-      ...definedAs('key', tlsFile(env, 'CLIENT_KEY')),
-    }),
-  };
-  return target === null ? null : Object.freeze(settings);
+    scheduledDelayMillis,
+    exportTimeoutMillis,
+    tls,
+  });
 }

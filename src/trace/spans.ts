@@ -4,12 +4,11 @@
 // function call that runs the work and records nothing.
 import { traceSettings } from './settings.ts';
 
-import type { Span, SpanOptions, TraceLog, Tracer } from './types.ts';
+import { NO_SPAN, type Span, type SpanOptions, type TraceLog, type Tracer } from './types.ts';
 
 export type { Attributes, Carrier, Span, SpanKind, SpanOptions } from './types.ts';
-export { errorTypeOf } from './types.ts';
+export { errorTypeOf, NO_SPAN } from './types.ts';
 
-const NOTHING: Span = { set() {}, rename() {}, fail() {} };
 let tracer: Tracer | null = null;
 
 /** Whether spans are being made: code that would compute attributes only for a span can skip the work. */
@@ -20,7 +19,7 @@ export const tracing = (): boolean => tracer !== null;
  * `fn` returns or its promise settles; a throw marks it failed by the error's class or code, and is thrown on.
  */
 export function inSpan<T>(name: string, options: SpanOptions, fn: (span: Span) => T): T {
-  return tracer === null ? fn(NOTHING) : tracer.run(name, options, fn);
+  return tracer === null ? fn(NO_SPAN) : tracer.run(name, options, fn);
 }
 
 /**
@@ -30,7 +29,7 @@ export function inSpan<T>(name: string, options: SpanOptions, fn: (span: Span) =
 export const untraced = <T>(fn: () => T): T => (tracer === null ? fn() : tracer.outside(fn));
 
 /** The span under way (a span that records nothing when there is none). */
-export const currentSpan = (): Span => (tracer === null ? NOTHING : tracer.current());
+export const currentSpan = (): Span => (tracer === null ? NO_SPAN : tracer.current());
 
 /** The trace id of the work under way, for its audit rows; null when tracing is off or outside any trace. */
 export const currentTraceId = (): string | null => (tracer === null ? null : tracer.traceId());

@@ -19,6 +19,9 @@ export interface Span {
   fail(errorType: string): void;
 }
 
+/** The span of work that is not traced: it records nothing. */
+export const NO_SPAN: Span = { set() {}, rename() {}, fail() {} };
+
 export interface SpanOptions {
   readonly kind?: SpanKind;
   readonly attributes?: Attributes;

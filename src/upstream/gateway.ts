@@ -28,6 +28,7 @@ import { findTool, listApproved, type ToolGate } from '../store/upstream-tools.t
 import { accountFor, listAccounts, type Listing } from '../store/upstream-accounts.ts';
 import { mayConnect, mayRead, usable } from './access.ts';
 import { currentSpan, inSpan, tracing } from '../trace/spans.ts';
+import { mcpSpanTarget } from '../domain/mcp-methods.ts';
 import { CallAudit, countedCalls } from './call-audit.ts';
 import { UpstreamConnections, type ResourceListener } from './connections.ts';
 import { rateCounter, type RateCounter } from './rate.ts';
@@ -585,20 +586,15 @@ export class UpstreamGateway {
    */
   private pass(passage: Passage, caller: Caller): Promise<Passed> {
     if (!tracing()) return this.passOn(passage, caller);
-    const { upstream, kind, target } = passage;
-    const method = METHOD[kind];
+    const { upstream, kind } = passage;
     const http = upstream.transport.kind === 'http' ? new URL(upstream.transport.url) : null;
-    const named = kind === 'tool' || kind === 'prompt';
+    const target = mcpSpanTarget(METHOD[kind], passage.target);
     return inSpan(
-      named ? `${method} ${target}` : method,
+      target.name,
       {
         kind: 'client',
         attributes: {
-          'mcp.method.name': method,
-          'gen_ai.operation.name': kind === 'tool' ? 'execute_tool' : undefined,
-          'gen_ai.tool.name': kind === 'tool' ? target : undefined,
-          'gen_ai.prompt.name': kind === 'prompt' ? target : undefined,
-          'mcp.resource.uri': kind === 'resource' ? target : undefined,
+          ...target.attributes,
           'server.address': http?.hostname,
           'server.port': http === null ? undefined : Number(http.port || (http.protocol === 'https:' ? 443 : 80)),
           'network.transport': http === null ? 'pipe' : 'tcp',
