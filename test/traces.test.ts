@@ -50,6 +50,13 @@ function callerContext(): { traceparent: string; traceId: string; spanId: string
   return { traceparent: `00-${traceId}-${spanId}-01`, traceId, spanId };
 }
 
+/**
+ * What a caller sends beside its traceparent that must never reach an upstream: its tracestate (the caller's own text)
+ * and, in `_meta`, an identity assertion of its own making.
+ */
+const CALLER_STATE = 'caller=state-marker-Hv2';
+const callerMeta = (traceparent: string) => ({ traceparent, tracestate: CALLER_STATE, 'svc/identity': 'forged-assertion-marker' });
+
 const textOf = (r: unknown) => ((r as CallToolResult).content as { text: string }[])[0]!.text;
 
 async function legacyClient(url: string, token: string, headers: Record<string, string> = {}): Promise<Client> {
@@ -215,12 +222,14 @@ identity = jwt
       const caller = callerContext();
       const before = proxy.carried.length;
       const client =
-        era === '2025' ? await legacyClient(inst.url, token, { traceparent: caller.traceparent }) : await modernClient(inst.url, token);
+        era === '2025'
+          ? await legacyClient(inst.url, token, { traceparent: caller.traceparent, tracestate: CALLER_STATE })
+          : await modernClient(inst.url, token);
       try {
         const answer = await client.callTool({
           name: 'everything__echo',
           arguments: { message: 'argument-marker-Pz41' },
-          ...(era === '2025' ? {} : { _meta: { traceparent: caller.traceparent } }),
+          _meta: era === '2025' ? { 'svc/identity': 'forged-assertion-marker' } : callerMeta(caller.traceparent),
         });
         assert.equal(textOf(answer), 'Echo: argument-marker-Pz41');
       } finally {
@@ -237,6 +246,7 @@ identity = jwt
         "the upstream got svc's traceparent, under its client span",
       );
       assert.equal(jtiOf(call.identity!), upstream.attributes['svc.identity.jti'], "the span names the assertion's jti");
+      assert.equal(call.tracestate, undefined, "the caller's tracestate does not reach the upstream");
       const row = (await auditRows()).find(
         (r) => r.action === 'upstream.call' && r.target === 'everything/echo' && r.trace_id === caller.traceId,
       );
@@ -250,13 +260,15 @@ identity = jwt
       test(`a ${era} tools/call to ${kind} stdio upstream: one trace, svc's traceparent reached it in _meta, the audit row names the trace`, async () => {
         const caller = callerContext();
         const client =
-          era === '2025' ? await legacyClient(inst.url, token, { traceparent: caller.traceparent }) : await modernClient(inst.url, token);
+          era === '2025'
+            ? await legacyClient(inst.url, token, { traceparent: caller.traceparent, tracestate: CALLER_STATE })
+            : await modernClient(inst.url, token);
         let meta: Record<string, string>;
         try {
           const answer = await client.callTool({
             name: `${upstreamName}__echo`,
             arguments: { secret: 'argument-marker-Pz41' },
-            ...(era === '2025' ? {} : { _meta: { traceparent: caller.traceparent } }),
+            _meta: era === '2025' ? { 'svc/identity': 'forged-assertion-marker' } : callerMeta(caller.traceparent),
           });
           meta = JSON.parse(textOf(answer)) as Record<string, string>;
         } finally {
@@ -267,6 +279,12 @@ identity = jwt
         assert.equal(upstream.attributes['network.transport'], 'pipe');
         assert.equal(meta.traceparent, `00-${caller.traceId}-${upstream.spanId}-01`);
         assert.equal(jtiOf(meta['svc/identity']!), upstream.attributes['svc.identity.jti']);
+        // svc's traceparent and assertion (and for a 2026-07-28 call, held in rounds, svc's own progress token), and
+        // nothing of the caller's `_meta` or tracestate.
+        assert.deepEqual(
+          Object.keys(meta).sort(),
+          era === '2025' ? ['svc/identity', 'traceparent'] : ['progressToken', 'svc/identity', 'traceparent'],
+        );
         const rows = await auditRows();
         assert.ok(rows.some((r) => r.action === 'upstream.call' && r.target === `${upstreamName}/echo` && r.trace_id === caller.traceId));
       });

@@ -98,6 +98,7 @@ export interface Carried {
   readonly session: string | undefined;
   /** the W3C trace context it came with */
   readonly traceparent: string | undefined;
+  readonly tracestate: string | undefined;
   /** the identity assertion it came with (X-Svc-Identity) */
   readonly identity: string | undefined;
 }
@@ -123,6 +124,7 @@ export async function countingProxy(target: string): Promise<Served & { readonly
       rpc,
       session: header('mcp-session-id'),
       traceparent: header('traceparent'),
+      tracestate: header('tracestate'),
       identity: header('x-svc-identity'),
     });
     const headers = { ...req.headers, host: to.host };
